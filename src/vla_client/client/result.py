@@ -1,0 +1,61 @@
+"""What one inference gives back: the action chunk and where the time went."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Milliseconds per stage, client-side and as the server reported them.
+
+    `round_trip_ms` runs from the first byte sent to the last byte received; `network_ms` is that
+    minus the server's own `total_ms` when the server reports one, which needs no synchronised
+    clocks. `server` holds the server's timings verbatim (`preprocess_ms`, `inference_ms`, ...).
+    """
+
+    encode_ms: float
+    round_trip_ms: float
+    decode_ms: float
+    bytes_sent: int
+    bytes_received: int
+    server: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_ms(self) -> float:
+        """Client encode + round trip + decode."""
+        return self.encode_ms + self.round_trip_ms + self.decode_ms
+
+    @property
+    def network_ms(self) -> float | None:
+        """Round trip minus the server's total time, when the server reports one."""
+        server_total = self.server.get("total_ms")
+        return None if server_total is None else max(0.0, self.round_trip_ms - server_total)
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """An action chunk as float32 ``[H, D]`` (``[B, H, D]`` for batched replies).
+
+    `digests` is present when the request asked for `return_digest`: per camera, the shape,
+    dtype and SHA-256 of the pixels the server decoded. `raw` is the parsed reply as received.
+    """
+
+    actions: np.ndarray
+    request_id: str | None
+    timings: Timings
+    raw: dict[str, Any]
+    digests: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def horizon(self) -> int:
+        """Number of steps in the chunk."""
+        return int(self.actions.shape[-2])
+
+    @property
+    def action_dim(self) -> int:
+        """Size of each action vector."""
+        return int(self.actions.shape[-1])

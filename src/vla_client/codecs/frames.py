@@ -1,0 +1,64 @@
+"""Bring arrays to the one frame layout every codec and policy uses: HxWx3 uint8 RGB, C order.
+
+Robots hand us many layouts: grey HxW, HxWx1, RGBA, floats in [0, 1], int64 from JSON, and
+now and then CHW from a training pipeline. The conversions here are the plain, lossless (or
+obviously intended) ones; everything else is refused with a message that says what to change,
+because a silently transposed or rescaled image wrecks a policy without any error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vla_client.errors import CodecError
+
+CHANNELS = 3
+
+
+def as_rgb_frame(array: np.ndarray, *, field: str | None = None) -> np.ndarray:
+    """Return `array` as a C-contiguous HxWx3 uint8 RGB frame, or raise `CodecError`."""
+    if not isinstance(array, np.ndarray):
+        raise CodecError(f"image must be an array, got {type(array).__name__}", field=field)
+    frame = _as_uint8(array, field)
+    if frame.ndim == 2:
+        frame = frame[:, :, None]
+    if frame.ndim != 3:
+        raise CodecError(f"image must be HxWxC, got shape {tuple(array.shape)}", field=field)
+    height, width, channels = frame.shape
+    if channels not in (1, 3, 4) and height in (1, 3, 4) and width > 4:
+        raise CodecError(
+            f"image shape {tuple(array.shape)} looks like CHW; transpose it to HxWxC "
+            "(np.transpose(image, (1, 2, 0)))",
+            field=field,
+        )
+    if height == 0 or width == 0:
+        raise CodecError(f"image has a zero-size dimension: {tuple(array.shape)}", field=field)
+    if channels == 1:
+        frame = np.repeat(frame, CHANNELS, axis=2)
+    elif channels == 4:
+        frame = frame[:, :, :CHANNELS]
+    elif channels != CHANNELS:
+        raise CodecError(f"image must have 1, 3 or 4 channels, got {channels}", field=field)
+    return np.ascontiguousarray(frame)
+
+
+def _as_uint8(array: np.ndarray, field: str | None) -> np.ndarray:
+    if array.dtype == np.uint8:
+        return array
+    kind = array.dtype.kind
+    if kind in "iu":
+        if array.size and (array.min() < 0 or array.max() > 255):
+            raise CodecError(
+                f"integer pixel values must be in 0..255, got {array.min()}..{array.max()}",
+                field=field,
+            )
+        return array.astype(np.uint8)
+    if kind == "f":
+        if array.size and not np.isfinite(array).all():
+            raise CodecError("float image contains NaN or infinity", field=field)
+        if array.size and (array.min() < 0.0 or array.max() > 1.0):
+            raise CodecError(
+                "float images must be in [0, 1] (send uint8 for 0..255 data)", field=field
+            )
+        return np.rint(array * 255.0).astype(np.uint8)
+    raise CodecError(f"unsupported image dtype {array.dtype}", field=field)

@@ -1,0 +1,89 @@
+"""What the robot saw: named camera frames, proprioceptive state and the task.
+
+`Observation` checks its input once, at construction, so that a bad frame fails in the robot
+program with a clear `InvalidObservationError` instead of as a 400 from the server (or, worse, as
+a policy that quietly sees a transposed image). Frames are stored as C-contiguous HxWx3 uint8 RGB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vla_client.codecs.frames import as_rgb_frame
+from vla_client.errors import CodecError, InvalidObservationError
+
+
+@dataclass(frozen=True, init=False)
+class Observation:
+    """Camera frames (HxWx3 uint8 RGB), an optional state vector and the task text.
+
+    `capture_times` holds each camera's capture time in seconds (`time.monotonic()` on the robot);
+    it travels in the request as ``observation.capture_times`` so latency can be measured from the
+    moment the frame was taken, without synchronised clocks.
+    """
+
+    images: Mapping[str, np.ndarray]
+    state: np.ndarray | None
+    task: str
+    capture_times: Mapping[str, float] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        images: Mapping[str, np.ndarray],
+        state: np.ndarray | list[float] | None = None,
+        task: str = "",
+        capture_times: Mapping[str, float] | None = None,
+    ) -> None:
+        object.__setattr__(self, "images", _check_images(images))
+        object.__setattr__(self, "state", _check_state(state))
+        if not isinstance(task, str):
+            raise InvalidObservationError(f"task must be a string, got {type(task).__name__}")
+        object.__setattr__(self, "task", task)
+        times = dict(capture_times or {})
+        unknown = set(times) - set(self.images)
+        if unknown:
+            raise InvalidObservationError(f"capture_times names unknown cameras {sorted(unknown)}")
+        object.__setattr__(self, "capture_times", {k: float(v) for k, v in times.items()})
+
+    @property
+    def oldest_capture_time(self) -> float | None:
+        """The earliest camera capture time, if the cameras reported any."""
+        return min(self.capture_times.values()) if self.capture_times else None
+
+
+def _check_images(images: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    if not isinstance(images, Mapping):
+        raise InvalidObservationError(
+            f"images must be a dict of camera name to frame, got {type(images).__name__}"
+        )
+    if not images:
+        raise InvalidObservationError("an observation needs at least one camera frame")
+    checked = {}
+    for name, frame in images.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidObservationError(f"camera names must be non-empty strings, got {name!r}")
+        try:
+            checked[name] = as_rgb_frame(np.asarray(frame), field=f"images.{name}")
+        except CodecError as exc:
+            raise InvalidObservationError(str(exc)) from None
+    return checked
+
+
+def _check_state(state: np.ndarray | list[float] | None) -> np.ndarray | None:
+    if state is None:
+        return None
+    try:
+        array = np.asarray(state)
+    except (ValueError, TypeError) as exc:
+        raise InvalidObservationError(f"state must be a numeric vector: {exc}") from None
+    if array.dtype.kind not in "biuf":
+        raise InvalidObservationError(f"state must be numeric, got dtype {array.dtype}")
+    if array.ndim != 1:
+        raise InvalidObservationError(f"state must be a 1-D vector, got shape {array.shape}")
+    array = array.astype(np.float32)
+    if not np.isfinite(array).all():
+        raise InvalidObservationError("state contains NaN or infinity")
+    return array

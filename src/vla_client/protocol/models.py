@@ -1,0 +1,189 @@
+"""Typed models of the action API's wire documents (contract: sglang-action-api.md).
+
+Requests: `ActionRequest` -> `ActionInput` -> `ObservationPayload`, plus `parameters` and
+`RuntimeOptions`. Replies: `ActionEnvelope` (the default), `ActionRawResponse`
+(``runtime.response_format: "raw"``) and `ActionMetadata` (GET /v1/actions/metadata).
+
+Every model allows extra fields: SGLang's pipelines add their own keys (cache, parallel,
+Cosmos3 options) and a client must not break on them. Image values are typed `Any` because they
+hold whichever wire form was chosen (a ``{"b64_json": ...}`` dict, an ndarray, a pixel list); the
+codecs, not pydantic, own their validation, so that validating a request never walks millions of
+pixels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+
+class RuntimeOptions(_Open):
+    """The ``runtime`` block: how to answer rather than what to compute."""
+
+    response_format: Literal["envelope", "raw"] = "envelope"
+    output_format: Literal["list", "numpy"] | None = None
+    return_timing: bool = True
+    return_digest: bool = False
+    prefix_cache: bool | Literal["auto"] | None = None
+    cuda_graph: bool | Literal["auto"] | None = None
+
+    @field_validator("response_format", "output_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+
+class SamplingParameters(_Open):
+    """The ``parameters`` block; values the policy does not know are kept and ignored."""
+
+    action_horizon: int | None = Field(default=None, gt=0)
+    action_dim: int | None = Field(default=None, gt=0)
+    num_inference_steps: int | None = Field(default=None, gt=0)
+    seed: int | None = Field(default=None, ge=0)
+    guidance_scale: float | None = Field(default=None, ge=0)
+    guidance_scale_action: float | None = Field(default=None, ge=0)
+    output_format: Literal["list", "numpy"] | None = None
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _no_bool_seed(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError("seed must be a non-negative integer, not a bool")
+        return value
+
+
+class ObservationPayload(_Open):
+    """``input.observation``: per-camera image values, state, and capture times (an extension)."""
+
+    images: dict[str, Any] = Field(default_factory=dict)
+    state: Any = None
+    capture_times: dict[str, float] | None = None
+
+
+class ActionInput(_Open):
+    """``input``: the task text and the observation."""
+
+    task: str | None = None
+    prompt: str | None = None
+    observation: ObservationPayload = Field(default_factory=ObservationPayload)
+
+
+class ActionRequest(_Open):
+    """The body of POST /v1/actions/generations (and of a realtime websocket message)."""
+
+    request_id: str | None = None
+    model: str | None = None
+    input: ActionInput
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    runtime: RuntimeOptions = Field(default_factory=RuntimeOptions)
+
+    def to_payload(self) -> dict[str, Any]:
+        """The wire document as plain containers, without copying image values.
+
+        `model_dump` would walk every pixel of a pixel-list image; this keeps image values as
+        the objects they are (base64 dicts, ndarrays, lists) and dumps only the small parts.
+        """
+        observation = self.input.observation
+        obs: dict[str, Any] = {"images": dict(observation.images)}
+        if observation.state is not None:
+            obs["state"] = observation.state
+        if observation.capture_times:
+            obs["capture_times"] = observation.capture_times
+        obs.update(observation.model_extra or {})
+        payload: dict[str, Any] = {
+            "input": {"task": self.input.task or "", "observation": obs},
+            "parameters": self.parameters,
+            "runtime": self.runtime.model_dump(exclude_defaults=True),
+        }
+        if self.request_id is not None:
+            payload["request_id"] = self.request_id
+        if self.model is not None:
+            payload["model"] = self.model
+        return payload
+
+
+class ActionValue(_Open):
+    """One action chunk inside the envelope."""
+
+    type: str = "continuous"
+    dtype: str = "float32"
+    shape: list[int]
+    values: Any
+
+
+class ActionDatum(_Open):
+    """One entry of the envelope's ``data`` list (one per batch element)."""
+
+    index: int = 0
+    input_index: int = 0
+    candidate_index: int = 0
+    action: ActionValue
+
+
+class Usage(_Open):
+    """What the request cost, as the envelope reports it."""
+
+    batch_size: int = 1
+    action_horizon: int
+    action_dim: int
+    denoise_steps: int | None = None
+    prefix_cache_hit: bool = False
+
+
+class ActionEnvelope(_Open):
+    """The default reply of POST /v1/actions/generations."""
+
+    id: str
+    object: Literal["action.generation"] = "action.generation"
+    created: int
+    model: str | None = None
+    data: list[ActionDatum]
+    usage: Usage | None = None
+    timings: dict[str, float] | None = None
+    digests: dict[str, dict[str, Any]] | None = None
+
+
+class ActionRawResponse(_Open):
+    """The reply with ``runtime.response_format: "raw"`` (and openpi's reply shape)."""
+
+    request_id: str | None = None
+    actions: Any
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    timings: dict[str, float] | None = None
+    digests: dict[str, dict[str, Any]] | None = None
+
+
+class MetadataInput(_Open):
+    """What the policy expects to receive."""
+
+    image_keys: list[str] = Field(default_factory=list)
+    image_size: list[int] | None = None
+    state_dim: int | None = None
+
+
+class MetadataOutput(_Open):
+    """What the policy returns."""
+
+    action_type: str = "continuous"
+    action_horizon: int | None = None
+    action_dim: int | None = None
+    padded_action_dim: int | None = None
+    dtype: str = "float32"
+
+
+class ActionMetadata(_Open):
+    """GET /v1/actions/metadata, also the first frame on both websockets."""
+
+    object: Literal["action.metadata"] = "action.metadata"
+    model: str | None = None
+    model_path: str | None = None
+    policy_family: str | None = None
+    input: MetadataInput = Field(default_factory=MetadataInput)
+    output: MetadataOutput = Field(default_factory=MetadataOutput)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    capabilities: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,57 @@
+"""Bodies on the wire: JSON (orjson) or msgpack with numpy arrays, chosen by content type.
+
+Content negotiation follows SGLang: a content type containing ``msgpack`` means msgpack; JSON is
+``application/json``, ``text/plain``, any ``+json`` type, or no content type at all. Anything else
+(images, multipart forms, octet streams) is refused with `UnsupportedContentTypeError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+
+from vla_client.codecs import msgpack_numpy
+from vla_client.errors import CodecError, UnsupportedContentTypeError
+
+Wire = Literal["json", "msgpack"]
+JSON_CONTENT_TYPE = "application/json"
+MSGPACK_CONTENT_TYPE = msgpack_numpy.CONTENT_TYPE
+CONTENT_TYPES: dict[Wire, str] = {"json": JSON_CONTENT_TYPE, "msgpack": MSGPACK_CONTENT_TYPE}
+
+
+def wire_for_content_type(content_type: str | None) -> Wire:
+    """Which wire a request body uses, from its Content-Type header."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if "msgpack" in media:
+        return "msgpack"
+    if media in ("", JSON_CONTENT_TYPE, "text/plain", "text/json") or media.endswith("+json"):
+        return "json"
+    raise UnsupportedContentTypeError(
+        f"unsupported content type {media!r}; send application/json or application/msgpack"
+    )
+
+
+def wants_msgpack(content_type: str | None, accept: str | None) -> bool:
+    """SGLang's rule: a msgpack request, or an Accept header naming msgpack, gets msgpack back."""
+    return "msgpack" in (content_type or "").lower() or "msgpack" in (accept or "").lower()
+
+
+def dumps(payload: Any, wire: Wire) -> bytes:
+    """Serialise a document; numpy arrays become lists in JSON and arrays in msgpack."""
+    if wire == "msgpack":
+        return msgpack_numpy.packb(payload)
+    try:
+        return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError as exc:
+        raise CodecError(f"cannot serialise to JSON: {exc}") from None
+
+
+def loads(body: bytes, wire: Wire) -> Any:
+    """Parse a body; raises `CodecError` for malformed JSON or msgpack."""
+    if wire == "msgpack":
+        return msgpack_numpy.unpackb(body)
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError(f"malformed JSON body: {exc}") from None

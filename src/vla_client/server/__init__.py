@@ -1,0 +1,26 @@
+"""The reference action server (extra ``server``): FastAPI app, policies, runners.
+
+Importing this package imports FastAPI and uvicorn; `vla_client` itself never does.
+"""
+
+from vla_client.server.app import create_app
+from vla_client.server.config import ServerConfig
+from vla_client.server.local import LocalServer
+from vla_client.server.policies import POLICIES, ReferencePolicy, make_policy
+from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
+from vla_client.server.runner import Runner, ThreadRunner
+
+__all__ = [
+    "POLICIES",
+    "LocalServer",
+    "Policy",
+    "PolicyInput",
+    "PolicySpec",
+    "ReferencePolicy",
+    "Runner",
+    "ServerConfig",
+    "ThreadRunner",
+    "create_app",
+    "make_policy",
+    "metadata_document",
+]

@@ -1,0 +1,172 @@
+"""The reference action server: SGLang's action API on FastAPI.
+
+The entrypoint's job, in order: bound the body, decode every image to an array (the shared
+codecs, in a worker thread), check the request against the policy, hand an arrays-only
+`PolicyInput` to the runner, and answer in the format the client asked for. Every bad input is
+a 4xx with a JSON ``detail``; nothing a client sends can take the server down or make it send a
+traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from vla_client.codecs import frame_digest
+from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
+from vla_client.protocol import (
+    CONTENT_TYPES,
+    DecodedRequest,
+    build_envelope,
+    build_raw,
+    decode_request,
+    dumps,
+    new_request_id,
+    wants_msgpack,
+)
+from vla_client.server.config import ServerConfig
+from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.runner import Runner, ThreadRunner
+
+log = logging.getLogger("vla_client.server")
+
+
+def create_app(
+    policy: Policy, config: ServerConfig | None = None, *, runner: Runner | None = None
+) -> FastAPI:
+    """A FastAPI app serving `policy` (through `runner`, a `ThreadRunner` by default)."""
+    config = config or ServerConfig()
+    runner = runner or ThreadRunner(policy)
+    metadata = metadata_document(policy.spec, model=config.model_name)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await runner.close()
+
+    app = FastAPI(title="vla-client reference action server", lifespan=lifespan)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return JSONResponse({"detail": f"internal server error ({type(exc).__name__})"}, 500)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/actions/metadata")
+    async def action_metadata() -> dict[str, Any]:
+        return metadata
+
+    @app.post("/v1/actions/generations")
+    async def generations(request: Request) -> Response:
+        start = time.perf_counter()
+        body = await _read_body(request, config.max_body_bytes)
+        content_type = request.headers.get("content-type")
+        decoded = await _decode(body, content_type, config)
+        preprocess_ms = (time.perf_counter() - start) * 1000
+        observation = _policy_input(decoded, policy)
+        actions, stage_timings = await runner.infer(observation)
+        post_start = time.perf_counter()
+        reply = await run_in_threadpool(
+            _reply_document, decoded, actions, config.model_name, policy
+        )
+        timings = {
+            "preprocess_ms": preprocess_ms,
+            **stage_timings,
+            "postprocess_ms": (time.perf_counter() - post_start) * 1000,
+            "total_ms": (time.perf_counter() - start) * 1000,
+        }
+        if decoded.runtime.return_timing:
+            reply["timings"] = timings
+        wire = "msgpack" if wants_msgpack(content_type, request.headers.get("accept")) else "json"
+        return Response(dumps(reply, wire), media_type=CONTENT_TYPES[wire])
+
+    return app
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, f"body of {declared} bytes is over the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPException(413, f"body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _decode(body: bytes, content_type: str | None, config: ServerConfig) -> DecodedRequest:
+    try:
+        return await run_in_threadpool(decode_request, body, content_type, limits=config.limits)
+    except UnsupportedContentTypeError as exc:
+        raise HTTPException(415, str(exc)) from None
+    except PayloadTooLargeError as exc:
+        raise HTTPException(413, str(exc)) from None
+    except CodecError as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+def _policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
+    spec = policy.spec
+    if not decoded.images:
+        raise HTTPException(400, "input.observation.images: the observation has no camera images")
+    if spec.camera_names:
+        unknown = sorted(set(decoded.images) - set(spec.camera_names))
+        missing = sorted(set(spec.camera_names) - set(decoded.images))
+        if unknown or missing:
+            raise HTTPException(
+                400,
+                f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
+                f"this policy takes {list(spec.camera_names)}",
+            )
+    if decoded.state is not None and spec.state_dim is not None and decoded.state.size != spec.state_dim:
+        raise HTTPException(
+            400, f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}"
+        )
+    parameters = decoded.parameters
+    return PolicyInput(
+        images=decoded.images,
+        state=decoded.state,
+        task=decoded.task,
+        action_horizon=parameters.action_horizon,
+        num_inference_steps=parameters.num_inference_steps,
+        seed=parameters.seed,
+    )
+
+
+def _reply_document(
+    decoded: DecodedRequest, actions: Any, model: str, policy: Policy
+) -> dict[str, Any]:
+    request_id = decoded.request_id or new_request_id()
+    numpy_values = decoded.wire == "msgpack" or decoded.output_format == "numpy"
+    extra: dict[str, Any] = {}
+    if decoded.runtime.return_digest:
+        extra["digests"] = {name: frame_digest(frame) for name, frame in decoded.images.items()}
+    if decoded.runtime.response_format == "raw":
+        return build_raw(
+            actions,
+            request_id=request_id,
+            numpy_values=numpy_values,
+            parameters={"num_inference_steps": policy.spec.num_inference_steps},
+            extra=extra,
+        )
+    return build_envelope(
+        actions,
+        request_id=request_id,
+        model=model,
+        numpy_values=numpy_values,
+        denoise_steps=decoded.parameters.num_inference_steps or policy.spec.num_inference_steps,
+        extra=extra,
+    )
