@@ -6,7 +6,13 @@ wire bytes for use with any HTTP stack. The reference server lives in `vla_clien
 (extra ``server``) and is never imported from here.
 """
 
-from vla_client.client import ActionClient, ActionResult, AsyncActionClient, Timings, mismatched_cameras
+from vla_client.client import (
+    ActionClient,
+    ActionResult,
+    AsyncActionClient,
+    Timings,
+    mismatched_cameras,
+)
 from vla_client.errors import (
     CodecError,
     ConnectError,
@@ -44,4 +50,5 @@ __all__ = [
     "VLAClientError",
     "decode_request",
     "encode_request",
+    "mismatched_cameras",
 ]

@@ -31,7 +31,7 @@ class CodecError(VLAClientError, ValueError):
 
 
 class PayloadTooLargeError(CodecError):
-    """A body or image over a configured limit (a decompression bomb, say); the server answers 413."""
+    """A body or image over a configured limit (a decompression bomb, say): a 413 on the server."""
 
 
 class ProtocolError(VLAClientError):

@@ -63,7 +63,9 @@ def synthetic_frames(
 
 def camera_names(count: int) -> tuple[str, ...]:
     """`wrist`, `left`, `right` for up to three cameras, then `cam3`, `cam4`, ..."""
-    return tuple(DEFAULT_CAMERAS[i] if i < len(DEFAULT_CAMERAS) else f"cam{i}" for i in range(count))
+    return tuple(
+        DEFAULT_CAMERAS[i] if i < len(DEFAULT_CAMERAS) else f"cam{i}" for i in range(count)
+    )
 
 
 def _render_background(height: int, width: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,8 +88,13 @@ def _render_background(height: int, width: int, rng: np.random.Generator) -> np.
         colour = tuple(int(c) for c in rng.integers(20, 235, 3))
         centre = (int(rng.integers(0, width)), int(rng.integers(int(height * horizon), height)))
         if rng.random() < 0.5:
-            axes = (int(rng.integers(scale // 20, scale // 6)), int(rng.integers(scale // 24, scale // 8)))
-            cv2.ellipse(canvas, centre, axes, float(rng.uniform(0, 180)), 0, 360, colour, -1, cv2.LINE_AA)
+            axes = (
+                int(rng.integers(scale // 20, scale // 6)),
+                int(rng.integers(scale // 24, scale // 8)),
+            )
+            cv2.ellipse(
+                canvas, centre, axes, float(rng.uniform(0, 180)), 0, 360, colour, -1, cv2.LINE_AA
+            )
         else:
             half = int(rng.integers(scale // 24, scale // 7))
             box = cv2.boxPoints((centre, (2 * half, half), float(rng.uniform(0, 90))))
@@ -95,8 +102,16 @@ def _render_background(height: int, width: int, rng: np.random.Generator) -> np.
     for _ in range(3):
         points = np.stack([np.linspace(0, width, 6), rng.uniform(0, height, 6)], axis=1)
         cv2.polylines(canvas, [points.astype(np.int32)], False, (30, 30, 30), 2, cv2.LINE_AA)
-    cv2.putText(canvas, f"BIN {int(rng.integers(1, 99)):02d}", (width // 20, height // 8),
-                cv2.FONT_HERSHEY_SIMPLEX, scale / 600, (20, 20, 20), 2, cv2.LINE_AA)
+    cv2.putText(
+        canvas,
+        f"BIN {int(rng.integers(1, 99)):02d}",
+        (width // 20, height // 8),
+        cv2.FONT_HERSHEY_SIMPLEX,
+        scale / 600,
+        (20, 20, 20),
+        2,
+        cv2.LINE_AA,
+    )
 
     vignette = 1.0 - 0.35 * ((xs - 0.5) ** 2 + (ys - 0.5) ** 2) * 2
     lit = canvas.astype(np.float32) * vignette[..., None]

@@ -12,17 +12,21 @@ import statistics
 
 from vla_client.cli.output import print_table
 from vla_client.client import ActionClient, mismatched_cameras
+from vla_client.codecs import Encoding
+from vla_client.protocol import Wire
 from vla_client.observation import Observation
 from vla_client.scene import synthetic_frames
 
-PATHS = (
+PATHS: tuple[tuple[Encoding, Wire], ...] = (
     ("raw", "msgpack"), ("jpeg", "msgpack"), ("jpeg", "json"), ("png", "msgpack"),
     ("png", "json"), ("raw", "json"), ("pixels", "msgpack"), ("pixels", "json"),
 )  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("demo", help="start a local reference server and try every encoding")
+    parser = subparsers.add_parser(
+        "demo", help="start a local reference server and try every encoding"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="requests per encoding")
     parser.add_argument("--cameras", type=int, default=3)
     parser.set_defaults(func=run)
@@ -59,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
                 ("yes" if lossless else "NO") if expected_lossless else "lossy",
             ))  # fmt: skip
     print_table(
-        ("path", "MB sent", "encode ms", "server decode ms", "total ms", "actions", "bit-exact"), rows
+        ("path", "MB sent", "encode ms", "server decode ms", "total ms", "actions", "bit-exact"),
+        rows,
     )
     print("\nmedians over", args.repeat, "requests; total = client encode + round trip + decode")
     return 1 if failures else 0

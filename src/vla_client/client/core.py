@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vla_client.client.result import ActionResult, Timings
 from vla_client.codecs import Encoding, frame_digest
 from vla_client.errors import CodecError, ProtocolError
 from vla_client.observation import Observation
@@ -25,7 +26,6 @@ from vla_client.protocol import (
     wire_for_content_type,
 )
 from vla_client.protocol.request import build_request
-from vla_client.client.result import ActionResult, Timings
 from vla_client.transports.base import Reply
 from vla_client.transports.http import raise_for_status
 

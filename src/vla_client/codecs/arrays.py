@@ -58,7 +58,9 @@ def tensor_payload_to_array(payload: dict[str, Any], *, field: str | None = None
         else:
             array = np.asarray(values, dtype=dtype)
     except (ValueError, TypeError, OverflowError) as exc:
-        raise CodecError(f"tensor values are ragged, non-numeric or out of range: {exc}", field=field) from None
+        raise CodecError(
+            f"tensor values are ragged, non-numeric or out of range: {exc}", field=field
+        ) from None
     if array.dtype.kind not in "biuf":
         raise CodecError(f"tensor values must be numeric, got {array.dtype}", field=field)
     shape = payload.get("shape")

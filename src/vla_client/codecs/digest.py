@@ -13,5 +13,5 @@ def frame_digest(frame: np.ndarray) -> dict[str, object]:
     return {
         "shape": list(contiguous.shape),
         "dtype": contiguous.dtype.str,
-        "sha256": hashlib.sha256(memoryview(contiguous).cast("B")).hexdigest(),
+        "sha256": hashlib.sha256(contiguous.data).hexdigest(),
     }

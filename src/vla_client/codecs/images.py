@@ -87,7 +87,9 @@ def map_frames(function: Callable[[T], R], items: Iterable[T]) -> list[R]:
 def _thread_pool() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="codec")
+        _pool = ThreadPoolExecutor(
+            max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="codec"
+        )
     return _pool
 
 

@@ -50,10 +50,11 @@ def _check_dtype(dtype: np.dtype[Any]) -> None:
 def _pack_default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         _check_dtype(obj.dtype)
-        contiguous = np.ascontiguousarray(obj)
+        # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
+        contiguous = obj if obj.flags.c_contiguous else obj.copy(order="C")
         return {
             b"__ndarray__": True,
-            b"data": memoryview(contiguous).cast("B") if contiguous.size else b"",
+            b"data": contiguous.data.cast("B") if contiguous.size else b"",
             b"dtype": contiguous.dtype.str,
             b"shape": list(contiguous.shape),
         }

@@ -150,11 +150,15 @@ def decode_request(
     return decode_payload(loads(body, wire), wire, limits=limits)
 
 
-def decode_payload(payload: Any, wire: Wire, *, limits: DecodeLimits | None = None) -> DecodedRequest:
+def decode_payload(
+    payload: Any, wire: Wire, *, limits: DecodeLimits | None = None
+) -> DecodedRequest:
     """`decode_request` for an already parsed document (websocket messages arrive this way)."""
     limits = limits or DecodeLimits()
     if not isinstance(payload, dict):
-        raise CodecError(f"request must be a JSON object or msgpack map, got {type(payload).__name__}")
+        raise CodecError(
+            f"request must be a JSON object or msgpack map, got {type(payload).__name__}"
+        )
     flat = "input" not in payload
     if flat:
         observation, prefix = dict(payload), ""
@@ -164,8 +168,8 @@ def decode_payload(payload: Any, wire: Wire, *, limits: DecodeLimits | None = No
     else:
         observation, task = _unwrap_input(payload["input"])
         prefix = "input.observation."
-        parameters_raw = payload.get("parameters") or {}
-        runtime_raw = payload.get("runtime") or {}
+        parameters_raw = _or_empty(payload.get("parameters"))
+        runtime_raw = _or_empty(payload.get("runtime"))
         if not isinstance(runtime_raw, dict):
             raise CodecError("runtime must be an object", field="runtime")
         if "return_timing" in payload and "return_timing" not in runtime_raw:
@@ -194,7 +198,7 @@ def decode_payload(payload: Any, wire: Wire, *, limits: DecodeLimits | None = No
 def _unwrap_input(value: Any) -> tuple[dict[str, Any], Any]:
     if not isinstance(value, dict):
         raise CodecError("input must be an object", field="input")
-    observation = value.get("observation") or {}
+    observation = _or_empty(value.get("observation"))
     if not isinstance(observation, dict):
         raise CodecError("observation must be an object", field="input.observation")
     observation = dict(observation)
@@ -205,16 +209,26 @@ def _unwrap_input(value: Any) -> tuple[dict[str, Any], Any]:
     return observation, task if task is not None else value.get("prompt")
 
 
-def _pop_images(observation: dict[str, Any], prefix: str, limits: DecodeLimits) -> dict[str, tuple[str, Any]]:
+def _or_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _pop_images(
+    observation: dict[str, Any], prefix: str, limits: DecodeLimits
+) -> dict[str, tuple[str, Any]]:
     """Camera name -> (field path, wire value), removed from `observation`."""
     found: dict[str, tuple[str, Any]] = {}
     images = observation.pop("images", None)
     if images is not None:
         if not isinstance(images, dict):
-            raise CodecError("images must be an object keyed by camera name", field=f"{prefix}images")
+            raise CodecError(
+                "images must be an object keyed by camera name", field=f"{prefix}images"
+            )
         for name, value in images.items():
             found[str(name)] = (f"{prefix}images.{name}", value)
-    for key in [k for k in observation if isinstance(k, str) and k.startswith(_FLAT_IMAGE_PREFIXES)]:
+    for key in [
+        k for k in observation if isinstance(k, str) and k.startswith(_FLAT_IMAGE_PREFIXES)
+    ]:
         if key.startswith("observation/") and not _looks_like_image(observation[key]):
             continue
         name = key.split("/", 1)[1] if key.startswith("observation/") else key.rsplit(".", 1)[1]
@@ -232,10 +246,14 @@ def _pop_images(observation: dict[str, Any], prefix: str, limits: DecodeLimits) 
 
 
 def _looks_like_image(value: Any) -> bool:
-    return isinstance(value, dict | bytes) or (isinstance(value, np.ndarray) and value.ndim in (2, 3))
+    return isinstance(value, dict | bytes) or (
+        isinstance(value, np.ndarray) and value.ndim in (2, 3)
+    )
 
 
-def _decode_images(values: dict[str, tuple[str, Any]], limits: DecodeLimits) -> dict[str, np.ndarray]:
+def _decode_images(
+    values: dict[str, tuple[str, Any]], limits: DecodeLimits
+) -> dict[str, np.ndarray]:
     names = list(values)
     frames = map_frames(
         lambda name: decode_image_value(
@@ -270,7 +288,9 @@ def _capture_times(value: Any, prefix: str) -> dict[str, float]:
     if not isinstance(value, dict) or not all(
         isinstance(t, int | float) and not isinstance(t, bool) for t in value.values()
     ):
-        raise CodecError("capture_times must map camera names to seconds", field=f"{prefix}capture_times")
+        raise CodecError(
+            "capture_times must map camera names to seconds", field=f"{prefix}capture_times"
+        )
     return {str(k): float(v) for k, v in value.items()}
 
 

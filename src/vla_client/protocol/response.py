@@ -108,7 +108,9 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
         actions = _as_float32(reply["actions"])
         request_id = reply.get("request_id")
     else:
-        raise ProtocolError(f"reply has neither 'data' nor 'actions' (keys: {sorted(map(str, reply))})")
+        raise ProtocolError(
+            f"reply has neither 'data' nor 'actions' (keys: {sorted(map(str, reply))})"
+        )
     if actions.ndim not in (2, 3) or 0 in actions.shape:
         raise ProtocolError(f"actions must be [H, D] or [B, H, D], got shape {actions.shape}")
     return actions, None if request_id is None else str(request_id)

@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -24,6 +25,7 @@ from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedConte
 from vla_client.protocol import (
     CONTENT_TYPES,
     DecodedRequest,
+    Wire,
     build_envelope,
     build_raw,
     decode_request,
@@ -31,7 +33,10 @@ from vla_client.protocol import (
     new_request_id,
     wants_msgpack,
 )
+from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
+from vla_client.server.limits import read_body
+from vla_client.server.openapi import generations_openapi
 from vla_client.server.policy import Policy, PolicyInput, metadata_document
 from vla_client.server.runner import Runner, ThreadRunner
 
@@ -52,11 +57,16 @@ def create_app(
         await runner.close()
 
     app = FastAPI(title="vla-client reference action server", lifespan=lifespan)
+    app.state.config = config
+    if config.api_key is not None:
+        app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s", request.url.path)
-        return JSONResponse({"detail": f"internal server error ({type(exc).__name__})"}, 500)
+        # The traceback stays in the server log; the client gets the id to quote.
+        request_id = getattr(request.state, "request_id", None) or new_request_id()
+        log.exception("unhandled error on %s (request %s)", request.url.path, request_id)
+        return JSONResponse({"detail": f"internal server error (request {request_id})"}, 500)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -66,15 +76,16 @@ def create_app(
     async def action_metadata() -> dict[str, Any]:
         return metadata
 
-    @app.post("/v1/actions/generations")
+    @app.post("/v1/actions/generations", openapi_extra=generations_openapi())
     async def generations(request: Request) -> Response:
         start = time.perf_counter()
-        body = await _read_body(request, config.max_body_bytes)
+        body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
         content_type = request.headers.get("content-type")
         decoded = await _decode(body, content_type, config)
+        request.state.request_id = decoded.request_id
         preprocess_ms = (time.perf_counter() - start) * 1000
         observation = _policy_input(decoded, policy)
-        actions, stage_timings = await runner.infer(observation)
+        actions, stage_timings = await _infer(runner, observation, config.infer_timeout_s)
         post_start = time.perf_counter()
         reply = await run_in_threadpool(
             _reply_document, decoded, actions, config.model_name, policy
@@ -87,24 +98,19 @@ def create_app(
         }
         if decoded.runtime.return_timing:
             reply["timings"] = timings
-        wire = "msgpack" if wants_msgpack(content_type, request.headers.get("accept")) else "json"
+        wire: Wire = "msgpack" if wants_msgpack(content_type, request.headers.get("accept")) else "json"
         return Response(dumps(reply, wire), media_type=CONTENT_TYPES[wire])
 
     return app
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"body of {declared} bytes is over the limit of {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise HTTPException(413, f"body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+async def _infer(
+    runner: Runner, observation: PolicyInput, timeout_s: float
+) -> tuple[Any, dict[str, float]]:
+    try:
+        return await asyncio.wait_for(runner.infer(observation), timeout_s)
+    except asyncio.TimeoutError:  # a distinct class before Python 3.11
+        raise HTTPException(504, f"inference did not finish within {timeout_s:g} s") from None
 
 
 async def _decode(body: bytes, content_type: str | None, config: ServerConfig) -> DecodedRequest:

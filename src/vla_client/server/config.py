@@ -1,8 +1,14 @@
-"""Server settings, with safe defaults: loopback only, bounded bodies, images and cameras."""
+"""Server settings, with safe defaults: loopback only, bounded bodies, images and cameras.
+
+`api_key` None means no authentication, which is only sensible on loopback; the CLI warns when
+it binds another interface without one. The timeouts bound how long a client may hold a
+connection without making progress (see docs/security.md).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from vla_client.protocol import DecodeLimits
 
@@ -19,3 +25,19 @@ class ServerConfig:
     model_name: str = "vla-client-reference"
     max_body_bytes: int = 64 * 1024 * 1024
     limits: DecodeLimits = field(default_factory=DecodeLimits)
+    api_key: str | None = field(default=None, repr=False)
+    body_timeout_s: float = 30.0
+    infer_timeout_s: float = 60.0
+    idle_timeout_s: int = 5
+    max_ws_message_bytes: int = 64 * 1024 * 1024
+    max_connections: int | None = 256
+
+
+def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
+    """The uvicorn settings that enforce `config`'s connection limits."""
+    return {
+        "timeout_keep_alive": config.idle_timeout_s,
+        "ws_max_size": config.max_ws_message_bytes,
+        "limit_concurrency": config.max_connections,
+        "server_header": False,
+    }

@@ -1,7 +1,8 @@
 """Run a server on loopback inside this process: for demos, benchmarks and tests.
 
 The socket is bound before uvicorn starts (port 0 picks a free port), so there is no race
-between choosing a port and listening on it.
+between choosing a port and listening on it. Timeouts and connection limits come from the
+`ServerConfig` the app was created with, exactly as `vla-client serve` applies them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from vla_client.server.config import ServerConfig, uvicorn_options
+
 
 class LocalServer:
     """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens."""
@@ -23,7 +26,10 @@ class LocalServer:
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
         self.host, self.port = self._socket.getsockname()[:2]
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        options = uvicorn_options(getattr(app.state, "config", None) or ServerConfig())
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="on", **options
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True
@@ -55,6 +61,9 @@ class LocalServer:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.stop()

@@ -58,4 +58,5 @@ def reference_actions(observation: PolicyInput, *, horizon: int, action_dim: int
     weights = np.cos(np.outer(np.arange(1, action_dim + 1), np.arange(1, vector.size + 1)))
     base = np.tanh(weights @ vector + task_phase)
     steps = np.arange(horizon)[:, None] * (np.arange(action_dim)[None, :] + 1)
-    return (base[None, :] * np.cos(0.1 * steps)).astype(np.float32)
+    chunk: np.ndarray = (base[None, :] * np.cos(0.1 * steps)).astype(np.float32)
+    return chunk

@@ -1,0 +1,92 @@
+"""SGLang's pixel-list outcome table (contract section 7), row by row."""
+
+import json
+
+import numpy as np
+import pytest
+
+from vla_client.codecs import pixel_list_to_array, tensor_payload_to_array
+from vla_client.errors import CodecError
+
+
+def test_uint8_image_tolist_becomes_read_only_uint8():
+    image = np.arange(18, dtype=np.uint8).reshape(2, 3, 3)
+    out = pixel_list_to_array(image.tolist())
+    assert out.dtype == np.uint8 and out.shape == (2, 3, 3) and not out.flags.writeable
+    np.testing.assert_array_equal(out, image)
+
+
+@pytest.mark.parametrize(
+    ("value", "dtype", "shape"),
+    [
+        ([[[1], [2]], [[3], [4]]], np.uint8, (2, 2, 1)),
+        ([[[1, 2, 3, 4]]], np.uint8, (1, 1, 4)),
+        ((((1, 2, 3),),), np.uint8, (1, 1, 3)),
+        ([[[0.5, 0.25, 1.0]]], np.float64, (1, 1, 3)),
+        ([[[0.5, 2, 3]]], np.float64, (1, 1, 3)),
+        ([[[1, 2.5, 3]]], np.float64, (1, 1, 3)),
+        ([[[256, 0, 0]]], np.int64, (1, 1, 3)),
+        ([[[-1, 0, 0]]], np.int64, (1, 1, 3)),
+        ([[[1, True, 0]]], np.uint8, (1, 1, 3)),
+    ],
+)
+def test_numeric_rows(value, dtype, shape):
+    out = pixel_list_to_array(value)
+    assert isinstance(out, np.ndarray) and out.dtype == dtype and out.shape == shape
+
+
+def test_nan_among_floats_stays_float64():
+    out = pixel_list_to_array(json.loads("[[[NaN, 1.0, 2.0]]]"))
+    assert out.dtype == np.float64 and np.isnan(out[0, 0, 0])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [[[2**70, 1, 2]]],
+        [[[True, False, True]]],
+        [[[1, 2, 3], [4, 5, 6]], [[7, 8, 9]]],
+        [[[1, 2, 3], [4, 5]]],
+        [[[0.1, 0.2], [0.3]]],
+        [[["a", "b", "c"]]],
+        [[[1, "2", 3]]],
+        [[[None, 1, 2]]],
+        [[[1, 2, 3], [4, 5, [6]]]],
+        [[1, 2, 3], [4, 5, 6]],
+        [1, 2, 3],
+        [],
+        [[]],
+        [np.zeros((2, 2, 3), np.uint8).tolist()] * 2,
+        {"b64_json": "x"},
+    ],
+)
+def test_irregular_values_are_returned_unchanged(value):
+    assert pixel_list_to_array(value) is value
+
+
+def test_tensor_payload_with_values_dtype_and_shape():
+    out = tensor_payload_to_array({"values": list(range(6)), "dtype": "uint8", "shape": [1, 2, 3]})
+    assert out.dtype == np.uint8 and out.shape == (1, 2, 3)
+    np.testing.assert_array_equal(out.ravel(), range(6))
+
+
+def test_tensor_payload_data_key_and_float_values():
+    out = tensor_payload_to_array({"data": [[0.5, 1.5]], "dtype": "float32"})
+    assert out.dtype == np.float32 and out.shape == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"values": [1, 2, 3], "shape": [2, 2]}, "reshape"),
+        ({"values": [1, 2], "dtype": "bogus"}, "unknown dtype"),
+        ({"values": [1, 2], "dtype": "object"}, "not numeric"),
+        ({"values": [[1, 2], [3]]}, "ragged"),
+        ({"values": ["a", "b"]}, "numeric"),
+        ({"values": [300], "dtype": "uint8"}, "out of range"),
+        ({"shape": [1]}, "values"),
+    ],
+)
+def test_bad_tensor_payloads(payload, message):
+    with pytest.raises(CodecError, match=message):
+        tensor_payload_to_array(payload)
