@@ -11,6 +11,7 @@ costs a copy, a few line draws and a saturating noise add, so a 3-camera rig run
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import cv2
 import numpy as np
@@ -54,11 +55,17 @@ def synthetic_frames(
     t: int = 0,
     seed: int = 0,
 ) -> dict[str, np.ndarray]:
-    """One frame per camera, each camera its own scene (seeded `seed + index`)."""
+    """One frame per camera, each camera its own scene (seeded `seed + index`).
+
+    Scenes are cached, so calling this once per control tick costs a render, not a rebuild.
+    """
     names = camera_names(cameras) if isinstance(cameras, int) else cameras
-    return {
-        name: SyntheticScene(height, width, seed=seed + i).render(t) for i, name in enumerate(names)
-    }
+    return {name: _cached_scene(height, width, seed + i).render(t) for i, name in enumerate(names)}
+
+
+@lru_cache(maxsize=32)
+def _cached_scene(height: int, width: int, seed: int) -> SyntheticScene:
+    return SyntheticScene(height, width, seed=seed)
 
 
 def camera_names(count: int) -> tuple[str, ...]:

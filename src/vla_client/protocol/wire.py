@@ -12,11 +12,13 @@ from typing import Any, Literal
 import orjson
 
 from vla_client.codecs import msgpack_numpy
+from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholders
 from vla_client.errors import CodecError, UnsupportedContentTypeError
 
 Wire = Literal["json", "msgpack"]
 JSON_CONTENT_TYPE = "application/json"
 MSGPACK_CONTENT_TYPE = msgpack_numpy.CONTENT_TYPE
+_PIXEL_SCAN_MIN_BYTES = 64 * 1024
 CONTENT_TYPES: dict[Wire, str] = {"json": JSON_CONTENT_TYPE, "msgpack": MSGPACK_CONTENT_TYPE}
 
 
@@ -48,10 +50,20 @@ def dumps(payload: Any, wire: Wire) -> bytes:
 
 
 def loads(body: bytes, wire: Wire) -> Any:
-    """Parse a body; raises `CodecError` for malformed JSON or msgpack."""
+    """Parse a body; raises `CodecError` for malformed JSON or msgpack.
+
+    JSON bodies that carry pixel lists (``image.tolist()``) take a fast path: the lists are cut
+    out of the raw bytes as uint8 arrays before parsing, so millions of Python ints are never
+    built; what is left is a small document. Irregular lists stay in the body and reach
+    `pixel_list_to_array` like any other value.
+    """
     if wire == "msgpack":
         return msgpack_numpy.unpackb(body)
+    arrays: dict[str, Any] = {}
+    if len(body) > _PIXEL_SCAN_MIN_BYTES and b"[[[" in body:
+        body, arrays = extract_pixel_lists(body)
     try:
-        return orjson.loads(body)
+        document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise CodecError(f"malformed JSON body: {exc}") from None
+    return restore_placeholders(document, arrays)

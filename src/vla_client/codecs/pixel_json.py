@@ -1,0 +1,201 @@
+"""Pull ``image.tolist()`` pixel lists out of a raw JSON body before it is parsed.
+
+Old robot clients send each camera as a nested ``[H][W][C]`` list of ints: three 360x640 cameras
+are about 2 million numbers and 9-11 MB of JSON. ``json.loads`` builds one Python int per number
+and `pixel_list_to_array` then walks them all again. Here the body bytes are scanned with
+vectorised numpy instead: each regular pixel list is turned into a uint8 array straight from its
+digits and replaced in the body by a short placeholder string, so the JSON parser only sees a
+small body. `restore_placeholders` puts the arrays back after parsing::
+
+    body, arrays = extract_pixel_lists(raw)
+    obj = restore_placeholders(orjson.loads(body), arrays)
+
+The result equals ``json.loads(raw)`` with `pixel_list_to_array` applied to each extracted value.
+Only lists this module is sure about are taken (plain ints 0..255 without signs, fractions,
+exponents or leading zeros, every row and every pixel the same length). Everything else stays
+in the body byte for byte, so the general path decides it exactly as SGLang does (contract
+section 7): floats, out-of-range ints, ragged lists and so on.
+
+Only lists that are the value of an object member (``"wrist": [[[...]]]``) or the whole body are
+taken. A pixel list inside another list is left alone, so a 4-level batch ``[B][H][W][C]`` under
+``observation.images`` stays a list of lists, as in SGLang. The flip side: every member value
+that is a regular pixel list comes back as an array, whichever field holds it.
+
+Parse the small body with ``json.loads`` where SGLang's outcomes must hold exactly: orjson reads
+ints beyond 64 bits as floats, so ``[[[2**70, 1, 2]]]`` (left in the body, as it must be) would
+become a float64 array instead of staying a list.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import numpy as np
+
+PREFIX = "\x00vla-pixels:"
+"""Start of every placeholder; clients cannot send a NUL-prefixed string by accident."""
+
+# Translation table: 1 for every byte that cannot occur in a list of plain ints (quotes, colons,
+# letters, "-", "."), 0 for digits, ",", "[", "]" and JSON whitespace. bytes.translate is a
+# plain C table lookup, faster than numpy fancy indexing for this.
+_OTHER = bytes(0 if b in b"0123456789,[] \t\n\r" else 1 for b in range(256))
+
+# Maps every digit to "0" so that a list's token string can be compared with its expected shape.
+_ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_SMALLEST = len(b"[[[0]]]")
+
+
+def extract_pixel_lists(
+    body: bytes, *, min_bytes: int = 4096
+) -> tuple[bytes, dict[str, np.ndarray]]:
+    """Replace each regular ``[H][W][C]`` uint8 pixel list in `body` with a placeholder string.
+
+    Returns the new body and ``{placeholder: array}``; the arrays are C-contiguous, writable uint8
+    of shape (H, W, C). Lists shorter than `min_bytes` bytes are left for the general path, where
+    they cost little. The placeholders carry a random tag per call, so a string a client sends
+    can never be mistaken for one.
+    """
+    data = np.frombuffer(body, np.uint8)
+    other = np.flatnonzero(np.frombuffer(bytes(body).translate(_OTHER), np.bool_))
+    lo = max(min_bytes, _SMALLEST)
+    if other.size == 0:
+        spans = [(0, data.size)] if data.size >= lo else []
+    else:
+        spans = _member_values(data, other, lo)
+    if not spans:
+        return body, {}
+
+    tag = secrets.token_hex(8)
+    arrays: dict[str, np.ndarray] = {}
+    pieces: list[bytes] = []
+    done = 0
+    for start, end in spans:
+        found = _parse(data[start:end])
+        if found is None:
+            continue
+        array, comma = found
+        key = f"{PREFIX}{tag}:{len(arrays)}"
+        arrays[key] = array
+        pieces += [body[done:start], b'"\\u0000', key[1:].encode(), b'"', b"," if comma else b""]
+        done = end
+    if not arrays:
+        return body, {}
+    pieces.append(body[done:])
+    return b"".join(pieces), arrays
+
+
+def restore_placeholders(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Put the arrays from `extract_pixel_lists` back where their placeholders are in `obj`.
+
+    Dicts and lists are updated in place; the (possibly new) top-level object is returned. The
+    walk uses its own stack, so a deeply nested body cannot hit Python's recursion limit.
+    """
+    if not arrays:
+        return obj
+    if isinstance(obj, str):
+        return arrays.get(obj, obj)
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in list(items):
+            if isinstance(value, str):
+                if value.startswith(PREFIX) and value in arrays:
+                    node[key] = arrays[value]
+            elif isinstance(value, dict | list):
+                stack.append(value)
+    return obj
+
+
+def _member_values(data: np.ndarray, other: np.ndarray, lo: int) -> list[tuple[int, int]]:
+    """Byte spans that follow an object member's colon and hold only list-of-number bytes.
+
+    `other` holds the positions of every byte that cannot be part of a pixel list, quotes and
+    colons among them, so the string state of the body can be worked out on these few positions
+    alone: a span counts only when the colon before it lies outside every JSON string.
+    """
+    chars = data[other]
+    quote = chars == 0x22
+    slash = chars == 0x5C
+    if slash.any():
+        quote &= ~_escaped(other, slash)
+    outside = (np.cumsum(quote) & 1) == 0
+    ends = np.append(other[1:], data.size)
+    keep = (chars == 0x3A) & outside & (ends - other - 1 >= lo)
+    return [(int(s) + 1, int(e)) for s, e in zip(other[keep], ends[keep], strict=True)]
+
+
+def _escaped(other: np.ndarray, slash: np.ndarray) -> np.ndarray:
+    """Mask over `other`: the byte right after an odd-length run of backslashes."""
+    index = np.arange(other.size)
+    adjacent = np.zeros(other.size, bool)
+    adjacent[1:] = other[1:] == other[:-1] + 1
+    carried = np.zeros(other.size, bool)
+    carried[1:] = slash[1:] & slash[:-1] & adjacent[1:]
+    start = np.maximum.accumulate(np.where(slash & ~carried, index, 0))
+    odd = slash & ((index - start) % 2 == 0)
+    out = np.zeros(other.size, bool)
+    out[1:] = odd[:-1] & adjacent[1:]
+    return out
+
+
+def _parse(seg: np.ndarray) -> tuple[np.ndarray, bool] | None:
+    """Decode `seg` (whitespace, one list, optional trailing comma) or None when irregular.
+
+    A token is a punctuation byte or the first digit of a number. With digits written as "0",
+    the token string of a regular list is fully determined by H, W and C, so the structure is
+    checked by reading H, W, C off the first pixel and row and comparing the whole string.
+    Once it matches, the number tokens sit at fixed offsets, so their byte positions are a
+    strided view of the token positions, already in (H, W, C) order.
+    """
+    digit = (seg - 0x30) < 10
+    token = seg > 0x20  # the segment holds only digits, punctuation and whitespace
+    np.greater(token[1:], digit[1:] & digit[:-1], out=token[1:])
+    where = np.flatnonzero(token)
+    text = seg[where].tobytes().translate(_ZERO_DIGITS)
+    comma = text.endswith(b",")
+    if comma:
+        text = text[:-1]
+    shape = _shape(text)
+    if shape is None:
+        return None
+    height, width, channels = shape
+    row = width * (2 * channels + 2) + 1
+    rows = where[1 : 1 + height * (row + 1)].reshape(height, row + 1)
+    pixels = rows[:, 1:row].reshape(height, width, 2 * channels + 2)
+    starts = np.ascontiguousarray(pixels[:, :, 1 : 2 * channels : 2])
+
+    # Each number is 1-3 digits followed by a non-digit. The list ends in "]]]", so the four
+    # bytes from any number's first digit lie inside `seg`; seg[k:][starts] is seg[starts + k].
+    first, second, third, fourth = (seg[k:][starts] - 0x30 for k in range(4))
+    two = second < 10
+    three = two & (third < 10)
+    if (three & (fourth < 10)).any() or ((first == 0) & two).any():
+        return None  # four or more digits, or a leading zero (invalid JSON: let the parser say so)
+    values = first.astype(np.uint16)
+    values = np.where(two, values * 10 + second, values)
+    values = np.where(three, values * 10 + third, values)
+    if values.max() > 255:
+        return None
+    return values.astype(np.uint8), comma
+
+
+def _shape(text: bytes) -> tuple[int, int, int] | None:
+    """(H, W, C) when `text` is the token string of a regular ``[H][W][C]`` list, else None."""
+    if not text.startswith(b"[[[0"):
+        return None
+    pixel_end = text.find(b"]")
+    row_end = text.find(b"]]")
+    if pixel_end % 2 or row_end < pixel_end:
+        return None
+    channels = pixel_end // 2 - 1
+    width, left = divmod(row_end, 2 * channels + 2)
+    height, left2 = divmod(len(text) - 1, row_end + 2)
+    if left or left2 or width < 1 or height < 1:
+        return None
+    pixel = b"[" + b"0," * (channels - 1) + b"0]"
+    row = b"[" + b",".join([pixel] * width) + b"]"
+    if text != b"[" + b",".join([row] * height) + b"]":
+        return None
+    return height, width, channels

@@ -1,0 +1,275 @@
+"""Hand out one action per control tick from action chunks, fetching the next chunk ahead.
+
+A policy answers an observation with a chunk of H future actions, but the answer takes longer
+than a control tick. Querying only when the chunk runs out leaves the robot standing still while
+the query is in flight (openpi's DROID loop), so `ChunkExecutor` starts the next inference on a
+background thread once the current chunk is down to `prefetch_at` actions, and the control tick
+never waits for the network.
+
+Time is counted in ticks. Row 0 of a chunk is the action for the tick on which its observation
+was taken; when the chunk arrives d ticks later, rows 0..d-1 are already in the past and are
+dropped, so the robot does not replay stale actions (the backward jump at chunk boundaries users
+report in GR00T#272). The first `blend_steps` of the new chunk can be cross-faded with what was
+left of the old one to soften the switch.
+
+Replies are matched to requests by id. The inference callable checks that each reply is for the
+request it sent (`ActionClient` raises `MismatchedReplyError`); the executor counts those, and
+also drops a reply carrying the id of a chunk it already took (an old reply delivered again), so
+a chunk never replaces a newer one. Observations older than `max_observation_age_s` are not sent,
+and replies slower than `reply_deadline_s` are discarded: both would only produce actions for a
+world that has moved on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vla_client.client.result import ActionResult
+from vla_client.control.stats import ExecutorStats, LatencySample
+from vla_client.control.types import Action, InferFn, Observe
+from vla_client.errors import (
+    DeadlineExceededError,
+    MismatchedReplyError,
+    ProtocolError,
+    ServerError,
+    StaleObservationError,
+    TransportError,
+)
+from vla_client.observation import Observation
+
+log = logging.getLogger(__name__)
+
+SEEN_IDS = 1_000
+"""Request ids of accepted chunks remembered, to refuse an old reply delivered again."""
+
+
+@dataclass
+class _Request:
+    """One inference in flight; the worker thread fills in the outcome, then sets `done`."""
+
+    tick: int
+    captured_at: float
+    sent_at: float
+    done: threading.Event = field(default_factory=threading.Event)
+    result: ActionResult | None = None
+    error: Exception | None = None
+    finished_at: float = 0.0
+
+
+class ChunkExecutor:
+    """One action per `tick()`, from chunks fetched in the background by `infer`.
+
+    `tick()` must be called once per control tick from one thread (the control loop); it never
+    blocks on the network. At most one inference is in flight. Failures a fresh request may not
+    hit (a mismatched, stale or late reply, a `TransportError`, a 429 or 5xx `ServerError`) are
+    counted in `stats`, kept in `last_error` and retried on the next tick; any other exception
+    from `infer` is a bug to fix and is re-raised by `tick()`.
+    """
+
+    def __init__(
+        self,
+        infer: InferFn,
+        *,
+        prefetch_at: int = 0,
+        blend_steps: int = 0,
+        max_observation_age_s: float | None = None,
+        reply_deadline_s: float | None = None,
+        validate: Callable[[Action], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Configure the executor.
+
+        `prefetch_at`: start the next inference when the current chunk has this many actions
+        left, counting the one about to run (0 waits until it has run out). `blend_steps`:
+        cross-fade this many steps from the old chunk into the new one.
+        `max_observation_age_s`: do not send an observation whose oldest frame is older (one
+        without capture times is aged from the `observe` call). `reply_deadline_s`: discard a
+        reply that took longer than this from sending. `validate` sees each accepted chunk
+        before it is used (`SafetyGate.check_chunk`, say) and may raise. `clock` must be the
+        clock the observations' `capture_times` come from.
+        """
+        if prefetch_at < 0 or blend_steps < 0:
+            raise ValueError("prefetch_at and blend_steps must be >= 0")
+        self._infer = infer
+        self._prefetch_at = prefetch_at
+        self._blend_steps = blend_steps
+        self._max_age = max_observation_age_s
+        self._deadline = reply_deadline_s
+        self._validate = validate
+        self._clock = clock
+        self._seen_ids: deque[str] = deque(maxlen=SEEN_IDS)
+        self._tick = 0
+        self._chunk: Action | None = None
+        self._chunk_start = 0
+        self._pending: _Request | None = None
+        self._closed = False
+        self.stats = ExecutorStats()
+        self.last_error: Exception | None = None
+        self.last_chunk_at: float | None = None
+        """Clock time the last chunk was accepted; a watchdog measures silence from it."""
+        self.chunk_request_id: str | None = None
+        """The request id of the chunk being played, to trace an action to its request."""
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether an inference is running."""
+        return self._pending is not None
+
+    @property
+    def remaining(self) -> int:
+        """Actions left in the current chunk, counting the one for this tick."""
+        if self._chunk is None:
+            return 0
+        return max(0, len(self._chunk) - (self._tick - self._chunk_start))
+
+    def tick(self, observe: Observe) -> Action | None:
+        """The action for this tick, or None when there is none yet (or any more).
+
+        Takes in a reply that has arrived, picks this tick's action, and, when the chunk is
+        running low and nothing is in flight, calls `observe` and starts the next inference.
+        """
+        self._collect()
+        action = self._upcoming()[0].copy() if self.remaining else None
+        if action is None:
+            self.stats.starved_ticks += 1
+        if self._pending is None and not self._closed and self.remaining <= self._prefetch_at:
+            self._send(observe)
+        self._tick += 1
+        return action
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the inference in flight to finish; False if it is still running."""
+        pending = self._pending
+        return pending is None or pending.done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Start no more inferences; wait up to `timeout` for the one in flight, as `join`."""
+        self._closed = True
+        return self.join(timeout)
+
+    def _upcoming(self) -> Action:
+        if self._chunk is None:
+            return np.empty((0, 0), dtype=np.float32)
+        return self._chunk[self._tick - self._chunk_start :]
+
+    def _send(self, observe: Observe) -> None:
+        observed_at = self._clock()
+        observation = observe()
+        oldest = observation.oldest_capture_time
+        captured_at = observed_at if oldest is None else oldest
+        sent_at = self._clock()
+        if self._max_age is not None and sent_at - captured_at > self._max_age:
+            self.stats.stale_observations += 1
+            log.debug("observation %.1f ms old, not sent", (sent_at - captured_at) * 1e3)
+            return
+        request = _Request(self._tick, captured_at, sent_at)
+        self._pending = request
+        self.stats.requests_sent += 1
+        threading.Thread(
+            target=self._run, args=(request, observation), name="vla-infer", daemon=True
+        ).start()
+
+    def _run(self, request: _Request, observation: Observation) -> None:
+        try:
+            request.result = self._infer(observation)
+        except Exception as exc:  # handed to the control thread, which decides what to do
+            request.error = exc
+        finally:
+            request.finished_at = self._clock()
+            request.done.set()
+
+    def _collect(self) -> None:
+        request = self._pending
+        if request is None or not request.done.is_set():
+            return
+        self._pending = None
+        if request.error is not None:
+            self._count_failure(request.error)
+            return
+        assert request.result is not None
+        self._take(request, request.result)
+
+    def _take(self, request: _Request, result: ActionResult) -> None:
+        """Align, blend and install a reply's chunk, unless it is stale, late or unusable."""
+        if result.request_id is not None and result.request_id in self._seen_ids:
+            self.stats.dropped_mismatched += 1
+            log.warning("dropped reply %r: that chunk was already taken", result.request_id)
+            return
+        elapsed = self._tick - request.tick
+        actions = np.array(result.actions, dtype=np.float32)
+        if actions.ndim != 2:
+            raise ProtocolError(f"expected an action chunk [H, D], got shape {actions.shape}")
+        too_slow = self._deadline is not None and (
+            request.finished_at - request.sent_at > self._deadline
+        )
+        if too_slow or elapsed >= len(actions):
+            self.stats.dropped_late += 1
+            log.warning("dropped late reply %s (%d ticks old)", result.request_id, elapsed)
+            return
+        if self._validate is not None:
+            self._validate(actions)
+        self._chunk = cross_fade(self._upcoming(), actions[elapsed:], self._blend_steps)
+        self._chunk_start = self._tick
+        self.chunk_request_id = result.request_id
+        if result.request_id is not None:
+            self._seen_ids.append(result.request_id)
+        self.last_chunk_at = self._clock()
+        self.stats.chunks_received += 1
+        self.stats.latencies.append(_latency(request, result, elapsed))
+
+    def _count_failure(self, error: Exception) -> None:
+        if isinstance(error, MismatchedReplyError):
+            self.stats.dropped_mismatched += 1
+        elif isinstance(error, StaleObservationError):
+            self.stats.stale_observations += 1
+        elif isinstance(error, DeadlineExceededError):
+            self.stats.dropped_late += 1
+        elif _retryable(error):
+            self.stats.errors += 1
+        else:
+            raise error
+        self.last_error = error
+        log.warning("inference failed, trying again: %s", error)
+
+
+def cross_fade(old: Action, new: Action, steps: int) -> Action:
+    """`new`, with its first steps blended linearly from `old`'s overlapping actions.
+
+    Over n = min(steps, overlap) steps the new chunk's weight rises as 1/(n+1) ... n/(n+1), so
+    the switch is spread evenly and the step after the fade is purely the new chunk.
+    """
+    n = min(steps, len(old), len(new))
+    if n == 0:
+        return new
+    if old.shape[1] != new.shape[1]:
+        raise ProtocolError(f"action dim changed from {old.shape[1]} to {new.shape[1]}")
+    weight = (np.arange(1, n + 1, dtype=np.float32) / (n + 1))[:, None]
+    blended = new.copy()
+    blended[:n] = (1 - weight) * old[:n] + weight * new[:n]
+    return blended
+
+
+def _retryable(exc: Exception) -> bool:
+    """Failures a later request may not hit; anything else is a bug to surface."""
+    if isinstance(exc, TransportError):
+        return True
+    return isinstance(exc, ServerError) and (exc.status_code >= 500 or exc.status_code == 429)
+
+
+def _latency(request: _Request, result: ActionResult, elapsed: int) -> LatencySample:
+    server_ms = result.timings.server.get("total_ms")
+    return LatencySample(
+        request_id=result.request_id,
+        observation_age_ms=(request.sent_at - request.captured_at) * 1e3,
+        infer_ms=(request.finished_at - request.sent_at) * 1e3,
+        server_ms=server_ms,
+        network_ms=result.timings.network_ms,
+        ticks_elapsed=elapsed,
+    )

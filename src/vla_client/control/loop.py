@@ -1,0 +1,93 @@
+"""Run observe -> executor -> watchdog -> gate -> apply at a fixed rate.
+
+Pacing with ``sleep(period - elapsed)`` after each tick lets every overshoot of the sleep add up,
+so the loop drifts slower than its rate. `ControlLoop` instead sleeps until the absolute time of
+the next tick (start + i * period). A tick that starts late runs at once, and the ones after it
+return to the schedule; ticks are never skipped, because the chunk executor counts ticks to
+align chunks, so the tick count must stay tied to wall time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+
+from vla_client.control.chunk import ChunkExecutor
+from vla_client.control.safety import SafetyGate
+from vla_client.control.stats import LoopStats
+from vla_client.control.types import ApplyAction, Observe
+from vla_client.control.watchdog import Watchdog
+
+
+class ControlLoop:
+    """A fixed-rate control loop; any exception from the callables ends `run()` and propagates.
+
+    `run()` is for one thread at a time; `stop()` may be called from any thread, including from
+    inside `apply_action`. `clock` and `sleep` are injectable so the schedule can be tested
+    without waiting; by default the sleep wakes early when `stop()` is called.
+    """
+
+    def __init__(
+        self,
+        *,
+        observe: Observe,
+        executor: ChunkExecutor,
+        apply_action: ApplyAction,
+        rate_hz: float,
+        gate: SafetyGate | None = None,
+        watchdog: Watchdog | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], object] | None = None,
+    ) -> None:
+        if rate_hz <= 0:
+            raise ValueError("rate_hz must be > 0")
+        self.period_s = 1.0 / rate_hz
+        self._observe = observe
+        self._executor = executor
+        self._apply = apply_action
+        self._gate = gate
+        self._watchdog = watchdog
+        self._clock = clock
+        self._stopping = threading.Event()
+        self._sleep = sleep or self._stopping.wait
+        self.stats = LoopStats()
+
+    def stop(self) -> None:
+        """Make `run()` return before its next tick."""
+        self._stopping.set()
+
+    def run(self, ticks: int | None = None) -> LoopStats:
+        """Run `ticks` ticks (forever when None) or until `stop()`; returns the stats."""
+        self._stopping.clear()
+        start = self._clock()
+        counter = range(ticks) if ticks is not None else itertools.count()
+        for i in counter:
+            scheduled = start + i * self.period_s
+            self._wait_until(scheduled)
+            if self._stopping.is_set():
+                break
+            lateness = self._clock() - scheduled
+            self.stats.jitter_s.append(lateness)
+            self.stats.overruns += lateness >= self.period_s
+            self._tick()
+        return self.stats
+
+    def _wait_until(self, deadline: float) -> None:
+        # Loop because a timed wait may wake a little early; a tick never starts before its time.
+        while not self._stopping.is_set() and (delay := deadline - self._clock()) > 0:
+            self._sleep(delay)
+
+    def _tick(self) -> None:
+        self.stats.ticks += 1
+        action = self._executor.tick(self._observe)
+        if self._watchdog is not None:
+            action = self._watchdog.filter(action, self._executor.last_chunk_at)
+        if action is None:
+            self.stats.idle += 1
+            return
+        if self._gate is not None:
+            action = self._gate.check(action)
+        self._apply(action)
+        self.stats.applied += 1

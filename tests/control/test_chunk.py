@@ -1,0 +1,282 @@
+"""ChunkExecutor: alignment, prefetch, blending, and which replies are never executed."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from vla_client.control import ChunkExecutor, UnsafeActionError, cross_fade
+from vla_client.errors import (
+    ConnectError,
+    DeadlineExceededError,
+    MismatchedReplyError,
+    ProtocolError,
+    ServerError,
+    StaleObservationError,
+)
+
+
+def ticks(executor, observe, n):
+    return [executor.tick(observe) for _ in range(n)]
+
+
+def index_and_request(action):
+    """The (row index, request number) a FakePolicy action encodes."""
+    return (int(action[0]), int(action[1]))
+
+
+@pytest.mark.parametrize("delay", [1, 2, 3, 5])
+def test_chunk_arriving_late_starts_at_the_elapsed_index(delay, clock, observe, policy_type):
+    policy = policy_type(gated=True)
+    executor = ChunkExecutor(policy, clock=clock)
+    assert ticks(executor, observe, delay) == [None] * delay
+    assert executor.stats.requests_sent == 1
+    policy.release()
+    assert executor.join(5)
+    played = [index_and_request(a) for a in ticks(executor, observe, 10 - delay)]
+    assert played == [(i, 1) for i in range(delay, 10)]
+    assert executor.stats.latencies[0].ticks_elapsed == delay
+    assert executor.tick(observe) is None
+    assert executor.stats.requests_sent == 2
+    policy.release()
+
+
+def test_prefetch_starts_when_remaining_reaches_threshold(clock, observe, policy_type):
+    policy = policy_type(gated=True)
+    executor = ChunkExecutor(policy, prefetch_at=4, clock=clock)
+    executor.tick(observe)
+    policy.release()
+    executor.join(5)
+    sent_after_tick = []
+    played = []
+    for _ in range(9):  # ticks 1..9 play rows 1..9
+        played.append(index_and_request(executor.tick(observe)))
+        sent_after_tick.append(executor.stats.requests_sent)
+    assert played == [(i, 1) for i in range(1, 10)]
+    # Row t is played at tick t with 10 - t left; the 4-left tick is 6. One in flight at most.
+    assert sent_after_tick == [1, 1, 1, 1, 1, 2, 2, 2, 2]
+    policy.release()
+
+
+def test_tick_does_not_wait_for_the_inference(clock, observe, policy_type):
+    policy = policy_type(gated=True)
+    executor = ChunkExecutor(policy, clock=clock)
+    started = time.perf_counter()
+    assert ticks(executor, observe, 50) == [None] * 50
+    elapsed = time.perf_counter() - started
+    policy.release()
+    assert elapsed < 1.0
+    assert executor.stats.requests_sent == 1
+    assert executor.stats.starved_ticks == 50
+
+
+def test_new_chunk_is_cross_faded_with_the_old(clock, observe, policy_type):
+    policy = policy_type(gated=True)
+    executor = ChunkExecutor(policy, prefetch_at=5, blend_steps=3, clock=clock)
+    executor.tick(observe)  # tick 0 sends request 1
+    policy.release()
+    executor.join(5)
+    played = ticks(executor, observe, 5)  # ticks 1..5 play rows 1..5; tick 5 sends request 2
+    assert executor.stats.requests_sent == 2
+    policy.release()
+    executor.join(5)
+    played += ticks(executor, observe, 7)  # tick 6 takes chunk 2 at its row 1
+    policy.release()  # request 3, sent at tick 10, is never taken in
+    # Old rows 6..8 (request 1) fade into new rows 1..3 (request 2) with new weights 1/4..3/4.
+    expected_index = [1, 2, 3, 4, 5, 4.75, 4.5, 4.25, 4, 5, 6, 7]
+    expected_request = [1, 1, 1, 1, 1, 1.25, 1.5, 1.75, 2, 2, 2, 2]
+    assert np.allclose([a[0] for a in played], expected_index)
+    assert np.allclose([a[1] for a in played], expected_request)
+
+
+def test_cross_fade_weights():
+    old, new = np.zeros((5, 1), np.float32), np.ones((4, 1), np.float32)
+    assert np.allclose(cross_fade(old, new, 3)[:, 0], [0.25, 0.5, 0.75, 1.0])
+    assert np.allclose(cross_fade(old[:2], new, 10)[:, 0], [1 / 3, 2 / 3, 1.0, 1.0])
+    assert np.array_equal(cross_fade(old, new, 0), new)
+    assert np.array_equal(cross_fade(old[:0], new, 3), new)
+
+
+def test_cross_fade_refuses_a_changed_action_dim():
+    with pytest.raises(ProtocolError):
+        cross_fade(np.zeros((3, 2), np.float32), np.zeros((3, 3), np.float32), 2)
+
+
+@pytest.mark.parametrize(
+    ("error", "counter"),
+    [
+        (MismatchedReplyError("reply for req-0"), "dropped_mismatched"),
+        (StaleObservationError(0.5, 0.1), "stale_observations"),
+        (DeadlineExceededError("too slow"), "dropped_late"),
+    ],
+)
+def test_replies_refused_by_infer_are_counted_and_retried(
+    error, counter, clock, observe, policy_type
+):
+    policy = policy_type(error=error)
+    executor = ChunkExecutor(policy, clock=clock)
+    played = []
+    for _ in range(4):
+        played.append(executor.tick(observe))
+        executor.join(5)
+    assert played == [None] * 4
+    assert getattr(executor.stats, counter) == 3
+    assert executor.stats.chunks_received == 0
+    assert executor.stats.errors == 0
+    assert executor.last_error is error
+    assert len(policy.requests) == 4
+
+
+def test_reply_carrying_a_taken_request_id_is_never_executed(clock, observe, policy_type):
+    policy = policy_type(horizon=4, reply_id=lambda n: "req-1")
+    executor = ChunkExecutor(policy, prefetch_at=2, clock=clock)
+    played = []
+    for _ in range(8):
+        played.append(executor.tick(observe))
+        executor.join(5)
+    requests = {int(a[1]) for a in played if a is not None}
+    assert requests == {1}
+    assert executor.stats.chunks_received == 1
+    assert executor.stats.dropped_mismatched >= 1
+    assert executor.chunk_request_id == "req-1"
+
+
+def test_each_chunk_keeps_its_request_id(clock, observe, policy_type):
+    policy = policy_type(horizon=3)
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)
+    ids = []
+    for _ in range(6):
+        executor.tick(observe)
+        ids.append(executor.chunk_request_id)
+        executor.join(5)
+    # Each chunk plays rows 1 and 2 (its reply takes one tick), asking for the next on row 2.
+    assert ids == [None, "req-1", "req-1", "req-2", "req-2", "req-3"]
+
+
+@pytest.mark.parametrize(("infer_s", "accepted"), [(0.15, True), (0.25, False)])
+def test_reply_past_its_deadline_is_dropped(infer_s, accepted, clock, observe, policy_type):
+    policy = policy_type(clock=clock, infer_s=infer_s)
+    executor = ChunkExecutor(policy, reply_deadline_s=0.2, clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    action = executor.tick(observe)
+    assert (action is not None) is accepted
+    assert executor.stats.dropped_late == (0 if accepted else 1)
+    assert executor.stats.chunks_received == (1 if accepted else 0)
+
+
+def test_reply_with_every_action_in_the_past_is_dropped(clock, observe, policy_type):
+    policy = policy_type(horizon=3, gated=True)
+    executor = ChunkExecutor(policy, clock=clock)
+    ticks(executor, observe, 3)
+    policy.release()
+    executor.join(5)
+    assert executor.tick(observe) is None
+    assert executor.stats.dropped_late == 1
+    assert executor.stats.chunks_received == 0
+    policy.release()
+
+
+def test_stale_observation_is_not_sent(clock, observe, observe_aged, policy_type):
+    policy = policy_type()
+    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock)
+    ticks(executor, observe_aged(0.6), 3)
+    assert policy.requests == []
+    assert executor.stats.stale_observations == 3
+    executor.tick(observe_aged(0.4))
+    assert len(policy.requests) == 1
+
+
+def test_untimed_observation_is_aged_from_observe(clock, observe_untimed, policy_type):
+    policy = policy_type()
+    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock)
+    executor.tick(observe_untimed)
+    executor.join(5)
+    assert len(policy.requests) == 1
+    assert executor.stats.stale_observations == 0
+
+
+@pytest.mark.parametrize(
+    "error", [ConnectError("refused"), ServerError(503, "busy"), ServerError(429, "slow down")]
+)
+def test_retryable_error_is_counted_and_retried(error, clock, observe, policy_type):
+    policy = policy_type(error=error)
+    executor = ChunkExecutor(policy, clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    assert executor.tick(observe) is None
+    assert executor.stats.errors == 1
+    assert executor.last_error is error
+    assert executor.stats.requests_sent == 2
+    executor.join(5)
+
+
+@pytest.mark.parametrize("error", [ServerError(400, "bad input"), RuntimeError("bug")])
+def test_other_errors_surface_from_tick(error, clock, observe, policy_type):
+    policy = policy_type(error=error)
+    executor = ChunkExecutor(policy, clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    with pytest.raises(type(error)):
+        executor.tick(observe)
+
+
+def test_batched_reply_is_a_protocol_error(clock, observe, policy_type):
+    policy = policy_type()
+    executor = ChunkExecutor(lambda obs: _batched(policy(obs)), clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    with pytest.raises(ProtocolError):
+        executor.tick(observe)
+
+
+def _batched(result):
+    from dataclasses import replace
+
+    return replace(result, actions=result.actions[None])
+
+
+def test_validate_sees_each_chunk_and_can_refuse_it(clock, observe, policy_type):
+    seen = []
+
+    def refuse(actions):
+        seen.append(actions.shape)
+        raise UnsafeActionError("no")
+
+    executor = ChunkExecutor(policy_type(horizon=6), validate=refuse, clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    with pytest.raises(UnsafeActionError):
+        executor.tick(observe)
+    assert seen == [(6, 2)]
+    assert executor.stats.chunks_received == 0
+
+
+def test_latency_sample_uses_only_the_robot_clock(clock, observe_aged, policy_type):
+    policy = policy_type(clock=clock, infer_s=0.03, server_ms=20.0)
+    executor = ChunkExecutor(policy, clock=clock)
+    executor.tick(observe_aged(0.05))
+    executor.join(5)
+    executor.tick(observe_aged(0.05))
+    (sample,) = executor.stats.latencies
+    assert sample.request_id == policy.requests[0]
+    assert sample.observation_age_ms == pytest.approx(50.0)
+    assert sample.infer_ms == pytest.approx(30.0)
+    assert sample.server_ms == 20.0
+    assert sample.network_ms == pytest.approx(10.0)  # round trip 30 minus server 20
+    assert sample.observation_to_action_ms == pytest.approx(80.0)
+    assert executor.stats.observation_to_action_ms().p50 == pytest.approx(80.0)
+    assert executor.last_chunk_at == clock()
+
+
+def test_closed_executor_plays_its_chunk_but_sends_nothing(clock, observe, policy_type):
+    policy = policy_type(horizon=4)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    executor.tick(observe)
+    assert executor.close(5)
+    played = ticks(executor, observe, 4)
+    assert [index_and_request(a) for a in played[:3]] == [(1, 1), (2, 1), (3, 1)]
+    assert played[3] is None
+    assert len(policy.requests) == 1

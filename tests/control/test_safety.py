@@ -1,0 +1,125 @@
+"""SafetyGate: what never reaches the robot, and what is clipped on the way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vla_client.control import SafetyGate, UnsafeActionError
+from vla_client.errors import VLAClientError
+from vla_client.protocol import ActionMetadata
+
+METADATA = {"output": {"action_horizon": 4, "action_dim": 3}}
+
+
+def test_unsafe_action_error_is_a_client_error():
+    assert issubclass(UnsafeActionError, VLAClientError)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_action_is_rejected_even_when_clipping(bad):
+    gate = SafetyGate(low=-1, high=1, on_bounds="clip")
+    with pytest.raises(UnsafeActionError, match="non-finite"):
+        gate.check([0.0, bad, 0.0])
+    assert gate.rejected == 1
+    assert gate.last_action is None
+
+
+@pytest.mark.parametrize("action", [[0.0, 0.0], [0.0] * 4, [[0.0, 0.0, 0.0]]])
+def test_action_of_the_wrong_shape_is_rejected(action):
+    gate = SafetyGate.from_metadata(METADATA)
+    with pytest.raises(UnsafeActionError, match="shape"):
+        gate.check(action)
+
+
+def test_from_metadata_reads_horizon_and_dim():
+    gate = SafetyGate.from_metadata(METADATA, max_delta=0.5)
+    assert (gate.horizon, gate.action_dim) == (4, 3)
+    assert np.array_equal(gate.check([0.1, 0.2, 0.3]), np.float32([0.1, 0.2, 0.3]))
+    assert (SafetyGate.from_metadata({}).horizon, SafetyGate.from_metadata({}).action_dim) == (
+        None,
+        None,
+    )
+
+
+def test_from_metadata_takes_the_clients_metadata_model():
+    gate = SafetyGate.from_metadata(ActionMetadata.model_validate(METADATA))
+    assert (gate.horizon, gate.action_dim) == (4, 3)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 2), (4,), (1, 4, 3)])
+def test_chunk_of_the_wrong_shape_is_rejected(shape):
+    gate = SafetyGate.from_metadata(METADATA)
+    with pytest.raises(UnsafeActionError, match="shape"):
+        gate.check_chunk(np.zeros(shape, np.float32))
+
+
+def test_chunk_check_passes_a_good_chunk_and_rejects_nan():
+    gate = SafetyGate.from_metadata(METADATA)
+    chunk = np.zeros((4, 3), np.float32)
+    gate.check_chunk(chunk)
+    chunk[2, 1] = np.nan
+    with pytest.raises(UnsafeActionError, match="non-finite"):
+        gate.check_chunk(chunk)
+
+
+def test_bounds_clip_per_dimension():
+    gate = SafetyGate(low=[-1, -2, 0], high=[1, 2, 0.5], on_bounds="clip")
+    assert np.array_equal(gate.check([5.0, -5.0, 0.25]), np.float32([1, -2, 0.25]))
+    assert gate.clipped == 1
+    assert np.array_equal(gate.check([0.5, 0.5, 0.25]), np.float32([0.5, 0.5, 0.25]))
+    assert gate.clipped == 1
+
+
+def test_bounds_reject_names_the_dimension():
+    gate = SafetyGate(low=-1.0, high=1.0)
+    with pytest.raises(UnsafeActionError, match="dim 2"):
+        gate.check([0.0, 0.5, 1.5])
+    assert gate.rejected == 1
+
+
+def test_delta_is_limited_relative_to_the_last_passed_action():
+    gate = SafetyGate(max_delta=[0.1, 1.0], on_delta="clip")
+    assert np.array_equal(gate.check([0.0, 0.0]), np.float32([0.0, 0.0]))  # first: no reference
+    assert np.allclose(gate.check([1.0, 0.5]), [0.1, 0.5])
+    assert np.allclose(gate.check([1.0, -2.0]), [0.2, -0.5])
+    assert np.allclose(gate.last_action, [0.2, -0.5])
+
+
+def test_delta_reject_and_reset():
+    gate = SafetyGate(max_delta=0.1)
+    gate.check([0.0])
+    with pytest.raises(UnsafeActionError, match="step too large"):
+        gate.check([0.5])
+    gate.reset([0.45])
+    assert np.allclose(gate.check([0.5]), [0.5])
+    gate.reset()
+    assert np.allclose(gate.check([-3.0]), [-3.0])
+
+
+def test_invalid_limits_are_refused():
+    with pytest.raises(ValueError):
+        SafetyGate(low=1.0, high=0.0)
+    with pytest.raises(ValueError):
+        SafetyGate(max_delta=-0.1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(-10, 10, allow_nan=False, width=32), min_size=2, max_size=2),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_clipped_actions_stay_within_bounds_and_step_limits(actions):
+    gate = SafetyGate(low=-1, high=[1, 2], on_bounds="clip", max_delta=0.3, on_delta="clip")
+    previous = None
+    for action in actions:
+        passed = gate.check(action)
+        assert (passed >= -1).all() and (passed <= np.float32([1, 2])).all()
+        if previous is not None:
+            assert (np.abs(passed - previous) <= 0.3 + 1e-6).all()
+        previous = passed
