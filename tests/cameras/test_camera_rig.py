@@ -1,0 +1,154 @@
+"""CameraRig: synchronised captures, skew, stale-frame refusal, errors named by camera."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+from camera_media import BLUE, GREEN, WriteVideo, assert_timeline, close_to, dominant, solid
+
+from vla_client.cameras import (
+    CameraBase,
+    CameraError,
+    CameraRig,
+    CameraTimeoutError,
+    Frame,
+    ImageFolderCamera,
+    StaleFrameError,
+    SyntheticCamera,
+    VideoFileCamera,
+)
+from vla_client.preprocess import FramePreprocessor
+
+
+class FixedCamera(CameraBase):
+    """A camera whose frames are `age_s` old when retrieved, or that fails as told."""
+
+    def __init__(
+        self,
+        age_s: float = 0.0,
+        open_error: CameraError | None = None,
+        read_error: CameraError | None = None,
+    ) -> None:
+        self.source = "fixed"
+        self.age_s = age_s
+        self.open_error, self.read_error = open_error, read_error
+        self.opened = False
+        self.sequence = 0
+
+    def open(self) -> None:
+        if self.open_error is not None:
+            raise self.open_error
+        self.opened = True
+
+    def close(self) -> None:
+        self.opened = False
+
+    def grab(self) -> None:
+        pass
+
+    def retrieve(self, timeout: float | None = None) -> Frame:
+        if self.read_error is not None:
+            raise self.read_error
+        self.sequence += 1
+        taken = time.monotonic() - self.age_s
+        return Frame(solid(GREEN), self.sequence, taken, time.time() - self.age_s)
+
+
+def synthetic_rig(**options: object) -> CameraRig:
+    cameras = {
+        name: SyntheticCamera(seed=i, width=64, height=48, fps=60)
+        for i, name in enumerate(("wrist", "left", "right"))
+    }
+    return CameraRig(cameras, **options)  # type: ignore[arg-type]
+
+
+def test_capture_builds_an_observation_with_capture_times_and_skew() -> None:
+    with synthetic_rig() as rig:
+        captures = [rig.capture(task="pick", state=[0.5, 1.0]) for _ in range(5)]
+    for capture in captures:
+        observation = capture.observation
+        assert set(observation.images) == {"wrist", "left", "right"}
+        assert observation.task == "pick"
+        np.testing.assert_array_equal(observation.state, [0.5, 1.0])
+        times = {name: frame.monotonic_time for name, frame in capture.frames.items()}
+        assert observation.capture_times == times
+        assert capture.skew_s == pytest.approx(max(times.values()) - min(times.values()))
+        assert 0 <= capture.skew_s < 1 / 60
+    for name in ("wrist", "left", "right"):
+        assert_timeline([capture.frames[name] for capture in captures])
+
+
+def test_rig_paces_to_the_cameras_rate() -> None:
+    with synthetic_rig() as rig:
+        rig.capture()
+        started = time.monotonic()
+        for _ in range(6):
+            rig.capture()
+        rate = 6 / (time.monotonic() - started)
+    assert 40 < rate < 75
+
+
+def test_stream_yields_fresh_captures() -> None:
+    with synthetic_rig() as rig:
+        stream = rig.stream(task="wave")
+        first, second = next(stream), next(stream)
+    assert second.observation.task == "wave"
+    assert all(second.frames[n].sequence > first.frames[n].sequence for n in first.frames)
+
+
+def test_frames_older_than_max_age_are_refused() -> None:
+    rig = CameraRig({"wrist": FixedCamera(), "left": FixedCamera(age_s=0.5)}, max_age_s=0.1)
+    with rig, pytest.raises(StaleFrameError, match=r"older than 100 ms: left 50\d ms"):
+        rig.capture()
+
+
+def test_camera_errors_name_the_camera() -> None:
+    stalled = FixedCamera(read_error=CameraTimeoutError("no new frame"))
+    rig = CameraRig({"wrist": FixedCamera(), "left": stalled})
+    with rig, pytest.raises(CameraTimeoutError, match="camera 'left': no new frame"):
+        rig.capture()
+
+
+def test_a_failed_open_closes_the_cameras_already_open() -> None:
+    good, bad = FixedCamera(), FixedCamera(open_error=CameraError("unplugged"))
+    with pytest.raises(CameraError, match="unplugged"):
+        CameraRig({"a": good, "b": bad}).open()
+    assert not good.opened
+    with pytest.raises(CameraError, match="at least one camera"):
+        CameraRig({})
+
+
+def test_rig_mixes_files_folders_and_synthetic(write_video: WriteVideo, tmp_path: Path) -> None:
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    cv2.imwrite(str(folder / "0.png"), cv2.cvtColor(solid(GREEN), cv2.COLOR_RGB2BGR))
+    cameras = {
+        "wrist": VideoFileCamera(write_video([solid(BLUE)] * 4), fps=50),
+        "left": ImageFolderCamera(folder, fps=50),
+        "right": SyntheticCamera(width=64, height=48, fps=50),
+    }
+    with CameraRig(cameras) as rig:
+        capture = rig.capture()
+    images = capture.observation.images
+    assert close_to(dominant(images["wrist"]), BLUE)
+    assert close_to(dominant(images["left"]), GREEN)
+    assert images["right"].shape == (48, 64, 3)
+    assert capture.skew_s < 1 / 50
+
+
+def test_preprocessor_maps_names_sizes_and_capture_times() -> None:
+    metadata = {"input": {"image_keys": ["base_0_rgb", "left_wrist_0_rgb"], "image_size": [32, 32]}}
+    names = {"wrist": "left_wrist_0_rgb", "left": "base_0_rgb"}
+    cameras = {"wrist": SyntheticCamera(width=64, height=48), "left": SyntheticCamera(seed=1)}
+    rig = CameraRig(cameras, preprocessor=FramePreprocessor.from_metadata(metadata, names))
+    with rig:
+        capture = rig.capture()
+    observation = capture.observation
+    assert set(observation.images) == {"base_0_rgb", "left_wrist_0_rgb"}
+    assert all(image.shape == (32, 32, 3) for image in observation.images.values())
+    assert observation.capture_times["left_wrist_0_rgb"] == capture.frames["wrist"].monotonic_time
+    assert capture.frames["wrist"].image.shape == (48, 64, 3)  # raw frames stay as captured
