@@ -62,3 +62,25 @@ class ServerError(VLAClientError):
 
 class UnsupportedContentTypeError(CodecError):
     """A body in a content type the action API does not speak; the server answers 415."""
+
+
+class DeadlineExceededError(RequestTimeoutError):
+    """No usable reply within the request's deadline; a reply that comes later is never used."""
+
+
+class MismatchedReplyError(ProtocolError):
+    """A reply carrying another request's id; it is dropped, never returned for this request."""
+
+
+class StaleObservationError(VLAClientError):
+    """An observation older than the client's ``max_observation_age``; it was not sent.
+
+    Transient: a fresh observation goes through. `age_s` is how old the oldest frame was.
+    """
+
+    def __init__(self, age_s: float, max_age_s: float) -> None:
+        self.age_s = age_s
+        self.max_age_s = max_age_s
+        super().__init__(
+            f"observation is {age_s * 1e3:.0f} ms old, over the limit of {max_age_s * 1e3:.0f} ms"
+        )

@@ -6,6 +6,7 @@ Anything else (an IndexError, a RecursionError, a MemoryError from a forged shap
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import msgpack
@@ -88,10 +89,8 @@ def _json(document: Any) -> bytes:
 @SETTINGS
 @given(document=request_like)
 def test_structured_garbage_decodes_or_raises_codec_error(document: Any) -> None:
-    try:
+    with contextlib.suppress(OverflowError):  # msgpack cannot pack ints over 64 bits
         _decode(_pack(document), "application/msgpack")
-    except OverflowError:  # msgpack itself cannot pack ints over 64 bits
-        pass
     try:
         body = _json(document)
     except TypeError:  # orjson refuses ints over 64 bits; send them as text instead
@@ -118,7 +117,9 @@ def test_valid_request_with_one_field_replaced(value: Any, where: str) -> None:
 
 @SETTINGS
 @given(
-    dtype=st.one_of(st.text(max_size=6), st.sampled_from(["<f4", "|u1", "|O", "<c8", "|V4", "<M8"])),
+    dtype=st.one_of(
+        st.text(max_size=6), st.sampled_from(["<f4", "|u1", "|O", "<c8", "|V4", "<M8", ","])
+    ),
     shape=st.lists(st.integers(-1, 2**62), max_size=4),
     data=st.binary(max_size=64),
 )

@@ -1,4 +1,4 @@
-"""The ``vla-client`` command: serve, send, metadata, demo, cameras.
+"""The ``vla-client`` command: serve, send, record, bench, metadata, demo, cameras.
 
 Each subcommand lives in its own module with a `register(subparsers)` function; heavy imports
 (the server's FastAPI, cameras) happen inside the command that needs them, so ``vla-client send``
@@ -12,7 +12,11 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from vla_client.cli import demo, metadata, send, serve
+from pydantic import ValidationError
+
+from vla_client.cli import bench, cameras, demo, metadata, record, send, serve
+from vla_client.cli.output import fail, os_error_message
+from vla_client.errors import VLAClientError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,18 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (serve, send, metadata, demo):
+    for module in (serve, send, record, bench, metadata, demo, cameras):
         module.register(subparsers)
-    _register_optional(subparsers)
     return parser
-
-
-def _register_optional(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    try:
-        from vla_client.cli import cameras
-    except ImportError:  # the cameras command is not installed in this build
-        return
-    cameras.register(subparsers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,8 +39,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except (VLAClientError, ValidationError, ValueError, OSError) as exc:
+        # Commands report their own failures; this catches what escapes them (a server's
+        # malformed metadata, say) so the user still gets one line and exit 1, not a traceback.
+        if args.verbose:
+            raise
+        return fail(_one_line(exc))
     return code
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or exc.title
+        return f"the server sent an invalid {exc.title} document: {where}: {first['msg']}"
+    if isinstance(exc, OSError):
+        return os_error_message(exc)
+    return str(exc).splitlines()[0]
 
 
 if __name__ == "__main__":

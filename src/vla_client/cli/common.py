@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Sequence
-
-import cv2
-import numpy as np
+from collections.abc import Callable, Sequence
 
 from vla_client.client import ActionResult
-from vla_client.errors import InvalidObservationError
-from vla_client.scene import synthetic_frames
+from vla_client.codecs import Encoding, Wire, encode_image_value
+from vla_client.observation import Observation
+from vla_client.protocol import dumps
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     """URL, timeout and API key."""
-    parser.add_argument("url", nargs="?", default=DEFAULT_URL, help=f"server base URL (default {DEFAULT_URL})")
+    parser.add_argument(
+        "url", nargs="?", default=DEFAULT_URL, help=f"server base URL (default {DEFAULT_URL})"
+    )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a reply")
     parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
 
@@ -30,25 +30,7 @@ def add_encoding_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jpeg-quality", type=int, default=90)
 
 
-def load_image_file(spec: str) -> tuple[str, np.ndarray]:
-    """``NAME=PATH`` to (name, RGB frame); raises `InvalidObservationError` for unreadable files."""
-    name, sep, path = spec.partition("=")
-    if not sep or not name or not path:
-        raise InvalidObservationError(f"--image takes NAME=PATH, got {spec!r}")
-    frame = cv2.imread(path, cv2.IMREAD_COLOR_RGB)
-    if frame is None:
-        raise InvalidObservationError(f"cannot read image file {path!r}")
-    return name, frame
-
-
-def frames_from_args(images: Sequence[str], cameras: int, height: int, width: int, t: int = 0) -> dict[str, np.ndarray]:
-    """Frames from ``--image NAME=PATH`` options, else `cameras` synthetic cameras."""
-    if images:
-        return dict(load_image_file(spec) for spec in images)
-    return synthetic_frames(cameras, height, width, t=t)
-
-
-STAGES = (
+STAGES: tuple[tuple[str, Callable[[ActionResult], float | None]], ...] = (
     ("encode", lambda r: r.timings.encode_ms),
     ("round trip", lambda r: r.timings.round_trip_ms),
     ("server preprocess", lambda r: r.timings.server.get("preprocess_ms")),
@@ -75,3 +57,13 @@ def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
         return values[0], values[0], values[0]
     cuts = statistics.quantiles(values, n=100, method="inclusive")
     return cuts[49], cuts[89], cuts[98]
+
+
+def bytes_per_camera(
+    observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
+) -> dict[str, int]:
+    """Bytes each camera's frame takes in a request body with this encoding and wire."""
+    return {
+        name: len(dumps(encode_image_value(frame, encoding, wire, jpeg_quality=jpeg_quality), wire))
+        for name, frame in observation.images.items()
+    }

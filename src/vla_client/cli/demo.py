@@ -13,8 +13,8 @@ import statistics
 from vla_client.cli.output import print_table
 from vla_client.client import ActionClient, mismatched_cameras
 from vla_client.codecs import Encoding
-from vla_client.protocol import Wire
 from vla_client.observation import Observation
+from vla_client.protocol import Wire
 from vla_client.scene import synthetic_frames
 
 PATHS: tuple[tuple[Encoding, Wire], ...] = (

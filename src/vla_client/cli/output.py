@@ -10,26 +10,21 @@ import orjson
 
 
 def print_table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, stream: TextIO = sys.stdout
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, stream: TextIO | None = None
 ) -> None:
     """Left-aligned first column, right-aligned numbers, two spaces between columns."""
+    stream = stream or sys.stdout  # looked up per call, so redirected stdout is honoured
     cells = [[_cell(value) for value in row] for row in rows]
     widths = [max(len(str(h)), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
-    line = "  ".join(
-        str(h).ljust(w) if i == 0 else str(h).rjust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True))
-    )
-    stream.write(line + "\n" + "  ".join("-" * w for w in widths) + "\n")
+    stream.write(_line([str(h) for h in headers], widths) + "\n")
+    stream.write("  ".join("-" * w for w in widths) + "\n")
     for row in cells:
-        stream.write(
-            "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True))
-            )
-            + "\n"
-        )
+        stream.write(_line(row, widths) + "\n")
 
 
-def print_json(document: Any, *, stream: TextIO = sys.stdout) -> None:
+def print_json(document: Any, *, stream: TextIO | None = None) -> None:
     """One JSON document on one line (numpy arrays become lists)."""
+    stream = stream or sys.stdout
     stream.write(orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
 
 
@@ -37,6 +32,19 @@ def fail(message: str) -> int:
     """Print a one-line reason to stderr; the exit code for a failed command."""
     sys.stderr.write(f"vla-client: error: {message}\n")
     return 1
+
+
+def os_error_message(exc: OSError) -> str:
+    """``No such file or directory: out/x.npz`` rather than the errno-prefixed repr."""
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {exc.filename}" if exc.filename else reason
+
+
+def _line(values: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(
+        v.ljust(w) if i == 0 else v.rjust(w)
+        for i, (v, w) in enumerate(zip(values, widths, strict=True))
+    )
 
 
 def _cell(value: Any) -> str:

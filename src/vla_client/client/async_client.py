@@ -5,34 +5,82 @@ from __future__ import annotations
 import asyncio
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vla_client.client.core import ClientOptions, finish, prepare, runtime_options
+from vla_client.client.core import (
+    AsyncReplyStream,
+    PreparedRequest,
+    RequestBook,
+    TransportKind,
+    resolve_options,
+    runtime_options,
+    transport_kind,
+)
 from vla_client.client.result import ActionResult
 from vla_client.codecs import Encoding
+from vla_client.errors import MismatchedReplyError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Wire
-from vla_client.transports.base import AsyncTransport
-from vla_client.transports.http import AsyncHTTPTransport
+from vla_client.transports.base import AsyncTransport, Reply
+from vla_client.transports.http import AsyncHTTPTransport, raise_for_status
+from vla_client.transports.retry import RetryPolicy, aretrying
+
+if TYPE_CHECKING:
+    from vla_client.transports.websocket import Endpoint
 
 
 class AsyncActionClient:
-    """Send observations from asyncio code. Encoding runs in a worker thread, off the event loop."""
+    """Send observations from asyncio code, as `ActionClient` does (same options).
+
+    Encoding runs in a worker thread, off the event loop.
+    """
 
     def __init__(
         self,
         base_url: str,
         *,
-        encoding: Encoding = "png",
-        wire: Wire = "json",
+        encoding: Encoding | None = None,
+        wire: Wire | None = None,
         timeout: float = 10.0,
         api_key: str | None = None,
         jpeg_quality: int = 90,
-        transport: AsyncTransport | None = None,
+        transport: AsyncTransport | TransportKind | None = None,
+        endpoint: Endpoint | None = None,
+        max_observation_age: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
-        self.options = ClientOptions(encoding=encoding, wire=wire, jpeg_quality=jpeg_quality)
         self.base_url = base_url
-        self._transport = transport or AsyncHTTPTransport(base_url, timeout=timeout, api_key=api_key)
+        self.retry = retry or RetryPolicy()
+        if transport is None or isinstance(transport, str):
+            if transport_kind(base_url, transport) == "websocket":
+                from vla_client.transports.websocket import AsyncWebSocketTransport
+
+                transport = AsyncWebSocketTransport(
+                    base_url, endpoint=endpoint, timeout=timeout, api_key=api_key
+                )
+            else:
+                transport = AsyncHTTPTransport(base_url, timeout=timeout, api_key=api_key)
+        self._transport: AsyncTransport = transport
+        self._stream = transport if isinstance(transport, AsyncReplyStream) else None
+        self._book = RequestBook(
+            resolve_options(
+                websocket=self._stream is not None,
+                flat=getattr(transport, "endpoint", None) == "openpi",
+                encoding=encoding,
+                wire=wire,
+                jpeg_quality=jpeg_quality,
+                max_observation_age=max_observation_age,
+                deadline=deadline,
+            )
+        )
+        self.options = self._book.options
+        self.stats = self._book.stats
+
+    @property
+    def transport(self) -> AsyncTransport:
+        """The transport in use."""
+        return self._transport
 
     async def metadata(self) -> ActionMetadata:
         """The server's policy description."""
@@ -42,26 +90,61 @@ class AsyncActionClient:
         self,
         observation: Observation,
         *,
+        request_id: str | None = None,
         runtime: dict[str, Any] | None = None,
         return_digest: bool = False,
         **parameters: Any,
     ) -> ActionResult:
         """One inference, as `ActionClient.infer`."""
+        book = self._book
         prepared = await asyncio.to_thread(
-            prepare, observation, self.options, parameters, runtime_options(runtime, return_digest)
+            book.prepare,
+            observation,
+            parameters,
+            runtime_options(runtime, return_digest),
+            request_id,
         )
         start = time.perf_counter()
-        reply = await self._transport.exchange(prepared.body, prepared.content_type, prepared.accept)
-        return finish(prepared, reply, (time.perf_counter() - start) * 1000)
+        reply = await self._send(prepared)
+        while True:
+            try:
+                return book.finish(prepared, reply, (time.perf_counter() - start) * 1000)
+            except MismatchedReplyError:
+                if self._stream is None:
+                    raise
+                with book.waiting(prepared) as timeout:
+                    reply = await self._stream.receive(timeout=timeout)
+            except ServerError:
+                if self._stream is not None:
+                    await self._stream.reset()
+                raise
+
+    async def _send(self, prepared: PreparedRequest) -> Reply:
+        body, content_type, accept = prepared.body, prepared.content_type, prepared.accept
+        if self._stream is not None:
+            with self._book.waiting(prepared) as timeout:
+                return await self._stream.exchange(body, content_type, accept, timeout=timeout)
+
+        async def attempt() -> Reply:
+            reply = await self._transport.exchange(body, content_type, accept)
+            raise_for_status(reply)
+            return reply
+
+        return await aretrying(
+            attempt, self.retry, budget_s=self._book.budget(prepared), on_retry=self._book.retried
+        )
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection (pool)."""
         await self._transport.close()
 
     async def __aenter__(self) -> AsyncActionClient:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         await self.close()

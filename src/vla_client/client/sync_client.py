@@ -1,18 +1,31 @@
-"""`ActionClient`: blocking client for the action API."""
+"""`ActionClient`: blocking client for the action API, over HTTP or a websocket."""
 
 from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vla_client.client.core import ClientOptions, finish, prepare, runtime_options
+from vla_client.client.core import (
+    PreparedRequest,
+    ReplyStream,
+    RequestBook,
+    TransportKind,
+    resolve_options,
+    runtime_options,
+    transport_kind,
+)
 from vla_client.client.result import ActionResult
 from vla_client.codecs import Encoding
+from vla_client.errors import MismatchedReplyError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Wire
-from vla_client.transports.base import Transport
-from vla_client.transports.http import HTTPTransport
+from vla_client.transports.base import Reply, Transport
+from vla_client.transports.http import HTTPTransport, raise_for_status
+from vla_client.transports.retry import RetryPolicy, retrying
+
+if TYPE_CHECKING:
+    from vla_client.transports.websocket import Endpoint
 
 
 class ActionClient:
@@ -21,22 +34,60 @@ class ActionClient:
     >>> with ActionClient("http://127.0.0.1:8000", encoding="png") as client:
     ...     result = client.infer(Observation({"wrist": frame}, state=q, task="pick up the cup"))
     ...     result.actions  # float32 [H, D]
+
+    A ``ws://`` URL (or ``transport="websocket"``) keeps one websocket open instead:
+    ``/v1/actions/realtime`` by default, or openpi's ``/openpi/policy`` with
+    ``endpoint="openpi"``, which sends the flat openpi observation. Websockets carry msgpack.
+    HTTP requests are retried per `retry` when the connection never opened or the server
+    answered 503 with Retry-After. `stats` counts what was refused or discarded.
     """
 
     def __init__(
         self,
         base_url: str,
         *,
-        encoding: Encoding = "png",
-        wire: Wire = "json",
+        encoding: Encoding | None = None,
+        wire: Wire | None = None,
         timeout: float = 10.0,
         api_key: str | None = None,
         jpeg_quality: int = 90,
-        transport: Transport | None = None,
+        transport: Transport | TransportKind | None = None,
+        endpoint: Endpoint | None = None,
+        max_observation_age: float | None = None,
+        deadline: float | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
-        self.options = ClientOptions(encoding=encoding, wire=wire, jpeg_quality=jpeg_quality)
         self.base_url = base_url
-        self._transport = transport or HTTPTransport(base_url, timeout=timeout, api_key=api_key)
+        self.retry = retry or RetryPolicy()
+        if transport is None or isinstance(transport, str):
+            if transport_kind(base_url, transport) == "websocket":
+                from vla_client.transports.websocket import WebSocketTransport
+
+                transport = WebSocketTransport(
+                    base_url, endpoint=endpoint, timeout=timeout, api_key=api_key
+                )
+            else:
+                transport = HTTPTransport(base_url, timeout=timeout, api_key=api_key)
+        self._transport: Transport = transport
+        self._stream = transport if isinstance(transport, ReplyStream) else None
+        self._book = RequestBook(
+            resolve_options(
+                websocket=self._stream is not None,
+                flat=getattr(transport, "endpoint", None) == "openpi",
+                encoding=encoding,
+                wire=wire,
+                jpeg_quality=jpeg_quality,
+                max_observation_age=max_observation_age,
+                deadline=deadline,
+            )
+        )
+        self.options = self._book.options
+        self.stats = self._book.stats
+
+    @property
+    def transport(self) -> Transport:
+        """The transport in use (a `WebSocketTransport` has its own connection `stats`)."""
+        return self._transport
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
@@ -46,26 +97,61 @@ class ActionClient:
         self,
         observation: Observation,
         *,
+        request_id: str | None = None,
         runtime: dict[str, Any] | None = None,
         return_digest: bool = False,
         **parameters: Any,
     ) -> ActionResult:
-        """One inference: `parameters` become the request's ``parameters`` block."""
-        prepared = prepare(
-            observation, self.options, parameters, runtime_options(runtime, return_digest)
+        """One inference: `parameters` become the request's ``parameters`` block.
+
+        The reply is always the one for this request (`request_id`, or a fresh id): on a
+        websocket a reply to another request is skipped and the next one read.
+        """
+        book = self._book
+        prepared = book.prepare(
+            observation, parameters, runtime_options(runtime, return_digest), request_id
         )
         start = time.perf_counter()
-        reply = self._transport.exchange(prepared.body, prepared.content_type, prepared.accept)
-        return finish(prepared, reply, (time.perf_counter() - start) * 1000)
+        reply = self._send(prepared)
+        while True:
+            try:
+                return book.finish(prepared, reply, (time.perf_counter() - start) * 1000)
+            except MismatchedReplyError:
+                if self._stream is None:
+                    raise
+                with book.waiting(prepared) as timeout:
+                    reply = self._stream.receive(timeout=timeout)
+            except ServerError:
+                if self._stream is not None:
+                    self._stream.reset()
+                raise
+
+    def _send(self, prepared: PreparedRequest) -> Reply:
+        body, content_type, accept = prepared.body, prepared.content_type, prepared.accept
+        if self._stream is not None:
+            with self._book.waiting(prepared) as timeout:
+                return self._stream.exchange(body, content_type, accept, timeout=timeout)
+
+        def attempt() -> Reply:
+            reply = self._transport.exchange(body, content_type, accept)
+            raise_for_status(reply)
+            return reply
+
+        return retrying(
+            attempt, self.retry, budget_s=self._book.budget(prepared), on_retry=self._book.retried
+        )
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection (pool)."""
         self._transport.close()
 
     def __enter__(self) -> ActionClient:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()

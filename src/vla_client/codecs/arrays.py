@@ -28,7 +28,7 @@ def pixel_list_to_array(value: Any) -> Any:
     if isinstance(first, int):
         rows = value
         height, width, channels = len(rows), len(rows[0]), len(rows[0][0])
-        if all(len(row) == width for row in rows):
+        if all(isinstance(row, list | tuple) and len(row) == width for row in rows):
             try:
                 flat = bytes(chain.from_iterable(chain.from_iterable(rows)))
             except (TypeError, ValueError):
@@ -93,7 +93,7 @@ def _dtype(name: Any, field: str | None) -> np.dtype[Any] | None:
         raise CodecError(f"dtype must be a string, got {name!r}", field=field)
     try:
         dtype = np.dtype(name)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # numpy parses some strings as Python literals
         raise CodecError(f"unknown dtype {name!r}", field=field) from None
     if dtype.kind not in "biuf":
         raise CodecError(f"dtype {name!r} is not numeric", field=field)

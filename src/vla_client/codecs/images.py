@@ -153,7 +153,9 @@ def _decode_with_pillow(data: bytes, max_pixels: int, field: str | None) -> np.n
         with Image.open(io.BytesIO(data)) as image:
             _check_pixels(image.width, image.height, max_pixels, field)
             return np.ascontiguousarray(np.asarray(image.convert("RGB")))
-    except (UnidentifiedImageError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError as exc:  # Pillow's own limit, met before ours
+        raise PayloadTooLargeError(f"image over the pixel limit: {exc}", field=field) from None
+    except UnidentifiedImageError as exc:
         raise CodecError(f"undecodable image data: {exc}", field=field) from None
     except (OSError, SyntaxError, ValueError) as exc:
         if isinstance(exc, CodecError):

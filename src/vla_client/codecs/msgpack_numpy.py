@@ -88,7 +88,7 @@ def _dtype(name: Any) -> np.dtype[Any]:
         raise CodecError(f"ndarray dtype must be a string, got {type(name).__name__}")
     try:
         dtype = np.dtype(name)
-    except TypeError:
+    except (TypeError, ValueError, SyntaxError):  # numpy parses some strings as Python literals
         raise CodecError(f"unknown dtype {name!r}") from None
     _check_dtype(dtype)
     return dtype

@@ -115,6 +115,39 @@ def build_request(
         raise CodecError(_validation_message(exc, "runtime")) from None
 
 
+def build_flat_request(
+    observation: Observation,
+    *,
+    encoding: Encoding = "raw",
+    request_id: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
+) -> dict[str, Any]:
+    """The openpi flat observation (contract 2.8) for msgpack: what ``/openpi/policy`` takes.
+
+    ``observation.images.<cam>`` (an HxWx3 uint8 ndarray with ``raw``, the only form openpi's
+    own servers read), ``observation.state`` (float32), ``prompt``, the sampling `parameters`
+    as top-level keys, and ``request_id``, which servers built on this package echo back.
+    """
+    names = list(observation.images)
+    values = map_frames(
+        lambda name: encode_image_value(
+            observation.images[name], encoding, "msgpack", jpeg_quality=jpeg_quality
+        ),
+        names,
+    )
+    flat: dict[str, Any] = {
+        f"observation.images.{name}": value for name, value in zip(names, values, strict=True)
+    }
+    if observation.state is not None:
+        flat["observation.state"] = observation.state
+    flat["prompt"] = observation.task
+    flat.update(parameters or {})
+    if request_id is not None:
+        flat["request_id"] = request_id
+    return flat
+
+
 def encode_request(
     observation: Observation,
     *,

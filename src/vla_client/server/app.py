@@ -38,7 +38,9 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.limits import read_body
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.policy import Policy, PolicyInput, metadata_document
-from vla_client.server.runner import Runner, ThreadRunner
+from vla_client.server.runner import InferenceError, Runner, ThreadRunner
+from vla_client.server.websocket import register_websocket_routes
+from vla_client.server.worker import WorkerRunner
 
 log = logging.getLogger("vla_client.server")
 
@@ -46,15 +48,24 @@ log = logging.getLogger("vla_client.server")
 def create_app(
     policy: Policy, config: ServerConfig | None = None, *, runner: Runner | None = None
 ) -> FastAPI:
-    """A FastAPI app serving `policy` (through `runner`, a `ThreadRunner` by default)."""
+    """A FastAPI app serving `policy` through `runner`.
+
+    The default runner is a `WorkerRunner` (a supervised inference process fed through shared
+    memory), or a `ThreadRunner` when ``config.in_process`` is set. The app starts and stops
+    the runner with its lifespan.
+    """
     config = config or ServerConfig()
-    runner = runner or ThreadRunner(policy)
+    if runner is None:
+        runner = ThreadRunner(policy) if config.in_process else WorkerRunner(policy, config.worker)
     metadata = metadata_document(policy.spec, model=config.model_name)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        await runner.close()
+        await runner.start()
+        try:
+            yield
+        finally:
+            await runner.close()
 
     app = FastAPI(title="vla-client reference action server", lifespan=lifespan)
     app.state.config = config
@@ -67,6 +78,14 @@ def create_app(
         request_id = getattr(request.state, "request_id", None) or new_request_id()
         log.exception("unhandled error on %s (request %s)", request.url.path, request_id)
         return JSONResponse({"detail": f"internal server error (request {request_id})"}, 500)
+
+    @app.exception_handler(InferenceError)
+    async def _inference_error(request: Request, exc: InferenceError) -> JSONResponse:
+        if exc.status_code == 500:
+            request_id = getattr(request.state, "request_id", None)
+            log.error("%s (request %s)", exc.detail, request_id, exc_info=exc.__cause__)
+        headers = {"Retry-After": f"{exc.retry_after:g}"} if exc.retry_after is not None else None
+        return JSONResponse({"detail": exc.detail}, exc.status_code, headers=headers)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -98,9 +117,12 @@ def create_app(
         }
         if decoded.runtime.return_timing:
             reply["timings"] = timings
-        wire: Wire = "msgpack" if wants_msgpack(content_type, request.headers.get("accept")) else "json"
+        wire: Wire = (
+            "msgpack" if wants_msgpack(content_type, request.headers.get("accept")) else "json"
+        )
         return Response(dumps(reply, wire), media_type=CONTENT_TYPES[wire])
 
+    register_websocket_routes(app, policy, config, runner, metadata)
     return app
 
 
@@ -137,9 +159,14 @@ def _policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
                 f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
                 f"this policy takes {list(spec.camera_names)}",
             )
-    if decoded.state is not None and spec.state_dim is not None and decoded.state.size != spec.state_dim:
+    if (
+        decoded.state is not None
+        and spec.state_dim is not None
+        and decoded.state.size != spec.state_dim
+    ):
         raise HTTPException(
-            400, f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}"
+            400,
+            f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}",
         )
     parameters = decoded.parameters
     return PolicyInput(

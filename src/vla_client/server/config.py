@@ -17,6 +17,26 @@ DEFAULT_PORT = 8000
 
 
 @dataclass(frozen=True)
+class WorkerSettings:
+    """How requests are batched for the inference worker, and how many may wait."""
+
+    max_batch: int = 8
+    batch_wait_ms: float = 0.0
+    queue_size: int = 32
+    inference_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_batch <= 256:
+            raise ValueError(f"max_batch must be in 1..256, got {self.max_batch}")
+        if not 0 <= self.batch_wait_ms <= 1000:
+            raise ValueError(f"batch_wait_ms must be in 0..1000, got {self.batch_wait_ms}")
+        if not 1 <= self.queue_size <= 4096:
+            raise ValueError(f"queue_size must be in 1..4096, got {self.queue_size}")
+        if not self.inference_timeout_s > 0:
+            raise ValueError("inference_timeout_s must be positive")
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """How the reference server listens and what it accepts."""
 
@@ -25,6 +45,9 @@ class ServerConfig:
     model_name: str = "vla-client-reference"
     max_body_bytes: int = 64 * 1024 * 1024
     limits: DecodeLimits = field(default_factory=DecodeLimits)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    # True runs the policy in a thread of the entrypoint instead of a worker process.
+    in_process: bool = False
     api_key: str | None = field(default=None, repr=False)
     body_timeout_s: float = 30.0
     infer_timeout_s: float = 60.0

@@ -1,12 +1,15 @@
 """Runners execute a policy for the HTTP entrypoint without blocking its event loop.
 
-`ThreadRunner` calls the policy in a worker thread of the same process. The entrypoint only
-ever hands a runner a `PolicyInput` of arrays, so a runner that moves work to another process
-can do so without pickling object trees.
+`ThreadRunner` calls the policy in a thread of the same process; `WorkerRunner`
+(`vla_client.server.worker`) runs it in a separate inference process and is the default. The
+entrypoint only ever hands a runner a `PolicyInput` of arrays, so moving work to another process
+needs no pickled object trees. Every runner reports the same stage timings, and a runner that
+cannot serve a request raises `InferenceError`, which the app turns into its HTTP status.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Protocol
 
@@ -15,9 +18,24 @@ from starlette.concurrency import run_in_threadpool
 
 from vla_client.server.policy import Policy, PolicyInput
 
+log = logging.getLogger("vla_client.server")
+
+
+class InferenceError(Exception):
+    """A request the runner could not serve: 503 (busy, worker down), 500 (policy failed)..."""
+
+    def __init__(self, status_code: int, detail: str, *, retry_after: float | None = None) -> None:
+        super().__init__(detail)
+        self.status_code = status_code
+        self.detail = detail
+        self.retry_after = retry_after
+
 
 class Runner(Protocol):
     """Runs one observation through the policy; returns the chunk and stage timings in ms."""
+
+    async def start(self) -> None:
+        """Start workers; called once before the first request."""
 
     async def infer(self, observation: PolicyInput) -> tuple[np.ndarray, dict[str, float]]:
         """Action chunk ``[H, D]`` and timings such as ``inference_ms``."""
@@ -32,10 +50,30 @@ class ThreadRunner:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
 
+    async def start(self) -> None:
+        load = getattr(self.policy, "load", None)
+        if callable(load):
+            await run_in_threadpool(load)
+
     async def infer(self, observation: PolicyInput) -> tuple[np.ndarray, dict[str, float]]:
         start = time.perf_counter()
-        actions = await run_in_threadpool(self.policy.infer, observation)
-        return actions, {"inference_ms": (time.perf_counter() - start) * 1000}
+        try:
+            actions = await run_in_threadpool(self.policy.infer, observation)
+        except Exception as exc:
+            log.warning("policy failed: %s: %s", type(exc).__name__, exc)
+            raise InferenceError(
+                500, policy_failure_detail(f"{type(exc).__name__}: {exc}")
+            ) from exc
+        inference_ms = (time.perf_counter() - start) * 1000
+        return actions, {"queue_ms": 0.0, "ipc_ms": 0.0, "inference_ms": inference_ms}
 
     async def close(self) -> None:
         self.policy.close()
+
+
+def policy_failure_detail(error: str) -> str:
+    """The 500 detail for a policy exception: its type only, never its message or traceback.
+
+    Exception messages can carry paths, tensors or secrets; the full text goes to the log.
+    """
+    return f"policy failed ({error.split(':', 1)[0]}); details are in the server log"

@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vla_client.server.policies.reference import ReferencePolicy, reference_actions
+from vla_client.server.policies.replay import ReplayPolicy
+from vla_client.server.policies.torch_cnn import TorchCNNPolicy
 from vla_client.server.policy import Policy
 
-POLICIES: dict[str, Callable[..., Policy]] = {"reference": ReferencePolicy}
+# torch_cnn imports torch only when its policy loads (in the worker), so listing it is free.
+POLICIES: dict[str, Callable[..., Policy]] = {
+    "reference": ReferencePolicy,
+    "replay": ReplayPolicy,
+    "torch": TorchCNNPolicy,
+}
 
 
 def make_policy(name: str, **options: object) -> Policy:
@@ -19,4 +26,11 @@ def make_policy(name: str, **options: object) -> Policy:
     return factory(**options)
 
 
-__all__ = ["POLICIES", "ReferencePolicy", "make_policy", "reference_actions"]
+__all__ = [
+    "POLICIES",
+    "ReferencePolicy",
+    "ReplayPolicy",
+    "TorchCNNPolicy",
+    "make_policy",
+    "reference_actions",
+]

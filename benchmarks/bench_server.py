@@ -1,0 +1,253 @@
+"""Benchmark the reference server's worker layout against bare baselines, all in one run.
+
+    PYTHONPATH=src python benchmarks/bench_server.py [--quick]
+
+Three cameras of 360x640x3 uint8 (synthetic scenes), loopback. Prints:
+1. end-to-end latency per encoding and wire through the real server (worker process, reference
+   policy): client encode -> POST -> reply decoded to an action array; p50/p90/p99, and the
+   ratio to a bare harness doing the same client work against a bare Starlette endpoint (which
+   for the JSON encodings also decodes the images, as the real entrypoint must);
+2. entrypoint decode cost per encoding (`decode_request`);
+3. IPC cost per request (the server's `ipc_ms`: copy into shared memory, hand-off to the worker
+   and back) against one memcpy of the same frames into preallocated memory;
+4. throughput with 1, 4 and 16 concurrent msgpack clients against the bare endpoint.
+
+Both servers run as separate processes (this script's ``--serve``/``--bare`` modes, uvicorn
+defaults, no access log) so that clients and servers do not share a GIL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import numpy as np
+
+from vla_client.observation import Observation
+from vla_client.protocol import decode_request, encode_request, loads, read_actions
+from vla_client.protocol.wire import CONTENT_TYPES, dumps
+from vla_client.scene import synthetic_frames
+
+CAMERAS, HEIGHT, WIDTH = 3, 360, 640
+GENERATIONS = "/v1/actions/generations"
+CASES = [("raw", "msgpack"), ("png", "msgpack"), ("png", "json"), ("jpeg", "json")]
+
+
+def bare_app() -> object:
+    """Starlette: /bare reads the body; /bare-decode also decodes it. Both reply a fixed chunk."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    chunk = np.zeros((16, 7), np.float32)
+    replies = {wire: dumps({"actions": chunk if wire == "msgpack" else chunk.tolist()}, wire)
+               for wire in ("json", "msgpack")}  # fmt: skip
+
+    def reply_for(request: Request) -> Response:
+        wire = "msgpack" if "msgpack" in request.headers.get("content-type", "") else "json"
+        return Response(replies[wire], media_type=CONTENT_TYPES[wire])
+
+    async def bare(request: Request) -> Response:
+        await request.body()
+        return reply_for(request)
+
+    async def bare_decode(request: Request) -> Response:
+        body = await request.body()
+        await run_in_threadpool(decode_request, body, request.headers.get("content-type"))
+        return reply_for(request)
+
+    return Starlette(routes=[Route("/bare", bare, methods=["POST"]),
+                             Route("/bare-decode", bare_decode, methods=["POST"])])  # fmt: skip
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([*args, str(port)], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/health", timeout=1)
+            return process, url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"server {args} did not start")
+
+
+def percentiles(samples: list[float]) -> tuple[float, float, float]:
+    p50, p90, p99 = np.percentile(samples, [50, 90, 99])
+    return float(p50), float(p90), float(p99)
+
+
+def round_trip(client: httpx.Client, url: str, observation: Observation, encoding: str,
+               wire: str) -> tuple[float, dict[str, float]]:  # fmt: skip
+    """Client encode -> POST -> actions decoded; returns ms and the server's timings."""
+    start = time.perf_counter()
+    body, content_type = encode_request(observation, encoding=encoding, wire=wire)  # type: ignore[arg-type]
+    reply = client.post(url, content=body, headers={"content-type": content_type})
+    reply.raise_for_status()
+    document = loads(reply.content, "msgpack" if "msgpack" in content_type else "json")
+    read_actions(document)
+    elapsed = (time.perf_counter() - start) * 1000
+    return elapsed, document.get("timings", {}) if isinstance(document, dict) else {}
+
+
+def latency(server: str, bare: str, observation: Observation, n: int) -> list[float]:
+    """Table 1; returns the ipc_ms samples of the raw msgpack case for table 3."""
+    print(f"\n1. End to end, {CAMERAS} cameras {HEIGHT}x{WIDTH}, {n} requests each (ms)")
+    print(f"{'encoding/wire':<16}{'p50':>8}{'p90':>8}{'p99':>8}{'bare p50':>10}{'ratio':>8}")
+    ipc: list[float] = []
+    with httpx.Client(timeout=60) as client:
+        for encoding, wire in CASES:
+            target = bare + ("/bare" if encoding == "raw" else "/bare-decode")
+            real, base = [], []
+            for i in range(n + 3):
+                ms, timings = round_trip(client, server + GENERATIONS, observation, encoding, wire)
+                bare_ms, _ = round_trip(client, target, observation, encoding, wire)
+                if i >= 3:
+                    real.append(ms)
+                    base.append(bare_ms)
+                    if encoding == "raw":
+                        ipc.append(timings["ipc_ms"])
+            p50, p90, p99 = percentiles(real)
+            b50 = statistics.median(base)
+            print(
+                f"{encoding + '/' + wire:<16}{p50:8.2f}{p90:8.2f}{p99:8.2f}"
+                f"{b50:10.2f}{p50 / b50:8.2f}"
+            )
+    return ipc
+
+
+def decode_costs(observation: Observation, n: int) -> None:
+    print(f"\n2. Entrypoint decode (decode_request), median of {n} (ms)")
+    for encoding, wire in [*CASES, ("pixels", "json")]:
+        body, content_type = encode_request(observation, encoding=encoding, wire=wire)  # type: ignore[arg-type]
+        samples = []
+        for _ in range(n if encoding != "pixels" else max(3, n // 10)):
+            start = time.perf_counter()
+            decode_request(body, content_type)
+            samples.append((time.perf_counter() - start) * 1000)
+        print(
+            f"{encoding + '/' + wire:<16}{statistics.median(samples):8.2f}"
+            f"   body {len(body) / 1e6:6.2f} MB"
+        )
+
+
+def ipc_cost(ipc: list[float], observation: Observation, n: int) -> None:
+    frames = list(observation.images.values())
+    targets = [np.empty_like(frame) for frame in frames]
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        for target, frame in zip(targets, frames, strict=True):
+            np.copyto(target, frame)
+        samples.append((time.perf_counter() - start) * 1000)
+    memcpy = statistics.median(samples)
+    hand_off = statistics.median(ipc)
+    megabytes = sum(frame.nbytes for frame in frames) / 1e6
+    print(f"\n3. IPC per request ({megabytes:.1f} MB of frames), median (ms)")
+    print(f"ipc_ms (entrypoint -> worker -> entrypoint) {hand_off:8.3f}")
+    print(f"one memcpy of the frames                    {memcpy:8.3f}")
+    print(f"ratio                                       {hand_off / memcpy:8.2f}   (target <= 3)")
+
+
+def throughput(server: str, bare: str, observation: Observation, seconds: float) -> None:
+    body, content_type = encode_request(observation, encoding="raw", wire="msgpack")
+    print(f"\n4. Throughput, raw/msgpack, {seconds:g} s per cell (requests/s)")
+    print(f"{'clients':<10}{'server':>10}{'bare':>10}{'ratio':>8}{'503s':>6}")
+    for clients in (1, 4, 16):
+        rates = []
+        busy = 0
+        for url in (server + GENERATIONS, bare + "/bare"):
+            count, rejected = _hammer(url, body, content_type, clients, seconds)
+            rates.append(count / seconds)
+            busy += rejected
+        print(f"{clients:<10}{rates[0]:10.1f}{rates[1]:10.1f}{rates[0] / rates[1]:8.2f}{busy:6d}")
+
+
+def _hammer(
+    url: str, body: bytes, content_type: str, clients: int, seconds: float
+) -> tuple[int, int]:
+    done = [0] * clients
+    rejected = [0] * clients
+    stop = time.perf_counter() + seconds
+
+    def client(index: int) -> None:
+        with httpx.Client(timeout=60) as http:
+            while time.perf_counter() < stop:
+                reply = http.post(url, content=body, headers={"content-type": content_type})
+                if reply.status_code == 200:
+                    read_actions(loads(reply.content, "msgpack"))
+                    done[index] += 1
+                else:
+                    rejected[index] += 1
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(done), sum(rejected)
+
+
+def serve(bare_port: int | None, server_port: int | None) -> None:
+    """Run one of the two servers, both with uvicorn's defaults and no access log."""
+    import uvicorn
+
+    if bare_port:
+        app, port = bare_app(), bare_port
+    else:
+        from vla_client.server import ReferencePolicy, ServerConfig, create_app
+        from vla_client.server.config import WorkerSettings
+
+        config = ServerConfig(worker=WorkerSettings(queue_size=64))
+        app, port = create_app(ReferencePolicy(), config), server_port
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
+    parser.add_argument("--bare", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.bare or args.serve:
+        serve(args.bare, args.serve)
+        return
+    n = 10 if args.quick else 60
+    seconds = 1.0 if args.quick else 4.0
+    observation = Observation(images=synthetic_frames(CAMERAS, HEIGHT, WIDTH), task="bench")
+    print(f"vla-client server benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, "
+          f"Python {sys.version.split()[0]}")  # fmt: skip
+    servers: list[subprocess.Popen[bytes]] = []
+    try:
+        real, server = start([sys.executable, __file__, "--serve"])
+        servers.append(real)
+        bare_process, bare = start([sys.executable, __file__, "--bare"])
+        servers.append(bare_process)
+        ipc = latency(server, bare, observation, n)
+        decode_costs(observation, n)
+        ipc_cost(ipc, observation, 200)
+        throughput(server, bare, observation, seconds)
+    finally:
+        for process in servers:
+            process.terminate()
+            process.wait(20)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+"""``vla-client bench``: every encoding x wire x transport against one server, ranked.
+
+By default it starts the reference server on a free loopback port (extra ``server``), so the
+numbers measure codecs and transport, not a model; give a URL to measure a real deployment.
+Each path gets warm-up requests, then ``--repeat`` timed ones with the same synthetic camera
+frames. It prints a table ranked by median end-to-end latency, ``--plot FILE.png`` draws the
+latency distributions and bytes on the wire (needs matplotlib), and ``--save FILE.json`` writes
+the report that ``benchmarks/render_encoding_table.py`` turns into the docs' encoding table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import platform
+import statistics
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+
+from vla_client.cli.common import STAGES, add_connection_options, percentiles
+from vla_client.cli.output import fail, os_error_message, print_table
+from vla_client.cli.progress import Progress
+from vla_client.client import ActionClient, ActionResult
+from vla_client.codecs import ENCODINGS, WIRES, Encoding, Wire
+from vla_client.errors import VLAClientError
+from vla_client.observation import Observation
+from vla_client.scene import SyntheticScene, camera_names
+
+TRANSPORTS = ("http", "ws")
+REPORT_FORMAT = "vla-client.bench"
+
+@dataclass
+class PathResult:
+    """One encoding/wire/transport path: per-stage percentiles and every total, or an error."""
+
+    encoding: Encoding
+    wire: Wire
+    transport: str
+    bytes_sent: int = 0
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    totals_ms: list[float] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.encoding}/{self.wire}/{self.transport}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.name, "encoding": self.encoding, "wire": self.wire,
+            "transport": self.transport, "bytes_sent": self.bytes_sent, "stages": self.stages,
+            "totals_ms": self.totals_ms, "error": self.error,
+        }  # fmt: skip
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure every encoding x wire x transport, ranked",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_connection_options(parser)
+    parser.set_defaults(url=None)
+    parser.add_argument("--encodings", default=",".join(ENCODINGS), help="comma-separated subset")
+    parser.add_argument("--wires", default=",".join(WIRES), help="comma-separated subset")
+    parser.add_argument(
+        "--transports", default=None, help="http, ws (default: every one installed)"
+    )
+    parser.add_argument("--repeat", type=int, default=10, help="timed requests per path")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed requests per path")
+    parser.add_argument("--cameras", type=int, default=3)
+    parser.add_argument("--height", type=int, default=360)
+    parser.add_argument("--width", type=int, default=640)
+    parser.add_argument("--save", metavar="FILE.json", help="write the report as JSON")
+    parser.add_argument(
+        "--plot", metavar="FILE.png", help="save latency and size plots (needs matplotlib)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        paths = _paths(args)
+        if args.repeat < 1 or args.warmup < 0:
+            raise ValueError("--repeat must be at least 1 and --warmup at least 0")
+        observations = bench_observations(args.cameras, args.height, args.width)
+        with _server(args.url) as url:
+            results = run_matrix(url, paths, observations, repeat=args.repeat, warmup=args.warmup,
+                                 timeout=args.timeout, api_key=args.api_key)  # fmt: skip
+        if all(result.error is not None for result in results):
+            raise VLAClientError(f"every path failed; {results[0].name}: {results[0].error}")
+        report = build_report(results, args, url)
+        if args.save:
+            Path(args.save).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        if args.plot:
+            plot_report(report, args.plot)
+    except (VLAClientError, ValueError, ImportError) as exc:
+        return fail(str(exc).splitlines()[0])
+    except OSError as exc:
+        return fail(os_error_message(exc))
+    _print_ranking(results, url)
+    if args.save:
+        print(f"saved report to {args.save}")
+    if args.plot:
+        print(f"saved plot to {args.plot}")
+    return 1 if any(result.error is not None for result in results) else 0
+
+
+def bench_observations(cameras: int, height: int, width: int, count: int = 4) -> list[Observation]:
+    """A few distinct synthetic multi-camera observations (so no path gets a cached frame)."""
+    scenes = [SyntheticScene(height, width, seed=i) for i in range(cameras)]
+    return [
+        Observation(
+            {
+                name: scene.render(t)
+                for name, scene in zip(camera_names(cameras), scenes, strict=True)
+            },
+            state=[0.0] * 7,
+            task="bench",
+        )
+        for t in range(count)
+    ]
+
+
+def run_matrix(
+    url: str,
+    paths: Sequence[tuple[Encoding, Wire, str]],
+    observations: Sequence[Observation],
+    *,
+    repeat: int,
+    warmup: int = 2,
+    timeout: float = 60.0,
+    api_key: str | None = None,
+) -> list[PathResult]:
+    """Measure each path; a path that fails is kept with its error, the others still run."""
+    results = []
+    with Progress(len(paths) * (repeat + warmup), label="bench") as bar:
+        for encoding, wire, transport in paths:
+            result = PathResult(encoding, wire, transport)
+            try:
+                with ActionClient(_transport_url(url, transport), encoding=encoding, wire=wire,
+                                  timeout=timeout, api_key=api_key) as client:  # fmt: skip
+                    frames = itertools.cycle(observations)
+                    for _ in range(warmup):
+                        client.infer(next(frames))
+                        bar.advance()
+                    timed = []
+                    for _ in range(repeat):
+                        timed.append(client.infer(next(frames)))
+                        bar.advance()
+                _summarise(result, timed)
+            except (VLAClientError, ValueError) as exc:
+                result.error = str(exc).splitlines()[0]
+            results.append(result)
+    return results
+
+
+def build_report(
+    results: Sequence[PathResult], args: argparse.Namespace, url: str
+) -> dict[str, Any]:
+    """The JSON report: setup, machine and every path's numbers."""
+    return {
+        "format": REPORT_FORMAT,
+        "version": 1,
+        "server": "local reference server" if args.url is None else url,
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+        },
+        "frames": {"cameras": args.cameras, "height": args.height, "width": args.width},
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "results": [result.as_dict() for result in rank(results)],
+    }
+
+
+def rank(results: Sequence[PathResult]) -> list[PathResult]:
+    """Fastest median end-to-end first; failed paths last."""
+    return sorted(
+        results,
+        key=lambda r: (r.error is not None, r.stages.get("total_ms", {}).get("p50", float("inf"))),
+    )
+
+
+def plot_report(report: dict[str, Any], path: str) -> None:
+    """Latency distributions (box plots) and bytes on the wire per path, side by side."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FormatStrFormatter, NullFormatter
+    except ImportError:
+        raise ImportError(
+            "--plot needs matplotlib: pip install matplotlib (or the 'dev' extra)"
+        ) from None
+    rows = [row for row in report["results"] if row["error"] is None]
+    names = [row["path"] for row in rows]
+    figure, (latency, size) = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.5), sharey=True)
+    latency.boxplot([row["totals_ms"] for row in rows], orientation="horizontal", tick_labels=names)
+    latency.set_xscale("log")
+    latency.set_xlabel("end-to-end latency per request (ms, log)")
+    latency.invert_yaxis()
+    size.barh(range(1, len(rows) + 1), [row["bytes_sent"] / 1e6 for row in rows])
+    size.set_xscale("log")
+    size.set_xlabel("request body (MB, log)")
+    for axis in (latency, size):
+        axis.xaxis.set_major_formatter(FormatStrFormatter("%g"))
+        axis.xaxis.set_minor_formatter(NullFormatter())
+    frames = report["frames"]
+    figure.suptitle(
+        f"{frames['cameras']} cameras {frames['height']}x{frames['width']}, "
+        f"{report['repeat']} requests per path, {report['server']}"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _summarise(result: PathResult, timed: list[ActionResult]) -> None:
+    result.bytes_sent = timed[-1].timings.bytes_sent
+    result.totals_ms = [r.timings.total_ms for r in timed]
+    for name, read in STAGES:
+        values = [v for v in (read(r) for r in timed) if v is not None]
+        if values:
+            p50, p90, p99 = percentiles(values)
+            result.stages[name.replace(" ", "_") + "_ms"] = {
+                "p50": p50,
+                "p90": p90,
+                "p99": p99,
+                "mean": statistics.fmean(values),
+            }
+
+
+def _print_ranking(results: Sequence[PathResult], url: str) -> None:
+    print(f"server {url}\n")
+    rows: list[tuple[object, ...]] = []
+    for position, result in enumerate(rank(results), start=1):
+        if result.error is not None:
+            rows.append((result.name, "-", "-", "-", "-", "-", f"failed: {result.error}"))
+            continue
+        stage = result.stages
+        rows.append((
+            result.name, f"{result.bytes_sent / 1e6:.2f}", stage["encode_ms"]["p50"],
+            stage.get("server_preprocess_ms", {}).get("p50", "-"),
+            stage["total_ms"]["p50"], stage["total_ms"]["p99"], f"#{position}",
+        ))  # fmt: skip
+    print_table(
+        ("path", "MB sent", "encode p50", "server decode p50", "total p50", "total p99", "rank"),
+        rows,
+    )
+    print("\nms; total = client encode + round trip + client decode")
+
+
+def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
+    encodings = cast(list[Encoding], _choices(args.encodings, ENCODINGS, "--encodings"))
+    wires = cast(list[Wire], _choices(args.wires, WIRES, "--wires"))
+    transports = (
+        _choices(args.transports, TRANSPORTS, "--transports")
+        if args.transports
+        else installed_transports()
+    )
+    # websockets carry msgpack frames only, so json/ws is not a path
+    return [
+        (encoding, wire, transport)
+        for encoding, wire, transport in itertools.product(encodings, wires, transports)
+        if not (transport == "ws" and wire == "json")
+    ]
+
+
+def _choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
+    chosen = [item.strip() for item in text.split(",") if item.strip()]
+    unknown = [item for item in chosen if item not in allowed]
+    if unknown or not chosen:
+        raise ValueError(f"{option} takes a comma-separated subset of {', '.join(allowed)}")
+    return chosen
+
+
+def installed_transports() -> list[str]:
+    """``http``, plus ``ws`` when the websocket transport is installed."""
+    try:
+        import vla_client.transports.websocket  # noqa: F401
+    except ImportError:
+        return ["http"]
+    return ["http", "ws"]
+
+
+def _transport_url(url: str, transport: str) -> str:
+    if transport == "ws":
+        return "ws" + url.removeprefix("http") if url.startswith("http") else url
+    return url
+
+
+@contextlib.contextmanager
+def _server(url: str | None) -> Iterator[str]:
+    if url is not None:
+        yield url
+        return
+    try:
+        from vla_client.server import LocalServer, ReferencePolicy, create_app
+    except ImportError:
+        raise ImportError(
+            "bench starts a local server, which needs the 'server' extra: "
+            "pip install 'vla-client[server]'"
+        ) from None
+    with LocalServer(create_app(ReferencePolicy())) as server:
+        yield server.url

@@ -1,0 +1,149 @@
+"""Where ``send`` and ``record`` get observations: cameras, a video, image files, a recording, or
+synthetic cameras.
+
+Every source is an iterator of `Observation`s opened as a context manager, so a command reads
+``for observation in source`` whatever the frames come from, and cameras are released on any exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from vla_client.cameras import CameraRig, VideoFileCamera, open_camera, parse_camera_args
+from vla_client.errors import InvalidObservationError
+from vla_client.observation import Observation
+from vla_client.recording import RecordingError, load_observations
+from vla_client.scene import SyntheticScene, camera_names
+
+
+def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = True) -> None:
+    """The frame-source options; `recording=False` leaves out ``--obs`` (for ``record`` itself)."""
+    group = parser.add_argument_group("frames (pick one kind; default: synthetic cameras)")
+    group.add_argument(
+        "--camera", action="append", default=[], metavar="NAME=SPEC",
+        help="a live camera: device index, /dev/videoN, video file, image folder or "
+        "synthetic[:SEED] (repeatable; see 'vla-client cameras')",
+    )  # fmt: skip
+    group.add_argument(
+        "--video", action="append", default=[], metavar="[NAME=]PATH",
+        help="a video file played at its own rate as a camera (repeatable; default name 'video')",
+    )  # fmt: skip
+    group.add_argument(
+        "--image", action="append", default=[], metavar="NAME=PATH",
+        help="a camera frame from an image file (repeatable)",
+    )  # fmt: skip
+    if recording:
+        group.add_argument(
+            "--obs",
+            metavar="FILE",
+            help="replay the observations of a recording ('vla-client record')",
+        )
+    group.add_argument("--cameras", type=int, default=3, help="number of synthetic cameras")
+    group.add_argument("--height", type=int, default=360, help="synthetic frame height")
+    group.add_argument("--width", type=int, default=640, help="synthetic frame width")
+    parser.add_argument(
+        "--state", default=None, help="comma-separated state vector, e.g. 0,0.1,0.2"
+    )
+    parser.add_argument("--task", default="pick up the red block", help="the instruction")
+
+
+def source_kind(args: argparse.Namespace) -> str:
+    """``obs``, ``cameras``, ``images`` or ``synthetic``; raises if several kinds are given."""
+    given = [
+        kind
+        for kind, present in (
+            ("obs", getattr(args, "obs", None)),
+            ("cameras", args.camera or args.video),
+            ("images", args.image),
+        )
+        if present
+    ]
+    if len(given) > 1:
+        raise InvalidObservationError(
+            f"give frames from one kind of source, not {' and '.join(given)}"
+        )
+    return given[0] if given else "synthetic"
+
+
+@dataclass(frozen=True)
+class Source:
+    """An endless iterator of observations; `length` is the recording's size for ``--obs``."""
+
+    observations: Iterator[Observation]
+    length: int | None = None
+
+
+@contextmanager
+def open_source(args: argparse.Namespace) -> Iterator[Source]:
+    """The source the options name, open; a recording loops back to its start when it runs out."""
+    kind = source_kind(args)
+    state = parse_state(args.state)
+    if kind == "obs":
+        recorded = [step.observation for step in load_observations(args.obs)]
+        if not recorded:
+            raise RecordingError(f"recording {args.obs!r} holds no observations")
+        yield Source(itertools.cycle(recorded), len(recorded))
+    elif kind == "cameras":
+        with _camera_rig(args) as rig:
+            yield Source(
+                rig.capture(state=state, task=args.task).observation for _ in itertools.count()
+            )
+    elif kind == "images":
+        frames = dict(_load_image_file(spec) for spec in args.image)
+        yield Source(itertools.repeat(Observation(frames, state=state, task=args.task)))
+    else:
+        yield Source(_synthetic(args.cameras, args.height, args.width, state, args.task))
+
+
+def parse_state(text: str | None) -> np.ndarray | None:
+    """``"0,0.1,0.2"`` as a float32 vector; None stays None."""
+    if text is None:
+        return None
+    try:
+        return np.array([float(x) for x in text.split(",")], dtype=np.float32)
+    except ValueError:
+        raise InvalidObservationError(
+            f"--state takes comma-separated numbers, got {text!r}"
+        ) from None
+
+
+def _camera_rig(args: argparse.Namespace) -> CameraRig:
+    cameras = {name: open_camera(spec) for name, spec in parse_camera_args(args.camera).items()}
+    for value in args.video:
+        name, sep, path = value.partition("=")
+        name, path = (name, path) if sep else ("video", value)
+        if name in cameras:
+            raise InvalidObservationError(f"camera name {name!r} given twice")
+        cameras[name] = VideoFileCamera(path)
+    return CameraRig(cameras, timeout_s=5.0, max_age_s=1.0)
+
+
+def _load_image_file(spec: str) -> tuple[str, np.ndarray]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise InvalidObservationError(f"--image takes NAME=PATH, got {spec!r}")
+    frame = cv2.imread(path, cv2.IMREAD_COLOR_RGB)
+    if frame is None:
+        raise InvalidObservationError(f"cannot read image file {path!r}")
+    return name, frame
+
+
+def _synthetic(
+    cameras: int, height: int, width: int, state: np.ndarray | None, task: str
+) -> Iterator[Observation]:
+    if cameras < 1:
+        raise InvalidObservationError("--cameras must be at least 1")
+    scenes = {
+        name: SyntheticScene(height, width, seed=i) for i, name in enumerate(camera_names(cameras))
+    }
+    for t in itertools.count():
+        yield Observation(
+            {name: scene.render(t) for name, scene in scenes.items()}, state=state, task=task
+        )

@@ -1,0 +1,69 @@
+"""API-key check for every route but ``/health``, over HTTP and websockets alike.
+
+Two header forms are accepted: ``Authorization: Bearer <key>`` (SGLang's ``--api-key``) and
+``Authorization: Api-Key <key>`` (what openpi's websocket client sends). The key is compared
+with `hmac.compare_digest`, so the time a wrong guess takes says nothing about the right key.
+The check is an ASGI middleware rather than a route dependency so that routes added later
+(websockets included) cannot forget it.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Mapping
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+OPEN_PATHS = frozenset({"/health"})
+_SCHEMES = ("bearer", "api-key")
+_REFUSAL = b'{"detail":"missing or invalid API key"}'
+
+
+def check_api_key(headers: Mapping[str, str], expected: str | None) -> bool:
+    """True when `expected` is None (auth off) or `headers` carry it in an accepted form."""
+    if expected is None:
+        return True
+    value = headers.get("authorization") or headers.get("Authorization") or ""
+    scheme, _, key = value.strip().partition(" ")
+    if scheme.lower() not in _SCHEMES:
+        return False
+    return hmac.compare_digest(key.strip().encode(), expected.encode())
+
+
+class APIKeyMiddleware:
+    """Answers 401 (HTTP) or refuses the handshake (websocket) without the right key."""
+
+    def __init__(self, app: ASGIApp, api_key: str, open_paths: Iterable[str] = OPEN_PATHS) -> None:
+        self.app = app
+        self.api_key = api_key
+        self.open_paths = frozenset(open_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        headers = {
+            name.decode("latin-1").lower(): value.decode("latin-1")
+            for name, value in scope["headers"]
+        }
+        if check_api_key(headers, self.api_key):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "http":
+            await _refuse_http(send, "http.response")
+        elif "websocket.http.response" in scope.get("extensions", {}):
+            await _refuse_http(send, "websocket.http.response")
+        else:
+            await send({"type": "websocket.close", "code": 1008, "reason": "invalid API key"})
+
+
+async def _refuse_http(send: Send, prefix: str) -> None:
+    await send({
+        "type": f"{prefix}.start",
+        "status": 401,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(_REFUSAL)).encode()),
+            (b"www-authenticate", b"Bearer"),
+        ],
+    })  # fmt: skip
+    await send({"type": f"{prefix}.body", "body": _REFUSAL})

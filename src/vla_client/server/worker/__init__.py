@@ -1,0 +1,18 @@
+"""The worker layout: an inference process fed through shared memory by the HTTP entrypoint.
+
+::
+
+    uvicorn entrypoint (event loop)                  inference worker (spawned process)
+    decode body -> arrays
+    copy arrays into a shared-memory slot  --Batch-->  map slots, PolicyInput views
+    batch queue (bounded by the slot pool)            policy.infer_batch(batch)
+    wake requests, read actions from slots <--Done--  write chunks into the slots
+
+Only small records (array layouts, task text, parameters) go through the pipe.
+"""
+
+from vla_client.server.worker.runner import WorkerRunner
+from vla_client.server.worker.shm import SEGMENT_PREFIX
+from vla_client.server.worker.supervisor import WorkerStartError
+
+__all__ = ["SEGMENT_PREFIX", "WorkerRunner", "WorkerStartError"]

@@ -1,0 +1,125 @@
+"""The inference worker: a separate process that owns the policy and runs batches through it.
+
+It reads `Batch` records from its pipe, maps each job's slot, builds `PolicyInput`s whose arrays
+are read-only views of shared memory, calls ``policy.infer_batch`` once for the whole batch and
+writes each chunk back into its job's slot. A policy that raises fails its batch, not the
+worker. SIGINT and SIGTERM are ignored (Ctrl-C and ``kill -- -PGID`` reach the whole process
+group; the entrypoint finishes the requests in flight and then stops its worker), and the worker
+exits when told to or when its pipe closes, so it never outlives the entrypoint.
+
+It is started as ``python -m vla_client.server.worker FD`` rather than by multiprocessing, so
+the entrypoint's main module is never re-imported (a script without a ``__main__`` guard still
+works). The first message on the pipe is the entrypoint's ``sys.path`` and the pickled policy.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+from vla_client.server.policy import Policy, PolicyInput
+from vla_client.server.worker.messages import (
+    STATE_KEY,
+    STOP,
+    Batch,
+    BatchDone,
+    BatchFailed,
+    Job,
+    Ready,
+    Result,
+    StartFailed,
+)
+from vla_client.server.worker.shm import Attachments, plan_layout, view, write_arrays
+
+
+def worker_main(fd: int) -> None:
+    """Process body: read the policy, load it, say `Ready`, then serve batches until stopped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    conn = Connection(fd)
+    try:
+        sys_path, pickled_policy = conn.recv()
+        sys.path[:] = sys_path
+        policy: Policy = pickle.loads(pickled_policy)
+        load = getattr(policy, "load", None)
+        if callable(load):
+            load()
+    except Exception as exc:
+        conn.send(StartFailed(_describe(exc)))
+        return
+    conn.send(Ready(os.getpid()))
+    attachments = Attachments()
+    try:
+        while True:
+            try:
+                message: Any = conn.recv()
+            except (EOFError, OSError):
+                break
+            if message == STOP:
+                break
+            conn.send(run_batch(policy, message, attachments))
+    finally:
+        attachments.close()
+        policy.close()
+
+
+def run_batch(policy: Policy, batch: Batch, attachments: Attachments) -> BatchDone | BatchFailed:
+    """One policy call for every job in `batch`; chunks go back into the jobs' slots."""
+    inputs = [_policy_input(job, attachments) for job in batch.jobs]
+    start = time.perf_counter()
+    try:
+        chunks = policy.infer_batch(inputs)
+        if len(chunks) != len(inputs):
+            raise ValueError(f"policy returned {len(chunks)} chunks for {len(inputs)} observations")
+        arrays = [_as_chunk(chunk) for chunk in chunks]
+    except Exception as exc:
+        return BatchFailed(batch.batch_id, _describe(exc))
+    inference_ms = (time.perf_counter() - start) * 1000
+    del inputs
+    results = tuple(
+        _store(job, chunk, attachments) for job, chunk in zip(batch.jobs, arrays, strict=True)
+    )
+    return BatchDone(batch.batch_id, results, inference_ms)
+
+
+def _policy_input(job: Job, attachments: Attachments) -> PolicyInput:
+    buffer = attachments.buffer(job.slot_index, job.slot_name)
+    arrays = {layout.key: view(buffer, layout) for layout in job.arrays}
+    for array in arrays.values():
+        array.flags.writeable = False
+    state = arrays.pop(STATE_KEY, None)
+    return PolicyInput(
+        images=arrays,
+        state=state,
+        task=job.task,
+        action_horizon=job.action_horizon,
+        num_inference_steps=job.num_inference_steps,
+        seed=job.seed,
+    )
+
+
+def _as_chunk(chunk: Any) -> np.ndarray:
+    array = np.asarray(chunk, dtype=np.float32)
+    if array.ndim not in (2, 3) or 0 in array.shape:
+        raise ValueError(f"policy returned actions of shape {array.shape}; expected [H, D]")
+    return array
+
+
+def _store(job: Job, chunk: np.ndarray, attachments: Attachments) -> Result:
+    buffer = attachments.buffer(job.slot_index, job.slot_name)
+    _, needed = plan_layout({"actions": chunk})
+    if needed > len(buffer):
+        return Result(job.job_id, None, inline=chunk)
+    (layout,) = write_arrays(buffer, {"actions": chunk})
+    return Result(job.job_id, layout)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"

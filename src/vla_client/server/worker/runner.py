@@ -1,0 +1,224 @@
+"""`WorkerRunner`: the entrypoint's side of the worker layout (admission, batching, supervision).
+
+A request is admitted only if a shared-memory slot is free (`queue_size` slots: requests waiting
+plus running), otherwise it gets 503 with ``Retry-After`` at once. Its arrays are copied into
+the slot and it joins the `Batcher`, which sends batches to the worker one at a time. Replies
+are matched back to requests by job id. When the worker dies, or runs past
+`inference_timeout_s` and is killed, the requests it held get 503 and a new worker is started;
+the requests still queued wait for it. Nothing here ever waits without a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from vla_client.server.config import WorkerSettings
+from vla_client.server.policy import Policy, PolicyInput
+from vla_client.server.runner import InferenceError, policy_failure_detail
+from vla_client.server.worker.messages import (
+    STATE_KEY,
+    Batch,
+    BatchDone,
+    BatchFailed,
+    Job,
+    Result,
+)
+from vla_client.server.worker.scheduler import Batcher, Pending
+from vla_client.server.worker.shm import Slot, SlotPool, plan_layout, view, write_arrays
+from vla_client.server.worker.supervisor import WorkerProcess, WorkerStartError
+
+log = logging.getLogger("vla_client.server.worker")
+
+RETRY_AFTER_S = 1.0
+_MAX_RESTART_DELAY_S = 5.0
+
+Timings = dict[str, float]
+
+
+class WorkerRunner:
+    """Runs `policy` in a supervised worker process; arrays cross in shared memory."""
+
+    def __init__(self, policy: Policy, settings: WorkerSettings | None = None) -> None:
+        self.settings = settings or WorkerSettings()
+        self._worker = WorkerProcess(policy, on_message=self._on_message, on_exit=self._on_exit)
+        self._pool = SlotPool(self.settings.queue_size)
+        self._batcher: Batcher[Job] = Batcher(
+            self.settings.max_batch, self.settings.batch_wait_ms / 1000, self._send
+        )
+        self._in_flight: dict[int, Pending[Job]] = {}
+        self._batch_ids = itertools.count(1)
+        self._job_ids = itertools.count()
+        self._started = False
+        self._restarter: asyncio.Task[None] | None = None
+        self._timeout: asyncio.TimerHandle | None = None
+        self._timed_out = False
+        self._start_error = ""
+        self._closing = False
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The current worker's process id (tests use it to simulate a crash)."""
+        return self._worker.pid
+
+    async def start(self) -> None:
+        """Spawn the worker and wait for its policy to load. Raises `WorkerStartError`."""
+        await self._worker.start()
+        self._started = True
+        self._batcher.resume()
+
+    async def infer(self, observation: PolicyInput) -> tuple[np.ndarray, Timings]:
+        start = time.perf_counter()
+        if self._closing or not self._started:
+            raise InferenceError(503, "the server is shutting down", retry_after=RETRY_AFTER_S)
+        if self._start_error:
+            raise InferenceError(503, self._start_error, retry_after=RETRY_AFTER_S)
+        slot = self._pool.acquire()
+        if slot is None:
+            raise InferenceError(
+                503,
+                f"server busy: {self.settings.queue_size} requests already queued or running",
+                retry_after=RETRY_AFTER_S,
+            )
+        try:
+            job = self._write_job(slot, observation)
+        except BaseException:
+            self._pool.give_back(slot)
+            raise
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[np.ndarray, Timings]] = loop.create_future()
+        pending = Pending(job, future, on_retire=lambda: self._pool.give_back(slot))
+        copy_ms = (pending.admitted - start) * 1000
+        self._batcher.put(pending)
+        actions, timings = await future
+        waited_ms = (time.perf_counter() - pending.dispatched) * 1000
+        timings["ipc_ms"] = copy_ms + max(waited_ms - timings["inference_ms"], 0.0)
+        return actions, timings
+
+    async def close(self) -> None:
+        """Fail what is queued, let the running batch finish (bounded), stop the worker, unlink."""
+        self._closing = True
+        if self._restarter is not None:
+            self._restarter.cancel()
+        for pending in self._batcher.drain():
+            pending.fail(InferenceError(503, "the server is shutting down"))
+        deadline = time.perf_counter() + self.settings.inference_timeout_s
+        while self._in_flight and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+        await self._worker.stop()
+        self._fail_in_flight("the server shut down while this request was running")
+        self._pool.close()
+
+    def _write_job(self, slot: Slot, observation: PolicyInput) -> Job:
+        arrays: dict[str, np.ndarray] = dict(observation.images)
+        if observation.state is not None:
+            arrays[STATE_KEY] = np.ascontiguousarray(observation.state)
+        _, needed = plan_layout(arrays)
+        slot.reserve(needed)
+        layouts = write_arrays(slot.buffer, arrays)
+        return Job(
+            job_id=next(self._job_ids),
+            slot_index=slot.index,
+            slot_name=slot.name,
+            arrays=tuple(layouts),
+            task=observation.task,
+            action_horizon=observation.action_horizon,
+            num_inference_steps=observation.num_inference_steps,
+            seed=observation.seed,
+        )
+
+    def _send(self, batch: list[Pending[Job]]) -> None:
+        now = time.perf_counter()
+        for pending in batch:
+            pending.dispatched = now
+        self._in_flight = {pending.item.job_id: pending for pending in batch}
+        try:
+            self._worker.send(Batch(next(self._batch_ids), tuple(p.item for p in batch)))
+        except OSError:  # the worker just died; its exit fails these requests
+            return
+        self._timeout = asyncio.get_running_loop().call_later(
+            self.settings.inference_timeout_s, self._on_timeout
+        )
+
+    def _on_message(self, message: Any) -> None:
+        if isinstance(message, BatchDone):
+            for result in message.results:
+                pending = self._in_flight.pop(result.job_id, None)
+                if pending is not None:
+                    self._resolve(pending, result, message.inference_ms)
+        elif isinstance(message, BatchFailed):
+            log.warning("policy failed on batch %d: %s", message.batch_id, message.error)
+            for pending in self._in_flight.values():
+                pending.fail(InferenceError(500, policy_failure_detail(message.error)))
+        self._finish_batch()
+
+    def _resolve(self, pending: Pending[Job], result: Result, inference_ms: float) -> None:
+        actions = result.inline
+        if actions is None:
+            assert result.layout is not None
+            actions = np.array(view(self._pool.slot(pending.item.slot_index).buffer, result.layout))
+        timings = {
+            "queue_ms": (pending.dispatched - pending.admitted) * 1000,
+            "inference_ms": inference_ms,
+        }
+        pending.resolve((actions, timings))
+
+    def _on_timeout(self) -> None:
+        self._timed_out = True
+        self._worker.kill()
+
+    def _on_exit(self, code: int | None) -> None:
+        self._batcher.paused = True
+        self._cancel_timeout()
+        if self._timed_out:
+            self._timed_out = False
+            self._fail_in_flight(
+                f"inference took longer than {self.settings.inference_timeout_s:g} s; "
+                "the worker was stopped and is being restarted",
+                status_code=504,
+            )
+        else:
+            log.error("inference worker exited with code %s", code)
+            self._fail_in_flight(
+                f"the inference worker exited (code {code}) while running this request; "
+                "it is being restarted"
+            )
+        if not self._closing:
+            self._restarter = asyncio.get_running_loop().create_task(self._restart())
+
+    async def _restart(self) -> None:
+        delay = 0.1
+        while not self._closing:
+            try:
+                await self._worker.start()
+            except WorkerStartError as exc:
+                self._start_error = f"the inference worker is down: {exc}"
+                log.error("%s; retrying in %.1f s", self._start_error, delay)
+                for pending in self._batcher.drain():
+                    pending.fail(InferenceError(503, self._start_error, retry_after=delay))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _MAX_RESTART_DELAY_S)
+                continue
+            self._start_error = ""
+            self._batcher.resume()
+            return
+
+    def _fail_in_flight(self, detail: str, *, status_code: int = 503) -> None:
+        in_flight, self._in_flight = self._in_flight, {}
+        for pending in in_flight.values():
+            pending.fail(InferenceError(status_code, detail, retry_after=RETRY_AFTER_S))
+
+    def _finish_batch(self) -> None:
+        self._cancel_timeout()
+        self._in_flight = {}
+        self._batcher.resume()
+
+    def _cancel_timeout(self) -> None:
+        if self._timeout is not None:
+            self._timeout.cancel()
+            self._timeout = None

@@ -1,0 +1,126 @@
+"""Bounded retries for HTTP and the backoff schedule websocket reconnects share.
+
+Only two failures are retried, because only they are known not to have run the policy on a
+stale observation or to be worth waiting for: a connection that never opened (refused, DNS,
+connect timeout), and a 503 that says when to come back (``Retry-After``). Retries stop after
+`max_attempts` attempts or when the next wait would pass `max_total_s` (or the caller's
+budget, such as a request's deadline), whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import httpx
+
+from vla_client.errors import ServerError, TransportError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential delays: `initial_s`, then times `multiplier` per failure, capped at `max_s`."""
+
+    initial_s: float = 0.05
+    max_s: float = 2.0
+    multiplier: float = 2.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds to wait after `failures` (>= 1) consecutive failures."""
+        return float(min(self.max_s, self.initial_s * self.multiplier ** max(0, failures - 1)))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times, and for how long, a request may be tried."""
+
+    max_attempts: int = 3
+    max_total_s: float = 5.0
+    backoff: Backoff = field(default_factory=Backoff)
+
+    def next_delay(self, error: Exception, attempts: int, elapsed_s: float) -> float | None:
+        """Seconds to wait before attempt ``attempts + 1``, or None to give up and raise."""
+        if attempts >= self.max_attempts:
+            return None
+        if is_connect_failure(error):
+            delay = self.backoff.delay(attempts)
+        elif (
+            isinstance(error, ServerError)
+            and error.status_code == 503
+            and error.retry_after is not None
+        ):
+            delay = error.retry_after
+        else:
+            return None
+        return delay if elapsed_s + delay <= self.max_total_s else None
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def is_connect_failure(error: Exception) -> bool:
+    """A connection that never opened (refused, DNS, connect timeout): nothing was sent."""
+    return isinstance(error, TransportError) and isinstance(
+        error.__cause__, httpx.ConnectError | httpx.ConnectTimeout
+    )
+
+
+def retrying(
+    call: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    budget_s: float | None = None,
+    on_retry: Callable[[Exception], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`call()`, retried as `policy` allows within `budget_s` seconds."""
+    start = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return call()
+        except (TransportError, ServerError) as error:
+            delay = _delay(policy, error, attempts, time.monotonic() - start, budget_s)
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(error)
+            sleep(delay)
+
+
+async def aretrying(
+    call: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    budget_s: float | None = None,
+    on_retry: Callable[[Exception], None] | None = None,
+) -> T:
+    """`retrying` for coroutines; waits with `asyncio.sleep`."""
+    start = time.monotonic()
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            return await call()
+        except (TransportError, ServerError) as error:
+            delay = _delay(policy, error, attempts, time.monotonic() - start, budget_s)
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(error)
+            await asyncio.sleep(delay)
+
+
+def _delay(
+    policy: RetryPolicy, error: Exception, attempts: int, elapsed: float, budget_s: float | None
+) -> float | None:
+    delay = policy.next_delay(error, attempts, elapsed)
+    if delay is None or (budget_s is not None and elapsed + delay > budget_s):
+        return None
+    return delay

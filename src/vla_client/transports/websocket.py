@@ -1,0 +1,371 @@
+"""Websocket transports: one persistent connection, one binary msgpack frame each way.
+
+Two endpoints use this framing (contract section 5): ``/v1/actions/realtime`` takes the HTTP
+request body and answers with the envelope, and openpi's ``/openpi/policy`` takes the flat
+observation and answers with the raw dict. Either way the server's first frame is its metadata,
+then every request gets exactly one reply, in order. An error arrives as a text frame or an
+``{"error": ...}`` map, after which the server closes the connection (1011).
+
+Two rules keep a late reply from ever being taken for a newer request's: a connection whose reply
+timed out is closed rather than read on, and a reply with the wrong request id is skipped by the
+client. After a drop the next call reconnects at once; after a failed connect, calls fail fast
+with `ConnectError` until the backoff delay has passed, so a control loop that keeps calling is
+never held up waiting on a server that is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.asyncio.client import ClientConnection as AsyncConnection
+from websockets.asyncio.client import connect as async_connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.protocol import State
+from websockets.sync.client import ClientConnection, connect
+
+from vla_client.codecs import msgpack_numpy
+from vla_client.errors import (
+    CodecError,
+    ConnectError,
+    RequestTimeoutError,
+    ServerError,
+    VLAClientError,
+)
+from vla_client.transports.base import Reply
+from vla_client.transports.retry import Backoff
+
+Endpoint = Literal["realtime", "openpi"]
+ENDPOINT_PATHS: dict[Endpoint, str] = {
+    "realtime": "/v1/actions/realtime",
+    "openpi": "/openpi/policy",
+}
+DEFAULT_MAX_SIZE = 16 * 1024 * 1024
+"""Largest reply frame accepted; an action chunk is a few KiB, metadata less."""
+CLOSE_TIMEOUT_S = 1.0
+_CONNECT_ERRORS = (
+    OSError, TimeoutError, asyncio.TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed,
+    CodecError,
+)  # fmt: skip
+
+
+def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str, Endpoint]:
+    """The ``ws(s)://`` URL to open and the endpoint it speaks.
+
+    ``http(s)`` becomes ``ws(s)``. A URL already ending in an endpoint's path is used as given
+    (and names the endpoint); otherwise `endpoint`'s path (realtime by default) is appended.
+    """
+    parts = urlsplit(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    if scheme not in ("ws", "wss"):
+        raise ValueError(f"a websocket URL needs ws(s):// or http(s)://, got {base_url!r}")
+    path = parts.path.rstrip("/")
+    named = [name for name, known in ENDPOINT_PATHS.items() if path.endswith(known)]
+    if named:
+        if endpoint is not None and endpoint != named[0]:
+            raise ValueError(f"URL path {path!r} is the {named[0]} endpoint, not {endpoint}")
+        return urlunsplit((scheme, parts.netloc, path, parts.query, "")), named[0]
+    chosen: Endpoint = endpoint or "realtime"
+    url = urlunsplit((scheme, parts.netloc, path + ENDPOINT_PATHS[chosen], parts.query, ""))
+    return url, chosen
+
+
+def websocket_auth_headers(endpoint: Endpoint, api_key: str | None) -> dict[str, str]:
+    """openpi's ``Api-Key <key>`` on the openpi endpoint, SGLang's ``Bearer <key>`` on realtime."""
+    if not api_key:
+        return {}
+    return {"Authorization": f"{'Api-Key' if endpoint == 'openpi' else 'Bearer'} {api_key}"}
+
+
+@dataclass
+class WebSocketStats:
+    """Connection counters: opened connections, failed connects, connections lost or dropped."""
+
+    connects: int = 0
+    connect_failures: int = 0
+    drops: int = 0
+
+
+class ReconnectGate:
+    """Fail fast between reconnect attempts: after `n` failed connects, ``backoff.delay(n)``."""
+
+    def __init__(self, backoff: Backoff, clock: Callable[[], float] = time.monotonic) -> None:
+        self.backoff = backoff
+        self._clock = clock
+        self.failures = 0
+        self._retry_at = 0.0
+
+    def check(self, url: str) -> None:
+        """Raise `ConnectError` while the backoff delay since the last failure is running."""
+        wait = self._retry_at - self._clock()
+        if self.failures and wait > 0:
+            raise ConnectError(
+                f"cannot reach {url} ({self.failures} failed connects); next try in {wait:.2f} s"
+            )
+
+    def failed(self) -> None:
+        self.failures += 1
+        self._retry_at = self._clock() + self.backoff.delay(self.failures)
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+
+class _Link:
+    """What the sync and async transports share: URL, headers, backoff, counters, error mapping."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint: Endpoint | None,
+        timeout: float,
+        connect_timeout: float | None,
+        api_key: str | None,
+        headers: dict[str, str] | None,
+        max_size: int,
+        backoff: Backoff | None,
+    ) -> None:
+        self.url, self.endpoint = websocket_url(url, endpoint)
+        self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.headers = {**websocket_auth_headers(self.endpoint, api_key), **(headers or {})}
+        self.max_size = max_size
+        self.gate = ReconnectGate(backoff or Backoff())
+        self.stats = WebSocketStats()
+        self.server_metadata: Any = None
+
+    def connect_options(self) -> dict[str, Any]:
+        return {
+            "additional_headers": self.headers,
+            "compression": None,
+            "max_size": self.max_size,
+            "open_timeout": self.connect_timeout,
+            "close_timeout": CLOSE_TIMEOUT_S,
+        }
+
+    def opened(self, handshake: str | bytes) -> None:
+        """Read the metadata frame the server sends first."""
+        if isinstance(handshake, str):
+            raise ConnectError(f"{self.url} sent text, not its metadata: {handshake[:200]}")
+        self.server_metadata = msgpack_numpy.unpackb(handshake)
+        self.gate.succeeded()
+        self.stats.connects += 1
+
+    def connect_failed(self, exc: Exception) -> VLAClientError:
+        self.gate.failed()
+        self.stats.connect_failures += 1
+        if isinstance(exc, InvalidStatus):
+            body = exc.response.body.decode("utf-8", "replace").strip() if exc.response.body else ""
+            return ServerError(exc.response.status_code, body or f"handshake refused on {self.url}")
+        if isinstance(exc, VLAClientError):
+            return exc
+        return ConnectError(f"cannot open {self.url}: {exc or type(exc).__name__}")
+
+    def lost(self, exc: ConnectionClosed) -> ConnectError:
+        self.stats.drops += 1
+        return ConnectError(f"connection to {self.url} lost: {exc}")
+
+    def timed_out(self, timeout: float) -> RequestTimeoutError:
+        self.stats.drops += 1
+        return RequestTimeoutError(f"no reply from {self.url} within {timeout:.3g} s")
+
+
+def frame_reply(frame: str | bytes) -> Reply:
+    """A reply frame as a `Reply`: a text frame is the server's error message (status 500)."""
+    if isinstance(frame, str):
+        return Reply(status=500, content_type="text/plain", content=frame.encode())
+    return Reply(status=200, content_type=msgpack_numpy.CONTENT_TYPE, content=frame)
+
+
+class WebSocketTransport(_Link):
+    """Blocking websocket transport. Calls from several threads are served one at a time."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint: Endpoint | None = None,
+        timeout: float = 10.0,
+        connect_timeout: float | None = None,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+        backoff: Backoff | None = None,
+    ) -> None:
+        super().__init__(
+            url, endpoint=endpoint, timeout=timeout, connect_timeout=connect_timeout,
+            api_key=api_key, headers=headers, max_size=max_size, backoff=backoff,
+        )  # fmt: skip
+        self._conn: ClientConnection | None = None
+        self._lock = threading.Lock()
+
+    def metadata(self) -> Any:
+        """The metadata frame the server sent on the current connection (connecting if needed)."""
+        with self._lock:
+            self._connected()
+            return self.server_metadata
+
+    def exchange(
+        self, body: bytes, content_type: str, accept: str, *, timeout: float | None = None
+    ) -> Reply:
+        """Send one frame and return the next reply; `timeout` overrides the default wait."""
+        with self._lock:
+            conn = self._connected()
+            try:
+                conn.send(body)
+            except ConnectionClosed as exc:
+                self._drop()
+                raise self.lost(exc) from exc
+            return self._recv(conn, timeout)
+
+    def receive(self, *, timeout: float | None = None) -> Reply:
+        """The next reply frame on the current connection (after a reply that was skipped)."""
+        with self._lock:
+            if self._conn is None:
+                raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
+            return self._recv(self._conn, timeout)
+
+    def reset(self) -> None:
+        """Forget the connection (the server ends it after an error); the next call reconnects."""
+        with self._lock:
+            self._drop()
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _connected(self) -> ClientConnection:
+        if self._conn is not None and self._conn.state is State.OPEN:
+            return self._conn
+        self._drop()
+        self.gate.check(self.url)
+        try:
+            conn: ClientConnection = connect(self.url, **self.connect_options())
+            conn.__enter__()  # as `with connect()` would; websockets >= 17.1 warns otherwise
+        except _CONNECT_ERRORS as exc:
+            raise self.connect_failed(exc) from exc
+        try:
+            self.opened(conn.recv(timeout=self.connect_timeout))
+        except (*_CONNECT_ERRORS, ConnectError) as exc:
+            conn.close()
+            raise self.connect_failed(exc) from exc
+        self._conn = conn
+        return conn
+
+    def _recv(self, conn: ClientConnection, timeout: float | None) -> Reply:
+        wait = self.timeout if timeout is None else timeout
+        try:
+            frame = conn.recv(timeout=wait)
+        except TimeoutError:
+            self._drop()
+            raise self.timed_out(wait) from None
+        except ConnectionClosed as exc:
+            self._drop()
+            raise self.lost(exc) from exc
+        if isinstance(frame, str):
+            self._drop()
+        return frame_reply(frame)
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+
+class AsyncWebSocketTransport(_Link):
+    """asyncio websocket transport; concurrent calls are served one at a time."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        endpoint: Endpoint | None = None,
+        timeout: float = 10.0,
+        connect_timeout: float | None = None,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+        backoff: Backoff | None = None,
+    ) -> None:
+        super().__init__(
+            url, endpoint=endpoint, timeout=timeout, connect_timeout=connect_timeout,
+            api_key=api_key, headers=headers, max_size=max_size, backoff=backoff,
+        )  # fmt: skip
+        self._conn: AsyncConnection | None = None
+        self._lock = asyncio.Lock()
+
+    async def metadata(self) -> Any:
+        async with self._lock:
+            await self._connected()
+            return self.server_metadata
+
+    async def exchange(
+        self, body: bytes, content_type: str, accept: str, *, timeout: float | None = None
+    ) -> Reply:
+        async with self._lock:
+            conn = await self._connected()
+            try:
+                await conn.send(body)
+            except ConnectionClosed as exc:
+                await self._drop()
+                raise self.lost(exc) from exc
+            return await self._recv(conn, timeout)
+
+    async def receive(self, *, timeout: float | None = None) -> Reply:
+        async with self._lock:
+            if self._conn is None:
+                raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
+            return await self._recv(self._conn, timeout)
+
+    async def reset(self) -> None:
+        async with self._lock:
+            await self._drop()
+
+    async def close(self) -> None:
+        async with self._lock:
+            await self._drop()
+
+    async def _connected(self) -> AsyncConnection:
+        if self._conn is not None and self._conn.state is State.OPEN:
+            return self._conn
+        await self._drop()
+        self.gate.check(self.url)
+        try:
+            conn: AsyncConnection = await async_connect(self.url, **self.connect_options())
+        except _CONNECT_ERRORS as exc:
+            raise self.connect_failed(exc) from exc
+        try:
+            self.opened(await asyncio.wait_for(conn.recv(), self.connect_timeout))
+        except (*_CONNECT_ERRORS, ConnectError) as exc:
+            await conn.close()
+            raise self.connect_failed(exc) from exc
+        self._conn = conn
+        return conn
+
+    async def _recv(
+        self, conn: AsyncConnection, timeout: float | None
+    ) -> Reply:
+        wait = self.timeout if timeout is None else timeout
+        try:
+            frame = await asyncio.wait_for(conn.recv(), wait)
+        except asyncio.TimeoutError:
+            await self._drop()
+            raise self.timed_out(wait) from None
+        except ConnectionClosed as exc:
+            await self._drop()
+            raise self.lost(exc) from exc
+        if isinstance(frame, str):
+            await self._drop()
+        return frame_reply(frame)
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+

@@ -1,0 +1,72 @@
+"""``vla-client bench``: the matrix against a real server, the ranking, the report and the plot."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_matrix_report_plot_and_docs_table(cli, server_url, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    report_path, plot_path = tmp_path / "bench.json", tmp_path / "bench.png"
+    run = cli(
+        "bench", server_url, "--encodings", "png,jpeg,raw", "--wires", "json,msgpack",
+        "--transports", "http", "--repeat", "2", "--warmup", "0", "--cameras", "2",
+        "--height", "48", "--width", "64", "--save", str(report_path), "--plot", str(plot_path),
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    report = json.loads(report_path.read_text())
+    assert report["format"] == "vla-client.bench"
+    paths = [row["path"] for row in report["results"]]
+    assert sorted(paths) == sorted(
+        f"{e}/{w}/http" for e in ("png", "jpeg", "raw") for w in ("json", "msgpack")
+    )
+    medians = [row["stages"]["total_ms"]["p50"] for row in report["results"]]
+    assert medians == sorted(medians)
+    sizes = {row["path"]: row["bytes_sent"] for row in report["results"]}
+    assert sizes["jpeg/msgpack/http"] < sizes["raw/msgpack/http"] < sizes["raw/json/http"]
+    assert all(len(row["totals_ms"]) == 2 for row in report["results"])
+    assert plot_path.read_bytes().startswith(b"\x89PNG")
+    ranked_lines = [line for line in run.out.splitlines() if "/http" in line]
+    assert [line.split()[0] for line in ranked_lines] == paths
+
+    table_path = tmp_path / "table.md"
+    monkeypatch.setattr(sys, "argv", ["render", str(report_path), str(table_path)])
+    runpy.run_path(str(ROOT / "benchmarks" / "render_encoding_table.py"), run_name="__main__")
+    rows = [
+        line
+        for line in table_path.read_text().splitlines()
+        if line.startswith("| ") and "`" in line
+    ]
+    assert len(rows) == 6
+    assert rows[0].startswith("| 1 |") and "http" in rows[0]
+
+
+def test_default_starts_a_local_reference_server(cli):
+    run = cli(
+        "bench", "--encodings", "raw", "--wires", "msgpack", "--transports", "http",
+        "--repeat", "1", "--warmup", "0", "--cameras", "1", "--height", "32", "--width", "32",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "raw/msgpack/http" in run.out and "#1" in run.out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--encodings", "png,webp"),
+        ("--wires", ""),
+        ("--transports", "carrier-pigeon"),
+        ("--repeat", "0"),
+    ],
+)
+def test_bad_options_exit_1(cli, server_url, error_line, args):
+    run = cli("bench", server_url, *args)
+    assert run.code == 1
+    assert error_line(run.err)

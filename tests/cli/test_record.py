@@ -1,0 +1,61 @@
+"""``vla-client record``: what goes in the file comes back out, frame for frame."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vla_client.recording import ObservationReader, load_observations
+from vla_client.scene import synthetic_frames
+
+
+def test_records_synthetic_frames_losslessly_with_state_and_task(cli, tmp_path):
+    path = tmp_path / "run.vlaobs"
+    run = cli(
+        "record", str(path), "--frames", "3", "--rate", "0", "--cameras", "2",
+        "--height", "40", "--width", "56", "--state", "1,2,3", "--task", "wipe",
+    )  # fmt: skip
+    assert run.code == 0, run.err
+    assert "recorded 3 observation(s)" in run.out
+    recorded = load_observations(path)
+    assert len(recorded) == 3
+    for t, step in enumerate(recorded):
+        expected = synthetic_frames(2, 40, 56, t=t)
+        assert list(step.observation.images) == ["wrist", "left"]
+        for name, frame in expected.items():
+            np.testing.assert_array_equal(step.observation.images[name], frame)
+        np.testing.assert_array_equal(step.observation.state, [1, 2, 3])
+        assert step.observation.task == "wipe"
+    assert recorded[0].wall_time <= recorded[-1].wall_time
+
+
+def test_cameras_keep_their_capture_times_and_raw_mode_is_bigger(cli, tmp_path):
+    sizes = {}
+    for mode in ("png", "raw"):
+        path = tmp_path / f"{mode}.vlaobs"
+        extra = ["--raw"] if mode == "raw" else []
+        run = cli(
+            "record",
+            str(path),
+            "--camera",
+            "top=synthetic?width=64&height=48",
+            "--frames",
+            "2",
+            "--rate",
+            "50",
+            *extra,
+        )
+        assert run.code == 0, run.err
+        with ObservationReader(path) as reader:
+            assert reader.header["image_format"] == mode
+            steps = list(reader)
+        assert [set(s.observation.capture_times) for s in steps] == [{"top"}, {"top"}]
+        assert steps[0].observation.capture_times["top"] < steps[1].observation.capture_times["top"]
+        sizes[mode] = path.stat().st_size
+    assert sizes["png"] < sizes["raw"]
+
+
+def test_bad_options_exit_1(cli, tmp_path, error_line):
+    assert "--frames" in error_line(cli("record", str(tmp_path / "x"), "--frames", "0").err)
+    run = cli("record", str(tmp_path / "no" / "dir" / "x.vlaobs"), "--frames", "1")
+    assert run.code == 1
+    assert "No such file or directory" in error_line(run.err)

@@ -1,0 +1,117 @@
+"""Property tests: every valid frame and observation survives every lossless wire form exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from vla_client.codecs import (
+    b64decode_text,
+    b64encode_text,
+    decode_image_value,
+    encode_image_value,
+    frame_digest,
+    packb,
+    unpackb,
+)
+from vla_client.observation import Observation
+from vla_client.protocol import decode_request, dumps, encode_request, loads
+
+SETTINGS = settings(
+    max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow]
+)
+
+frames = hnp.arrays(
+    np.uint8,
+    st.tuples(st.integers(1, 24), st.integers(1, 24), st.just(3)),
+    elements=st.integers(0, 255),
+)
+camera_names = st.text(
+    st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12
+)
+LOSSLESS = [
+    ("png", "json"), ("png", "msgpack"), ("raw", "json"),
+    ("raw", "msgpack"), ("pixels", "json"), ("pixels", "msgpack"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("encoding", "wire"), LOSSLESS)
+@SETTINGS
+@given(frame=frames)
+def test_lossless_image_value_round_trips_exactly(
+    encoding: str, wire: str, frame: np.ndarray
+) -> None:
+    value = loads(dumps(encode_image_value(frame, encoding, wire), wire), wire)  # type: ignore[arg-type]
+    decoded = decode_image_value(value)
+    assert decoded.dtype == np.uint8 and decoded.flags.c_contiguous
+    np.testing.assert_array_equal(decoded, frame)
+    assert frame_digest(decoded) == frame_digest(frame)
+
+
+@pytest.mark.parametrize("wire", ["json", "msgpack"])
+@SETTINGS
+@given(frame=frames)
+def test_jpeg_keeps_shape(wire: str, frame: np.ndarray) -> None:
+    value = loads(dumps(encode_image_value(frame, "jpeg", wire), wire), wire)  # type: ignore[arg-type]
+    assert decode_image_value(value).shape == frame.shape
+
+
+numeric_dtypes = st.one_of(
+    hnp.boolean_dtypes(),
+    hnp.integer_dtypes(endianness="="),
+    hnp.unsigned_integer_dtypes(endianness="="),
+    hnp.floating_dtypes(endianness="=", sizes=(16, 32, 64)),
+)
+
+
+@SETTINGS
+@given(array=hnp.arrays(numeric_dtypes, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0)))
+def test_msgpack_arrays_round_trip_exactly(array: np.ndarray) -> None:
+    back = unpackb(packb({"a": array, "nested": [array]}))
+    for got in (back["a"], back["nested"][0]):
+        assert got.dtype == array.dtype and got.shape == array.shape
+        np.testing.assert_array_equal(got, array)
+
+
+@SETTINGS
+@given(data=st.binary(max_size=512), prefix=st.booleans())
+def test_base64_round_trips(data: bytes, prefix: bool) -> None:
+    text = b64encode_text(data)
+    if not data:
+        return
+    assert b64decode_text(f"data:image/png;base64,{text}" if prefix else text) == data
+
+
+observations = st.builds(
+    Observation,
+    images=st.dictionaries(camera_names, frames, min_size=1, max_size=3),
+    state=st.one_of(
+        st.none(),
+        st.lists(st.floats(-1e6, 1e6, width=32), min_size=1, max_size=14),
+    ),
+    task=st.text(max_size=40),
+)
+
+
+@pytest.mark.parametrize(("encoding", "wire"), LOSSLESS)
+@SETTINGS
+@given(observation=observations, request_id=st.text(min_size=1, max_size=20))
+def test_every_valid_observation_round_trips(
+    encoding: str, wire: str, observation: Observation, request_id: str
+) -> None:
+    body, content_type = encode_request(
+        observation, encoding=encoding, wire=wire, request_id=request_id  # type: ignore[arg-type]
+    )
+    decoded = decode_request(body, content_type)
+    assert decoded.request_id == request_id
+    assert decoded.task == observation.task
+    assert decoded.images.keys() == observation.images.keys()
+    for name, frame in observation.images.items():
+        np.testing.assert_array_equal(decoded.images[name], frame)
+    if observation.state is None:
+        assert decoded.state is None
+    else:
+        np.testing.assert_array_equal(decoded.state, observation.state)

@@ -1,0 +1,133 @@
+"""Replay and PyTorch policies, directly and served through the worker layout."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vla_client.client import ActionClient
+from vla_client.observation import Observation
+from vla_client.scene import synthetic_frames
+from vla_client.server import LocalServer, PolicyInput, create_app, make_policy
+from vla_client.server.policies import ReplayPolicy, TorchCNNPolicy
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    chunks = np.random.default_rng(0).normal(size=(3, 6, 4)).astype(np.float32)
+    path = tmp_path / "chunks.npz"
+    np.savez(path, actions=chunks)
+    return path, chunks
+
+
+def test_replay_plays_chunks_in_order_and_wraps(recording: tuple[Path, np.ndarray]) -> None:
+    path, chunks = recording
+    policy = make_policy("replay", path=path)
+    assert (policy.spec.action_horizon, policy.spec.action_dim) == (6, 4)
+    frames = synthetic_frames(1, 16, 16)
+    played = [policy.infer(PolicyInput(images=frames)) for _ in range(4)]
+    for got, want in zip(played, [chunks[0], chunks[1], chunks[2], chunks[0]], strict=True):
+        np.testing.assert_array_equal(got, want)
+    short = policy.infer(PolicyInput(images=frames, action_horizon=2))
+    np.testing.assert_array_equal(short, chunks[1][:2])
+    with pytest.raises(ValueError, match="longer than the recorded"):
+        policy.infer(PolicyInput(images=frames, action_horizon=7))
+
+
+def test_replay_refuses_bad_files(tmp_path: Path) -> None:
+    np.save(tmp_path / "flat.npy", np.zeros(5))
+    np.savez(tmp_path / "other.npz", nope=np.zeros((1, 2, 2)))
+    np.save(tmp_path / "nan.npy", np.full((1, 2, 2), np.nan))
+    for name, message in [("flat.npy", "expected numeric"), ("other.npz", "no 'actions'"),
+                          ("nan.npy", "NaN"), ("missing.npy", "cannot read")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            ReplayPolicy(tmp_path / name)
+
+
+def test_replay_served_through_the_worker(recording: tuple[Path, np.ndarray]) -> None:
+    path, chunks = recording
+    frames = synthetic_frames(2, 36, 64)
+    with (
+        LocalServer(create_app(ReplayPolicy(path))) as server,
+        ActionClient(server.url, encoding="png") as client,
+    ):
+        results = [client.infer(Observation(images=frames)).actions for _ in range(2)]
+    np.testing.assert_allclose(results[0], chunks[0])
+    np.testing.assert_allclose(results[1], chunks[1])
+
+
+def test_server_import_does_not_import_torch() -> None:
+    code = (
+        "import sys, vla_client.server as s; s.make_policy('torch'); print('torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
+
+
+torch = pytest.importorskip("torch")
+
+
+def observations(n: int) -> list[PolicyInput]:
+    return [
+        PolicyInput(images=synthetic_frames(3, 72, 128, seed=i), state=np.full(3, i, np.float32))
+        for i in range(n)
+    ]
+
+
+def test_torch_policy_is_deterministic_and_batches_like_single_calls() -> None:
+    policy = TorchCNNPolicy(state_dim=3, device="cpu")
+    clone = pickle.loads(pickle.dumps(policy))
+    assert clone._model is None, "pickling must carry settings, not the network"
+    policy.load()
+    clone.load()
+    batch = policy.infer_batch(observations(3))
+    singles = [clone.infer(o) for o in observations(3)]
+    for got, want in zip(batch, singles, strict=True):
+        assert got.shape == (16, 7) and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    assert not np.allclose(batch[0], batch[1]), "different observations, different chunks"
+
+
+def test_torch_policy_loads_weights_from_a_local_file(tmp_path: Path) -> None:
+    trained = TorchCNNPolicy(seed=7, device="cpu")
+    trained.load()
+    path = tmp_path / "weights.pt"
+    torch.save(trained._model.state_dict(), path)
+    from_file = TorchCNNPolicy(weights=path, seed=0, device="cpu")
+    from_file.load()
+    seeded_otherwise = TorchCNNPolicy(seed=0, device="cpu")
+    seeded_otherwise.load()
+    obs = observations(1)
+    np.testing.assert_allclose(from_file.infer(obs[0]), trained.infer(obs[0]), atol=1e-6)
+    assert not np.allclose(from_file.infer(obs[0]), seeded_otherwise.infer(obs[0]))
+
+
+def test_torch_policy_served_through_the_worker() -> None:
+    frames = synthetic_frames(3, 90, 160)
+    direct = TorchCNNPolicy(device="cpu")
+    direct.load()
+    want = direct.infer(PolicyInput(images=frames, action_horizon=4))
+    with (
+        LocalServer(create_app(TorchCNNPolicy(device="cpu"))) as server,
+        ActionClient(server.url, encoding="raw", wire="msgpack") as client,
+    ):
+        got = client.infer(Observation(images=frames), action_horizon=4).actions
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_torch_policy_on_cuda_matches_cpu() -> None:
+    cpu, cuda = TorchCNNPolicy(device="cpu"), TorchCNNPolicy(device="cuda")
+    cpu.load()
+    cuda.load()
+    for got, want in zip(
+        cuda.infer_batch(observations(4)), cpu.infer_batch(observations(4)), strict=True
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-3)

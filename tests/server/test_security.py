@@ -1,0 +1,256 @@
+"""What a lab network needs: loopback, API key, limits, timeouts, no tracebacks, no pickle."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from vla_client.cli.serve import is_loopback
+from vla_client.client import ActionClient
+from vla_client.errors import ServerError, VLAClientError
+from vla_client.observation import Observation
+from vla_client.protocol import DecodeLimits, encode_request
+from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server.auth import check_api_key
+from vla_client.server.policy import PolicyInput
+
+KEY = "k3y-for-tests"
+FRAME = np.full((32, 32, 3), 90, np.uint8)
+OBSERVATION = Observation({"cam": FRAME}, state=[0.5], task="reach")
+
+
+def _serve(policy: ReferencePolicy | None = None, **settings: object) -> LocalServer:
+    config = ServerConfig(in_process=True, **settings)  # type: ignore[arg-type]
+    return LocalServer(create_app(policy or ReferencePolicy(), config)).start()
+
+
+@pytest.fixture(scope="module")
+def keyed() -> Iterator[LocalServer]:
+    server = _serve(
+        api_key=KEY,
+        max_body_bytes=256 * 1024,
+        max_ws_message_bytes=64 * 1024,
+        limits=DecodeLimits(max_cameras=2, max_image_pixels=64 * 64),
+    )
+    yield server
+    server.stop()
+
+
+def _post(url: str, body: bytes, content_type: str, key: str | None = KEY) -> httpx.Response:
+    headers = {"Content-Type": content_type}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.post(f"{url}/v1/actions/generations", content=body, headers=headers, timeout=10)
+
+
+def test_defaults_are_loopback_without_key() -> None:
+    config = ServerConfig()
+    assert config.host == "127.0.0.1" and config.api_key is None
+    assert KEY not in repr(ServerConfig(api_key=KEY))
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5")
+
+
+@pytest.mark.parametrize(
+    ("headers", "ok"),
+    [
+        ({"authorization": f"Bearer {KEY}"}, True),
+        ({"Authorization": f"bearer {KEY}"}, True),
+        ({"authorization": f"Api-Key {KEY}"}, True),
+        ({"authorization": f"Bearer {KEY}x"}, False),
+        ({"authorization": f"Bearer {KEY[:-1]}"}, False),
+        ({"authorization": f"Basic {KEY}"}, False),
+        ({"authorization": KEY}, False),
+        ({"authorization": "Bearer "}, False),
+        ({}, False),
+    ],
+)
+def test_check_api_key(headers: dict[str, str], ok: bool) -> None:
+    assert check_api_key(headers, KEY) is ok
+    assert check_api_key(headers, None)
+
+
+def test_every_route_but_health_needs_the_key(keyed: LocalServer) -> None:
+    assert httpx.get(f"{keyed.url}/health").status_code == 200
+    for path in ("/v1/actions/metadata", "/openapi.json", "/docs", "/nowhere"):
+        reply = httpx.get(f"{keyed.url}{path}")
+        assert reply.status_code == 401, path
+        assert reply.json() == {"detail": "missing or invalid API key"}
+        assert reply.headers["www-authenticate"] == "Bearer"
+    body, content_type = encode_request(OBSERVATION)
+    assert _post(keyed.url, body, content_type, key=None).status_code == 401
+    assert _post(keyed.url, body, content_type, key="wrong").status_code == 401
+    assert _post(keyed.url, body, content_type).status_code == 200
+    openpi_style = {"Authorization": f"Api-Key {KEY}"}
+    assert httpx.get(f"{keyed.url}/v1/actions/metadata", headers=openpi_style).status_code == 200
+
+
+def test_clients_pass_the_key_and_fail_typed_without_it(keyed: LocalServer) -> None:
+    ws_url = keyed.url.replace("http", "ws")
+    for url in (keyed.url, ws_url):
+        with ActionClient(url, api_key=KEY) as client:
+            assert client.infer(OBSERVATION).actions.shape == (16, 7)
+        with ActionClient(url, api_key="wrong") as client, pytest.raises(VLAClientError):
+            client.infer(OBSERVATION)
+    with ActionClient(keyed.url) as client, pytest.raises(ServerError) as caught:
+        client.infer(OBSERVATION)
+    assert caught.value.status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/v1/actions/realtime", "/openpi/policy"])
+def test_websocket_handshake_refused_without_key(keyed: LocalServer, path: str) -> None:
+    url = keyed.url.replace("http", "ws") + path
+    with pytest.raises(InvalidStatus) as caught:
+        connect(url, open_timeout=5).close()
+    assert caught.value.response.status_code == 401
+    with connect(url, additional_headers={"Authorization": f"Api-Key {KEY}"}) as ws:
+        assert ws.recv(timeout=5)  # the metadata frame
+
+
+def test_websocket_message_over_the_limit_closes_1009(keyed: LocalServer) -> None:
+    url = keyed.url.replace("http", "ws") + "/v1/actions/realtime"
+    with connect(url, additional_headers={"Authorization": f"Bearer {KEY}"}) as ws:
+        ws.recv(timeout=5)
+        ws.send(b"\x00" * (128 * 1024))
+        with pytest.raises(ConnectionClosed) as caught:
+            ws.recv(timeout=5)
+    assert caught.value.rcvd is not None and caught.value.rcvd.code == 1009
+
+
+def test_limits_answer_413(keyed: LocalServer) -> None:
+    big = b"{" + b" " * (300 * 1024) + b"}"
+    assert _post(keyed.url, big, "application/json").status_code == 413
+
+    def chunked() -> Iterator[bytes]:  # no Content-Length: the limit holds while reading
+        for _ in range(40):
+            yield b" " * 10_000
+
+    reply = httpx.post(
+        f"{keyed.url}/v1/actions/generations",
+        content=chunked(),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
+    assert reply.status_code == 413
+    cameras = Observation({f"c{i}": FRAME for i in range(3)})
+    assert _post(keyed.url, *encode_request(cameras)).status_code == 413
+    large = Observation({"cam": np.zeros((65, 64, 3), np.uint8)})
+    for encoding in ("png", "raw", "pixels"):
+        reply = _post(keyed.url, *encode_request(large, encoding=encoding))  # type: ignore[arg-type]
+        assert reply.status_code == 413, encoding
+        assert "pixels" in reply.json()["detail"]
+
+
+class _Failing(ReferencePolicy):
+    def infer(self, observation: PolicyInput) -> np.ndarray:
+        raise RuntimeError("secret detail at /opt/model/weights.bin")
+
+
+class _Slow(ReferencePolicy):
+    def infer(self, observation: PolicyInput) -> np.ndarray:
+        time.sleep(1.0)
+        return super().infer(observation)
+
+
+def test_errors_send_no_traceback_and_log_the_request_id(caplog: pytest.LogCaptureFixture) -> None:
+    server = _serve(_Failing())
+    try:
+        with caplog.at_level(logging.ERROR, logger="vla_client.server"):
+            body, content_type = encode_request(OBSERVATION, request_id="req-trace-1")
+            reply = _post(server.url, body, content_type, key=None)
+    finally:
+        server.stop()
+    assert reply.status_code == 500 and set(reply.json()) == {"detail"}
+    assert "Traceback" not in reply.text and 'File "' not in reply.text
+    logged = [r for r in caplog.records if "req-trace-1" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the traceback stays in the log
+
+
+def test_unhandled_errors_answer_only_the_request_id(caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(ReferencePolicy(), ServerConfig(in_process=True))
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise KeyError("secret internal state")
+
+    with LocalServer(app) as server, caplog.at_level(logging.ERROR, logger="vla_client.server"):
+        reply = httpx.get(f"{server.url}/boom", headers={"X-Request-ID": "ignored"})
+    assert reply.status_code == 500
+    detail = reply.json()["detail"]
+    assert detail.startswith("internal server error (request act_") and "secret" not in detail
+    request_id = detail.removeprefix("internal server error (request ").rstrip(")")
+    assert any(request_id in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_slow_inference_answers_504() -> None:
+    server = _serve(_Slow(), infer_timeout_s=0.2)
+    try:
+        reply = _post(server.url, *encode_request(OBSERVATION), key=None)
+    finally:
+        server.stop()
+    assert reply.status_code == 504 and "0.2 s" in reply.json()["detail"]
+
+
+def test_idle_keep_alive_connection_is_closed() -> None:
+    server = _serve(idle_timeout_s=1)
+    try:
+        with socket.create_connection((server.host, server.port), timeout=10) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            received = b""
+            while not received.endswith(b'{"status":"ok"}'):
+                received += sock.recv(4096)
+            assert received.startswith(b"HTTP/1.1 200")
+            start = time.monotonic()
+            assert sock.recv(4096) == b""  # the server hung up
+            assert time.monotonic() - start < 8
+    finally:
+        server.stop()
+
+
+class _Touch:
+    """Unpickling this would create a file: the proof that a server ran pickle."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (Path.touch, (str(self.path),))  # type: ignore[return-value]
+
+
+def test_pickle_bodies_are_never_loaded(keyed: LocalServer, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Touch(marker))
+    for content_type in ("application/msgpack", "application/json", "application/python-pickle"):
+        assert _post(keyed.url, payload, content_type).status_code in (400, 415)
+    assert not marker.exists()
+    sources = Path(__file__).resolve().parents[2] / "src" / "vla_client"
+    wire_modules = [*sources.glob("codecs/*.py"), *sources.glob("protocol/*.py"),
+                    *sources.glob("transports/*.py"), *sources.glob("server/*.py")]  # fmt: skip
+    assert not [p.name for p in wire_modules if "pickle" in p.read_text().replace("unpickl", "")
+                and "import pickle" in p.read_text()]  # fmt: skip
+
+
+def _serve_cli(host: str, env: dict[str, str]) -> str:
+    process = subprocess.run(
+        [sys.executable, "-m", "vla_client.cli", "serve", "--host", host, "--port", "1"],
+        env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return process.stderr
+
+
+def test_cli_warns_when_exposed_without_a_key() -> None:
+    # 192.0.2.1 (TEST-NET-1) is never local: uvicorn fails to bind, after the warning.
+    assert "without an API key" in _serve_cli("192.0.2.1", {"VLA_CLIENT_API_KEY": ""})
+    assert "without an API key" not in _serve_cli("192.0.2.1", {"VLA_CLIENT_API_KEY": KEY})

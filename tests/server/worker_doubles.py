@@ -1,0 +1,31 @@
+"""Policies that fail on purpose, for the worker fault tests (imported by the worker process too).
+
+The task text picks the behaviour, so one server can be driven through every fault in turn.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from vla_client.server import PolicyInput, ReferencePolicy
+
+
+class FaultyPolicy(ReferencePolicy):
+    """``crash`` exits, ``raise`` raises, ``sleep:S`` sleeps; ``chunk[0, 0]`` is the batch size."""
+
+    def infer_batch(self, observations: Sequence[PolicyInput]) -> list[np.ndarray]:
+        for observation in observations:
+            if observation.task == "crash":
+                os._exit(3)
+            if observation.task == "raise":
+                raise RuntimeError("boom")
+            if observation.task.startswith("sleep:"):
+                time.sleep(float(observation.task.split(":", 1)[1]))
+        chunks = [self.infer(observation) for observation in observations]
+        for chunk in chunks:
+            chunk[0, 0] = len(observations)
+        return chunks

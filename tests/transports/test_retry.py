@@ -1,0 +1,100 @@
+"""Bounded HTTP retries: connect failures and 503 + Retry-After only, against real servers."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from vla_client.client import ActionClient
+from vla_client.errors import ConnectError, DeadlineExceededError, ServerError
+from vla_client.observation import Observation
+from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server.policy import PolicyInput
+from vla_client.server.runner import InferenceError, ThreadRunner
+from vla_client.transports import Backoff, RetryPolicy
+
+
+class FlakyRunner(ThreadRunner):
+    """Fails the first `failures` requests with `error`, then runs the policy."""
+
+    def __init__(self, error: InferenceError, failures: int) -> None:
+        super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
+        self.error, self.failures, self.calls = error, failures, 0
+
+    async def infer(self, observation: PolicyInput) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return await super().infer(observation)
+
+
+def serve(runner: ThreadRunner) -> LocalServer:
+    config = ServerConfig(in_process=True)
+    return LocalServer(create_app(runner.policy, config, runner=runner))
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    backoff = Backoff(initial_s=0.1, max_s=0.5, multiplier=2)
+    assert [backoff.delay(n) for n in (1, 2, 3, 4)] == [0.1, 0.2, 0.4, 0.5]
+
+
+def test_503_with_retry_after_is_retried(small_observation: Observation) -> None:
+    runner = FlakyRunner(InferenceError(503, "busy", retry_after=0), failures=2)
+    with serve(runner) as server, ActionClient(server.url) as client:
+        result = client.infer(small_observation)
+        assert client.stats.retries == 2
+    assert runner.calls == 3 and result.actions.shape == (4, 3)
+
+
+@pytest.mark.parametrize(
+    "error", [InferenceError(503, "busy"), InferenceError(500, "policy failed")]
+)
+def test_other_failures_are_not_retried(
+    error: InferenceError, small_observation: Observation
+) -> None:
+    runner = FlakyRunner(error, failures=1)
+    with serve(runner) as server, ActionClient(server.url) as client:
+        with pytest.raises(ServerError):
+            client.infer(small_observation)
+        assert client.stats.retries == 0
+    assert runner.calls == 1
+
+
+def test_retry_after_beyond_the_budget_is_not_waited_for(small_observation: Observation) -> None:
+    runner = FlakyRunner(InferenceError(503, "busy", retry_after=30), failures=1)
+    with (
+        serve(runner) as server,
+        ActionClient(server.url) as client,
+        pytest.raises(ServerError) as info,
+    ):
+        client.infer(small_observation)
+    assert info.value.retry_after == 30 and runner.calls == 1
+
+
+def test_connect_failures_are_retried_a_bounded_number_of_times(
+    small_observation: Observation,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    policy = RetryPolicy(max_attempts=4, max_total_s=5.0, backoff=Backoff(initial_s=0.01))
+    with ActionClient(f"http://127.0.0.1:{port}", retry=policy) as client:
+        with pytest.raises(ConnectError):
+            client.infer(small_observation)
+        assert client.stats.retries == 3
+
+
+def test_http_reply_after_the_deadline_is_discarded(small_observation: Observation) -> None:
+    class SlowRunner(ThreadRunner):
+        async def infer(self, observation: PolicyInput) -> Any:
+            await asyncio.sleep(0.3)
+            return await super().infer(observation)
+
+    runner = SlowRunner(ReferencePolicy(action_horizon=4, action_dim=3))
+    with serve(runner) as server, ActionClient(server.url, deadline=0.1) as client:
+        with pytest.raises(DeadlineExceededError, match="discarded"):
+            client.infer(small_observation)
+        assert client.stats.late_replies == 1
