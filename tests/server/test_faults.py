@@ -48,9 +48,15 @@ def post(url: str, task: str, timeout: float = 30.0) -> httpx.Response:
 def served() -> Iterator[tuple[str, WorkerRunner]]:
     settings = WorkerSettings(max_batch=1, queue_size=QUEUE_SIZE, inference_timeout_s=1.5)
     runner = WorkerRunner(FaultyPolicy(), settings)
+    before = pid_segments()
     with LocalServer(create_app(FaultyPolicy(), ServerConfig(), runner=runner)) as server:
         yield server.url, runner
-    assert not any(n.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_") for n in os.listdir("/dev/shm"))
+    assert pid_segments() <= before, "the runner left shared-memory segments behind"
+
+
+def pid_segments() -> set[str]:
+    # Servers that other tests keep for the whole session share this pid; compare, don't count.
+    return {n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")}
 
 
 def assert_serving(url: str, runner: WorkerRunner) -> None:

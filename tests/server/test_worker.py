@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -15,8 +16,15 @@ from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
 from vla_client.server.worker.shm import MIN_SLOT_BYTES, SlotPool, plan_layout, view, write_arrays
 
 
-def own_segments() -> list[str]:
-    return [n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")]
+def pid_segments() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")}
+
+
+@pytest.fixture
+def own_segments() -> Callable[[], list[str]]:
+    """This test's segments: servers other tests keep for the session share our pid."""
+    before = pid_segments()
+    return lambda: sorted(pid_segments() - before)
 
 
 def test_layout_is_aligned_and_round_trips_every_dtype() -> None:
@@ -33,7 +41,9 @@ def test_layout_is_aligned_and_round_trips_every_dtype() -> None:
         np.testing.assert_array_equal(view(buffer, layout), arrays[layout.key])
 
 
-def test_slot_grows_under_a_new_name_and_close_unlinks_everything() -> None:
+def test_slot_grows_under_a_new_name_and_close_unlinks_everything(
+    own_segments: Callable[[], list[str]],
+) -> None:
     pool = SlotPool(2)
     slot = pool.acquire()
     assert slot is not None
@@ -48,7 +58,9 @@ def test_slot_grows_under_a_new_name_and_close_unlinks_everything() -> None:
     assert own_segments() == []
 
 
-def test_worker_runner_returns_the_reference_chunk_and_cleans_up() -> None:
+def test_worker_runner_returns_the_reference_chunk_and_cleans_up(
+    own_segments: Callable[[], list[str]],
+) -> None:
     frames = synthetic_frames(["left", "right"], 120, 160, seed=3)
     state = np.array([0.5, -0.25], np.float32)
     observation = PolicyInput(images=frames, state=state, task="pick", action_horizon=5)
@@ -73,7 +85,9 @@ def test_worker_runner_returns_the_reference_chunk_and_cleans_up() -> None:
 
 
 @pytest.mark.parametrize("size", [(48, 64), (720, 1280)])
-def test_requests_of_different_sizes_share_slots(size: tuple[int, int]) -> None:
+def test_requests_of_different_sizes_share_slots(
+    size: tuple[int, int], own_segments: Callable[[], list[str]]
+) -> None:
     async def scenario() -> list[np.ndarray]:
         runner = WorkerRunner(ReferencePolicy())
         await runner.start()

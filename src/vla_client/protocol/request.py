@@ -306,7 +306,8 @@ def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None
         if isinstance(value, dict):
             value = tensor_payload_to_array(value, field=field_name)
         try:
-            state = np.asarray(value, dtype=np.float32).reshape(-1)
+            with np.errstate(over="ignore"):  # too-large values become inf, refused below
+                state = np.asarray(value, dtype=np.float32).reshape(-1)
         except (ValueError, TypeError, OverflowError):
             raise CodecError("state must be a list of numbers", field=field_name) from None
         if not np.isfinite(state).all():

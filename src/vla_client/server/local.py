@@ -22,7 +22,9 @@ class LocalServer:
     """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens."""
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
+        # listener says so; with proto 0 every reply stalls ~40 ms on Nagle and delayed ACKs.
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
         self.host, self.port = self._socket.getsockname()[:2]
