@@ -1,22 +1,29 @@
 """Drive a simulated robot from a policy server at a fixed rate; report latency and jitter.
 
-The loop asks the server for action chunks in the background while it plays the current one,
-aligns each new chunk to the ticks that passed while it was computed, checks every action with a
-safety gate sized from the server's metadata, and holds the last action if the server goes
-silent. Cameras are synthetic scenes (`vla_client.scene`) and the robot is `SimRobot`, a set of
-joints that integrate the velocity actions.
+Three synthetic cameras are read together by a `CameraRig` into timestamped observations; the
+loop asks the server for action chunks in the background while it plays the current one, aligns
+each new chunk to the ticks that passed while it was computed, checks every action with a safety
+gate sized from the server's metadata, and holds the last action if the server goes silent. The
+robot is `SimRobot`, a set of joints that integrate the velocity actions.
 
-    python examples/control_loop.py http://127.0.0.1:8000 --rate 20 --seconds 10
+With no ``--url`` it starts a local reference server (the same app `vla-client serve` runs)
+and stops it at the end:
+
+    python examples/control_loop.py --rate 20 --seconds 5
+    python examples/control_loop.py --url http://robot-gpu:8000 --transport http
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
 from vla_client import ActionClient
+from vla_client.cameras import CameraRig, SyntheticCamera
 from vla_client.control import (
     ChunkExecutor,
     ControlLoop,
@@ -24,55 +31,87 @@ from vla_client.control import (
     SimRobot,
     Watchdog,
     WatchdogTrip,
+    percentiles,
 )
-from vla_client.control.sim import Frames
-from vla_client.scene import SyntheticScene, camera_names
+from vla_client.observation import Observation
+from vla_client.scene import camera_names
+
+# Safety limits for the reference policy, whose actions are tanh(.) * cos(0.1 * h * k) for joint
+# k = 1..D at chunk step h: always within [-1, 1], so the bounds never bite on normal actions.
+# Within a chunk its fastest joint (k = 7) changes by up to 2 sin(0.35) = 0.69 per tick; where a
+# new chunk takes over, re-planned for where the robot has moved, steps of up to 0.87 were
+# measured with blending (0.95 without). A limit of 0.5 clipped most ticks; 1.0 lets every normal
+# step through and still clips the reversal of a large action. For another policy, pass its own
+# envelope with --limit and --max-delta.
+ACTION_LIMIT = 1.0
+MAX_DELTA = 1.0
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("url", nargs="?", default="http://127.0.0.1:8000")
+    parser.add_argument("--url", help="policy server (default: start a local reference server)")
+    parser.add_argument("--transport", choices=["websocket", "http"], default="websocket")
     parser.add_argument("--rate", type=float, default=20.0, help="control rate, Hz")
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--cameras", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--cameras", type=int, default=3)
     parser.add_argument("--size", type=int, default=224, help="square camera frames, pixels")
+    parser.add_argument("--fps", type=float, default=30.0, help="camera frame rate")
     parser.add_argument("--encoding", choices=["png", "jpeg", "raw"], default="jpeg")
-    parser.add_argument("--wire", choices=["json", "msgpack"], default="msgpack")
     parser.add_argument("--task", default="pick up the red block")
     parser.add_argument("--blend", type=int, default=2, help="steps to cross-fade chunks over")
-    parser.add_argument("--limit", type=float, default=1.0, help="clip each action to +-limit")
-    parser.add_argument("--max-delta", type=float, default=0.5, help="clip per-tick change")
+    parser.add_argument("--limit", type=float, default=ACTION_LIMIT, help="clip to +-limit")
+    parser.add_argument("--max-delta", type=float, default=MAX_DELTA, help="clip per-tick change")
     parser.add_argument("--silence", type=float, default=1.0, help="watchdog timeout, seconds")
     return parser.parse_args(argv)
 
 
-def camera_frames(cameras: int, size: int) -> Frames:
-    """Renderers for each camera, built once: building a scene costs far more than a frame, and
-    frames are taken on the control thread."""
-    names = camera_names(cameras)
-    scenes = {name: SyntheticScene(size, size, seed=i) for i, name in enumerate(names)}
-    return lambda t: {name: scene.render(t) for name, scene in scenes.items()}
+@contextmanager
+def policy_server(url: str | None) -> Iterator[str]:
+    """`url`, or a local reference server's for as long as the block runs."""
+    if url is not None:
+        yield url
+        return
+    from vla_client.server import LocalServer, ReferencePolicy, create_app
+
+    with LocalServer(create_app(ReferencePolicy())) as server:
+        print(f"started a local reference server at {server.url}")
+        yield server.url
+
+
+def camera_rig(count: int, size: int, fps: float) -> CameraRig:
+    cameras = {
+        name: SyntheticCamera(seed=i, width=size, height=size, fps=fps)
+        for i, name in enumerate(camera_names(count))
+    }
+    return CameraRig(cameras)
 
 
 def report_trip(trip: WatchdogTrip) -> None:
     print(f"watchdog: no chunk for {trip.silent_s:.2f} s, now {trip.behaviour}")
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with ActionClient(args.url, encoding=args.encoding, wire=args.wire) as client:
+    with ExitStack() as stack:
+        url = stack.enter_context(policy_server(args.url))
+        client = stack.enter_context(
+            ActionClient(url, transport=args.transport, encoding=args.encoding, wire="msgpack")
+        )
         metadata = client.metadata()
         horizon, action_dim = metadata.output.action_horizon, metadata.output.action_dim
         if horizon is None or action_dim is None:
-            raise SystemExit(f"{args.url} does not announce its action horizon and dim")
-        print(f"{args.url}: chunks of {horizon} x {action_dim} at {args.rate:g} Hz")
-
-        robot = SimRobot(
-            action_dim,
-            1.0 / args.rate,
-            frames=camera_frames(args.cameras, args.size),
-            task=args.task,
+            raise SystemExit(f"{url} does not announce its action horizon and dim")
+        print(
+            f"{args.transport} to {url}: chunks of {horizon} x {action_dim} at {args.rate:g} Hz, "
+            f"{args.cameras} cameras {args.size}x{args.size} {args.encoding}"
         )
+
+        rig = stack.enter_context(camera_rig(args.cameras, args.size, args.fps))
+        robot = SimRobot(action_dim, 1.0 / args.rate)
+
+        def observe() -> Observation:
+            return rig.capture(state=robot.position, task=args.task).observation
+
         gate = SafetyGate.from_metadata(
             metadata,
             low=-args.limit,
@@ -91,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         watchdog = Watchdog(args.silence, "hold", on_trip=report_trip)
         loop = ControlLoop(
-            observe=robot.observe,
+            observe=observe,
             executor=executor,
             apply_action=robot.apply,
             rate_hz=args.rate,
@@ -104,24 +143,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             executor.close(timeout=2.0)
 
     counters = executor.stats
+    samples = list(counters.latencies)
     print(
         f"ticks {stats.ticks}: applied {stats.applied}, idle {stats.idle}, "
         f"overruns {stats.overruns}, clipped {gate.clipped}, watchdog trips {watchdog.trips}"
     )
     print(f"tick jitter ms:          {stats.jitter_ms()}")
-    print(f"inference ms:            {counters.infer_ms()}")
+    print(f"inference round trip ms: {counters.infer_ms()}")
     print(f"observation->action ms:  {counters.observation_to_action_ms()}")
-    network = [s.network_ms for s in counters.latencies if s.network_ms is not None]
-    if network:
-        print(f"network ms (median):     {np.median(network):.2f}")
+    print(f"  frame age at send ms:  {percentiles(s.observation_age_ms for s in samples)}")
+    print(f"  server ms:             {percentiles(s.server_ms for s in samples if s.server_ms)}")
     print(
         f"chunks {counters.chunks_received}/{counters.requests_sent} requests; "
         f"stale observations {counters.stale_observations}, "
         f"mismatched {counters.dropped_mismatched}, late {counters.dropped_late}, "
-        f"errors {counters.errors}"
+        f"errors {counters.errors}, starved ticks {counters.starved_ticks}"
     )
     print(f"final joint positions: {np.round(robot.position, 3)}")
+    return 0 if counters.chunks_received else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import numpy as np
@@ -129,6 +130,22 @@ def test_replies_refused_by_infer_are_counted_and_retried(
     assert len(policy.requests) == 4
 
 
+def test_a_run_of_failures_is_logged_once(clock, observe, policy_type, caplog):
+    policy = policy_type(error=ConnectError("connection refused"))
+    executor = ChunkExecutor(policy, clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
+        for _ in range(5):
+            executor.tick(observe)
+            executor.join(5)
+        policy.error = None
+        executor.tick(observe)
+        executor.join(5)
+        executor.tick(observe)
+    assert executor.stats.errors == 5 and executor.stats.chunks_received == 1
+    levels = [r.levelno for r in caplog.records if "inference" in r.getMessage()]
+    assert levels == [logging.WARNING] + [logging.DEBUG] * 4 + [logging.INFO]
+
+
 def test_reply_carrying_a_taken_request_id_is_never_executed(clock, observe, policy_type):
     policy = policy_type(horizon=4, reply_id=lambda n: "req-1")
     executor = ChunkExecutor(policy, prefetch_at=2, clock=clock)
@@ -153,6 +170,26 @@ def test_each_chunk_keeps_its_request_id(clock, observe, policy_type):
         executor.join(5)
     # Each chunk plays rows 1 and 2 (its reply takes one tick), asking for the next on row 2.
     assert ids == [None, "req-1", "req-1", "req-2", "req-2", "req-3"]
+
+
+def test_source_names_the_request_and_row_of_each_action(clock, observe, policy_type):
+    policy = policy_type(horizon=6, gated=True)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    sources = []
+    for tick in range(9):
+        if tick in (2, 6):  # request 1 (sent at tick 0) lands 2 ticks late, request 2 (tick 3) 3
+            policy.release()
+            executor.join(5)
+        action = executor.tick(observe)
+        sources.append(executor.source)
+        if action is not None:
+            assert executor.source is not None
+            assert index_and_request(action) == (executor.source.row, int(action[1]))
+    assert [(s.request_id, s.row) if s else None for s in sources] == [
+        None, None, ("req-1", 2), ("req-1", 3), ("req-1", 4), ("req-1", 5),
+        ("req-2", 3), ("req-2", 4), ("req-2", 5),
+    ]  # fmt: skip
+    policy.release()
 
 
 @pytest.mark.parametrize(("infer_s", "accepted"), [(0.15, True), (0.25, False)])

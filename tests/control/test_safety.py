@@ -99,6 +99,15 @@ def test_delta_reject_and_reset():
     assert np.allclose(gate.check([-3.0]), [-3.0])
 
 
+def test_step_within_the_limit_passes_unchanged_despite_float_rounding():
+    last, action = np.float32([0.2739233672618866]), np.float32([-0.46042656898498535])
+    assert last + (action - last) != action  # reconstructing the action from its step rounds
+    gate = SafetyGate(max_delta=0.8)
+    gate.reset(last)
+    assert np.array_equal(gate.check(action), action)
+    assert gate.clipped == gate.rejected == 0
+
+
 def test_invalid_limits_are_refused():
     with pytest.raises(ValueError):
         SafetyGate(low=1.0, high=0.0)

@@ -7,7 +7,7 @@ at a fixed rate and measures its jitter. Nothing here depends on a transport: `i
 callable shaped like `ActionClient.infer`.
 """
 
-from vla_client.control.chunk import ChunkExecutor, cross_fade
+from vla_client.control.chunk import ActionSource, ChunkExecutor, cross_fade
 from vla_client.control.loop import ControlLoop
 from vla_client.control.safety import SafetyGate, UnsafeActionError
 from vla_client.control.sim import SimRobot
@@ -23,6 +23,7 @@ from vla_client.control.watchdog import ServerSilentError, Watchdog, WatchdogTri
 
 __all__ = [
     "Action",
+    "ActionSource",
     "ApplyAction",
     "ChunkExecutor",
     "ControlLoop",

@@ -50,6 +50,19 @@ SEEN_IDS = 1_000
 """Request ids of accepted chunks remembered, to refuse an old reply delivered again."""
 
 
+@dataclass(frozen=True)
+class ActionSource:
+    """Where the action of a tick came from, so it can be traced to the observation behind it.
+
+    `row` indexes the reply's chunk as the server sent it: row r is the action for the r-th tick
+    after the observation was taken. Rows in the first `blend_steps` after a switch are mixed
+    with the previous chunk.
+    """
+
+    request_id: str | None
+    row: int
+
+
 @dataclass
 class _Request:
     """One inference in flight; the worker thread fills in the outcome, then sets `done`."""
@@ -108,14 +121,18 @@ class ChunkExecutor:
         self._tick = 0
         self._chunk: Action | None = None
         self._chunk_start = 0
+        self._chunk_offset = 0
         self._pending: _Request | None = None
         self._closed = False
         self.stats = ExecutorStats()
         self.last_error: Exception | None = None
+        self._failures_in_row = 0
         self.last_chunk_at: float | None = None
         """Clock time the last chunk was accepted; a watchdog measures silence from it."""
         self.chunk_request_id: str | None = None
         """The request id of the chunk being played, to trace an action to its request."""
+        self.source: ActionSource | None = None
+        """Where the action the last `tick()` returned came from; None when it returned None."""
 
     @property
     def in_flight(self) -> bool:
@@ -139,6 +156,10 @@ class ChunkExecutor:
         action = self._upcoming()[0].copy() if self.remaining else None
         if action is None:
             self.stats.starved_ticks += 1
+            self.source = None
+        else:
+            row = self._chunk_offset + self._tick - self._chunk_start
+            self.source = ActionSource(self.chunk_request_id, row)
         if self._pending is None and not self._closed and self.remaining <= self._prefetch_at:
             self._send(observe)
         self._tick += 1
@@ -217,11 +238,15 @@ class ChunkExecutor:
             self._validate(actions)
         self._chunk = cross_fade(self._upcoming(), actions[elapsed:], self._blend_steps)
         self._chunk_start = self._tick
+        self._chunk_offset = elapsed
         self.chunk_request_id = result.request_id
         if result.request_id is not None:
             self._seen_ids.append(result.request_id)
         self.last_chunk_at = self._clock()
         self.stats.chunks_received += 1
+        if self._failures_in_row:
+            log.info("inference back after %d failed requests", self._failures_in_row)
+            self._failures_in_row = 0
         self.stats.latencies.append(_latency(request, result, elapsed))
 
     def _count_failure(self, error: Exception) -> None:
@@ -236,7 +261,10 @@ class ChunkExecutor:
         else:
             raise error
         self.last_error = error
-        log.warning("inference failed, trying again: %s", error)
+        self._failures_in_row += 1
+        # A server that is down fails every tick: say so once, not at the control rate.
+        level = logging.WARNING if self._failures_in_row == 1 else logging.DEBUG
+        log.log(level, "inference failed, trying again: %s", error)
 
 
 def cross_fade(old: Action, new: Action, steps: int) -> Action:

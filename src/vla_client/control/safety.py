@@ -106,8 +106,15 @@ class SafetyGate:
             bounded = np.clip(checked, self._low, self._high)
             checked = self._enforce(checked, bounded, self._on_bounds, "outside bounds")
         if self._max_delta is not None and self._last is not None:
-            step = np.clip(checked - self._last, -self._max_delta, self._max_delta)
-            checked = self._enforce(checked, self._last + step, self._on_delta, "step too large")
+            step = checked - self._last
+            # Only steps over the limit are replaced: last + step is not exactly the action in
+            # float32, and rounding must not count (or, with "reject", stop) as a violation.
+            limited = np.where(
+                np.abs(step) > self._max_delta,
+                self._last + np.clip(step, -self._max_delta, self._max_delta),
+                checked,
+            )
+            checked = self._enforce(checked, limited, self._on_delta, "step too large")
         self._last = checked
         return checked
 
