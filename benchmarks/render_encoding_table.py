@@ -2,7 +2,7 @@
 
 The docs' encoding table is generated, never typed: regenerate it with
 
-    vla-client bench --repeat 10 --save benchmarks/results-encoding.json \
+    vla-client bench --repeat 20 --save benchmarks/results-encoding.json \
         --plot docs/img/encoding-bench.png
     python benchmarks/render_encoding_table.py benchmarks/results-encoding.json \
         docs/encoding-table.md

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, Self
 
 import numpy as np
 
@@ -35,8 +35,9 @@ _LENGTH = struct.Struct(">I")
 _MAX_RECORD_BYTES = 1 << 30
 
 
-class RecordingError(VLAClientError):
-    """A file that is not an observation recording, or one that is truncated or corrupt."""
+class RecordingError(VLAClientError, ValueError):
+    """A file that is not a recording (of observations or action chunks), or a truncated or
+    corrupt one."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,28 @@ class RecordedObservation:
     wall_time: float
 
 
-class ObservationWriter:
+class _RecordingFile:
+    """An open recording file: `close()` it, or use the reader or writer as a context manager."""
+
+    _file: BinaryIO
+
+    def close(self) -> None:
+        """Close the file; safe to call twice."""
+        self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class ObservationWriter(_RecordingFile):
     """Append observations to a new recording file; use as a context manager.
 
     >>> with ObservationWriter("run.vlaobs") as writer:
@@ -62,7 +84,7 @@ class ObservationWriter:
         self.path = Path(path)
         self.image_format = image_format
         self.count = 0
-        self._file: BinaryIO = self.path.open("wb")
+        self._file = self.path.open("wb")
         self._file.write(MAGIC)
         header = {"format": FORMAT, "version": VERSION, "image_format": image_format}
         self._write_document({**header, "metadata": metadata, "created": time.time()})
@@ -83,28 +105,13 @@ class ObservationWriter:
         })  # fmt: skip
         self.count += 1
 
-    def close(self) -> None:
-        """Flush and close the file; safe to call twice."""
-        self._file.close()
-
     def _write_document(self, document: dict[str, Any]) -> None:
         data = packb(document)
         self._file.write(_LENGTH.pack(len(data)))
         self._file.write(data)
 
-    def __enter__(self) -> ObservationWriter:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class ObservationReader:
+class ObservationReader(_RecordingFile):
     """Read a recording written by `ObservationWriter`; iterate it for `RecordedObservation`s.
 
     The header is read and checked on construction, so a wrong file fails at once with a
@@ -114,7 +121,7 @@ class ObservationReader:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
-            self._file: BinaryIO = self.path.open("rb")
+            self._file = self.path.open("rb")
         except OSError as exc:
             raise RecordingError(f"cannot open recording {str(path)!r}: {exc.strerror}") from None
         header = self._read_document() if self._file.read(len(MAGIC)) == MAGIC else None
@@ -134,10 +141,6 @@ class ObservationReader:
         while (document := self._read_document()) is not None:
             yield _to_recorded(document, self.path)
 
-    def close(self) -> None:
-        """Close the file; safe to call twice."""
-        self._file.close()
-
     def _read_document(self) -> Any:
         prefix = self._file.read(_LENGTH.size)
         if not prefix:
@@ -154,17 +157,6 @@ class ObservationReader:
             return unpackb(data)
         except CodecError as exc:
             raise RecordingError(f"{str(self.path)!r} is corrupt: {exc}") from None
-
-    def __enter__(self) -> ObservationReader:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def load_observations(path: str | Path) -> list[RecordedObservation]:
@@ -208,9 +200,30 @@ def save_action_chunks(path: str | Path, chunks: list[np.ndarray]) -> None:
 
 
 def load_action_chunks(path: str | Path) -> np.ndarray:
-    """The ``actions`` array of a file written by `save_action_chunks` (no pickle allowed)."""
+    """The ``[N, H, D]`` float32 chunks in `path`, without unpickling anything.
+
+    `path` is a ``.npz`` with an ``actions`` array (what `save_action_chunks` writes) or a
+    ``.npy`` array; one ``[H, D]`` chunk reads as ``N = 1``. Raises `RecordingError` (a
+    `ValueError`) for an unreadable file or chunks that are empty, non-numeric, or not finite.
+    """
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return np.asarray(data["actions"], dtype=np.float32)
-    except (OSError, KeyError, ValueError) as exc:
-        raise RecordingError(f"cannot read action chunks from {str(path)!r}: {exc}") from None
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise RecordingError(f"cannot read action chunks from {path}: {exc}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):
+        with loaded:
+            if "actions" not in loaded.files:
+                raise RecordingError(f"{path} has no 'actions' array (it has {loaded.files})")
+            array = loaded["actions"]
+    else:
+        array = loaded
+    if array.ndim == 2:
+        array = array[None]
+    if array.ndim != 3 or 0 in array.shape or array.dtype.kind not in "iuf":
+        raise RecordingError(
+            f"{path}: expected numeric chunks [N, H, D], got {array.dtype} {array.shape}"
+        )
+    chunks = np.ascontiguousarray(array, dtype=np.float32)
+    if not np.isfinite(chunks).all():
+        raise RecordingError(f"{path}: the chunks contain NaN or infinity")
+    return chunks

@@ -153,3 +153,13 @@ def test_record_serve_compare_with_the_replay_policy(cli, server_url, tmp_path):
         )
     assert run.code == 0, run.err
     np.testing.assert_array_equal(load_action_chunks(replayed), load_action_chunks(expected))
+
+
+@pytest.mark.parametrize("path", ["/v1/actions/realtime", "/openpi/policy"])
+def test_websocket_urls_send_msgpack_without_a_wire_flag(cli, server_url, path):
+    url = server_url.replace("http://", "ws://") + path
+    run = cli("send", url, "--encoding", "raw", "--repeat", "2", "--json")
+    assert run.code == 0, run.err
+    report = json.loads(run.out)
+    assert report["wire"] == "msgpack" and report["requests"] == 2
+    assert np.asarray(report["actions"]).shape == tuple(report["action_shape"])

@@ -1,8 +1,8 @@
 """The ``vla-client`` command: serve, send, record, bench, metadata, demo, cameras.
 
 Each subcommand lives in its own module with a `register(subparsers)` function; heavy imports
-(the server's FastAPI, cameras) happen inside the command that needs them, so ``vla-client send``
-starts fast and works without the ``server`` extra.
+(FastAPI and uvicorn for the server, torch, websockets, matplotlib) happen inside the command that
+needs them, so ``vla-client send`` starts fast and works without the ``server`` extra.
 """
 
 from __future__ import annotations

@@ -22,17 +22,19 @@ from typing import Any, cast
 
 import orjson
 
-from vla_client.cli.common import STAGES, add_connection_options, percentiles
+from vla_client.cli.common import add_connection_options, stage_samples
 from vla_client.cli.output import fail, os_error_message, print_table
 from vla_client.cli.progress import Progress
 from vla_client.client import ActionClient, ActionResult
 from vla_client.codecs import ENCODINGS, WIRES, Encoding, Wire
+from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.scene import SyntheticScene, camera_names
 
 TRANSPORTS = ("http", "ws")
 REPORT_FORMAT = "vla-client.bench"
+
 
 @dataclass
 class PathResult:
@@ -65,8 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_connection_options(parser)
-    parser.set_defaults(url=None)
+    add_connection_options(parser, url_default=None)
     parser.add_argument("--encodings", default=",".join(ENCODINGS), help="comma-separated subset")
     parser.add_argument("--wires", default=",".join(WIRES), help="comma-separated subset")
     parser.add_argument(
@@ -227,16 +228,14 @@ def plot_report(report: dict[str, Any], path: str) -> None:
 def _summarise(result: PathResult, timed: list[ActionResult]) -> None:
     result.bytes_sent = timed[-1].timings.bytes_sent
     result.totals_ms = [r.timings.total_ms for r in timed]
-    for name, read in STAGES:
-        values = [v for v in (read(r) for r in timed) if v is not None]
-        if values:
-            p50, p90, p99 = percentiles(values)
-            result.stages[name.replace(" ", "_") + "_ms"] = {
-                "p50": p50,
-                "p90": p90,
-                "p99": p99,
-                "mean": statistics.fmean(values),
-            }
+    for name, values in stage_samples(timed):
+        summary = percentiles(values)
+        result.stages[name.replace(" ", "_") + "_ms"] = {
+            "p50": summary.p50,
+            "p90": summary.p90,
+            "p99": summary.p99,
+            "mean": statistics.fmean(values),
+        }
 
 
 def _print_ranking(results: Sequence[PathResult], url: str) -> None:

@@ -98,9 +98,7 @@ def _check(specs: Mapping[str, str], grid: str | None, timeout: float) -> int:
     return 0
 
 
-def frame_grid(
-    images: Mapping[str, np.ndarray], tile_height: int = GRID_TILE_HEIGHT
-) -> np.ndarray:
+def frame_grid(images: Mapping[str, np.ndarray], tile_height: int = GRID_TILE_HEIGHT) -> np.ndarray:
     """RGB frames scaled to one height, labelled with their names, in a near-square grid."""
     tiles = []
     for name, image in images.items():

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Callable, Sequence
 
 from vla_client.client import ActionResult
 from vla_client.codecs import Encoding, Wire, encode_image_value
+from vla_client.control.stats import percentiles
 from vla_client.observation import Observation
 from vla_client.protocol import dumps
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """URL, timeout and API key."""
+def add_connection_options(
+    parser: argparse.ArgumentParser, *, url_default: str | None = DEFAULT_URL
+) -> None:
+    """URL, timeout and API key; a `url_default` of None means "start a local server"."""
+    shown = url_default or "a local reference server on a free port"
     parser.add_argument(
-        "url", nargs="?", default=DEFAULT_URL, help=f"server base URL (default {DEFAULT_URL})"
+        "url", nargs="?", default=url_default, help=f"server base URL (default: {shown})"
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a reply")
     parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
@@ -26,7 +29,12 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
 def add_encoding_options(parser: argparse.ArgumentParser) -> None:
     """Image encoding and wire format."""
     parser.add_argument("--encoding", choices=("png", "jpeg", "raw", "pixels"), default="png")
-    parser.add_argument("--wire", choices=("json", "msgpack"), default="json")
+    parser.add_argument(
+        "--wire",
+        choices=("json", "msgpack"),
+        default=None,
+        help="body format (default: json over HTTP, msgpack over websockets)",
+    )
     parser.add_argument("--jpeg-quality", type=int, default=90)
 
 
@@ -41,22 +49,23 @@ STAGES: tuple[tuple[str, Callable[[ActionResult], float | None]], ...] = (
 )
 
 
-def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float, float, float]]:
-    """(stage, p50, p90, p99) in ms for each stage the results report."""
+def stage_samples(results: Sequence[ActionResult]) -> list[tuple[str, list[float]]]:
+    """Each stage the results report, with its times in ms."""
     rows = []
     for name, read in STAGES:
         values = [v for v in (read(r) for r in results) if v is not None]
         if values:
-            rows.append((name, *percentiles(values)))
+            rows.append((name, values))
     return rows
 
 
-def percentiles(values: Sequence[float]) -> tuple[float, float, float]:
-    """p50, p90 and p99 (inclusive method; a single value repeats)."""
-    if len(values) == 1:
-        return values[0], values[0], values[0]
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return cuts[49], cuts[89], cuts[98]
+def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float, float, float]]:
+    """(stage, p50, p90, p99) in ms for each stage the results report."""
+    rows = []
+    for name, values in stage_samples(results):
+        summary = percentiles(values)
+        rows.append((name, summary.p50, summary.p90, summary.p99))
+    return rows
 
 
 def bytes_per_camera(

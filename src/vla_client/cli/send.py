@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             args.url, encoding=args.encoding, wire=args.wire, timeout=args.timeout,
             api_key=args.api_key, jpeg_quality=args.jpeg_quality,
         )  # fmt: skip
+        args.wire = client.options.wire  # what the client chose for this URL
         with client, open_source(args) as source:
             first, results, mismatched = _send(client, args, source)
         if args.save_actions:

@@ -7,80 +7,38 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from vla_client.client.base import ClientBase
 from vla_client.client.core import (
     AsyncReplyStream,
     PreparedRequest,
-    RequestBook,
-    TransportKind,
-    resolve_options,
     runtime_options,
-    transport_kind,
 )
 from vla_client.client.result import ActionResult
-from vla_client.codecs import Encoding
 from vla_client.errors import MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, Wire
+from vla_client.protocol import ActionMetadata
 from vla_client.transports.base import AsyncTransport, Reply
 from vla_client.transports.http import AsyncHTTPTransport, raise_for_status
-from vla_client.transports.retry import RetryPolicy, aretrying
+from vla_client.transports.retry import aretrying
 
 if TYPE_CHECKING:
-    from vla_client.transports.websocket import Endpoint
+    from vla_client.transports.websocket import AsyncWebSocketTransport
 
 
-class AsyncActionClient:
+class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
     """Send observations from asyncio code, as `ActionClient` does (same options).
 
     Encoding runs in a worker thread, off the event loop.
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        encoding: Encoding | None = None,
-        wire: Wire | None = None,
-        timeout: float = 10.0,
-        api_key: str | None = None,
-        jpeg_quality: int = 90,
-        transport: AsyncTransport | TransportKind | None = None,
-        endpoint: Endpoint | None = None,
-        max_observation_age: float | None = None,
-        deadline: float | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.base_url = base_url
-        self.retry = retry or RetryPolicy()
-        if transport is None or isinstance(transport, str):
-            if transport_kind(base_url, transport) == "websocket":
-                from vla_client.transports.websocket import AsyncWebSocketTransport
+    _stream_type = AsyncReplyStream
+    _http_type = AsyncHTTPTransport
 
-                transport = AsyncWebSocketTransport(
-                    base_url, endpoint=endpoint, timeout=timeout, api_key=api_key
-                )
-            else:
-                transport = AsyncHTTPTransport(base_url, timeout=timeout, api_key=api_key)
-        self._transport: AsyncTransport = transport
-        self._stream = transport if isinstance(transport, AsyncReplyStream) else None
-        self._book = RequestBook(
-            resolve_options(
-                websocket=self._stream is not None,
-                flat=getattr(transport, "endpoint", None) == "openpi",
-                encoding=encoding,
-                wire=wire,
-                jpeg_quality=jpeg_quality,
-                max_observation_age=max_observation_age,
-                deadline=deadline,
-            )
-        )
-        self.options = self._book.options
-        self.stats = self._book.stats
+    @staticmethod
+    def _websocket_type() -> type[AsyncWebSocketTransport]:
+        from vla_client.transports.websocket import AsyncWebSocketTransport
 
-    @property
-    def transport(self) -> AsyncTransport:
-        """The transport in use."""
-        return self._transport
+        return AsyncWebSocketTransport
 
     async def metadata(self) -> ActionMetadata:
         """The server's policy description."""

@@ -6,29 +6,25 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from vla_client.client.base import ClientBase
 from vla_client.client.core import (
     PreparedRequest,
     ReplyStream,
-    RequestBook,
-    TransportKind,
-    resolve_options,
     runtime_options,
-    transport_kind,
 )
 from vla_client.client.result import ActionResult
-from vla_client.codecs import Encoding
 from vla_client.errors import MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, Wire
+from vla_client.protocol import ActionMetadata
 from vla_client.transports.base import Reply, Transport
 from vla_client.transports.http import HTTPTransport, raise_for_status
-from vla_client.transports.retry import RetryPolicy, retrying
+from vla_client.transports.retry import retrying
 
 if TYPE_CHECKING:
-    from vla_client.transports.websocket import Endpoint
+    from vla_client.transports.websocket import WebSocketTransport
 
 
-class ActionClient:
+class ActionClient(ClientBase[Transport, ReplyStream]):
     """Send observations to a policy server and get action chunks back.
 
     >>> with ActionClient("http://127.0.0.1:8000", encoding="png") as client:
@@ -40,54 +36,29 @@ class ActionClient:
     ``endpoint="openpi"``, which sends the flat openpi observation. Websockets carry msgpack.
     HTTP requests are retried per `retry` when the connection never opened or the server
     answered 503 with Retry-After. `stats` counts what was refused or discarded.
+
+    Args:
+        base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
+        encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
+        wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
+        timeout: Seconds to wait for a reply.
+        api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
+        jpeg_quality: JPEG quality for ``encoding="jpeg"``.
+        transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
+        endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.
+        max_observation_age: Seconds; older observations raise `StaleObservationError` unsent.
+        deadline: Seconds from `infer`; a later reply raises `DeadlineExceededError`.
+        retry: How HTTP requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        encoding: Encoding | None = None,
-        wire: Wire | None = None,
-        timeout: float = 10.0,
-        api_key: str | None = None,
-        jpeg_quality: int = 90,
-        transport: Transport | TransportKind | None = None,
-        endpoint: Endpoint | None = None,
-        max_observation_age: float | None = None,
-        deadline: float | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> None:
-        self.base_url = base_url
-        self.retry = retry or RetryPolicy()
-        if transport is None or isinstance(transport, str):
-            if transport_kind(base_url, transport) == "websocket":
-                from vla_client.transports.websocket import WebSocketTransport
+    _stream_type = ReplyStream
+    _http_type = HTTPTransport
 
-                transport = WebSocketTransport(
-                    base_url, endpoint=endpoint, timeout=timeout, api_key=api_key
-                )
-            else:
-                transport = HTTPTransport(base_url, timeout=timeout, api_key=api_key)
-        self._transport: Transport = transport
-        self._stream = transport if isinstance(transport, ReplyStream) else None
-        self._book = RequestBook(
-            resolve_options(
-                websocket=self._stream is not None,
-                flat=getattr(transport, "endpoint", None) == "openpi",
-                encoding=encoding,
-                wire=wire,
-                jpeg_quality=jpeg_quality,
-                max_observation_age=max_observation_age,
-                deadline=deadline,
-            )
-        )
-        self.options = self._book.options
-        self.stats = self._book.stats
+    @staticmethod
+    def _websocket_type() -> type[WebSocketTransport]:
+        from vla_client.transports.websocket import WebSocketTransport
 
-    @property
-    def transport(self) -> Transport:
-        """The transport in use (a `WebSocketTransport` has its own connection `stats`)."""
-        return self._transport
+        return WebSocketTransport
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""

@@ -87,13 +87,7 @@ def build_request(
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
 ) -> ActionRequest:
     """The typed request for `observation`, with each frame encoded as `encoding` for `wire`."""
-    names = list(observation.images)
-    values = map_frames(
-        lambda name: encode_image_value(
-            observation.images[name], encoding, wire, jpeg_quality=jpeg_quality
-        ),
-        names,
-    )
+    images = encode_images(observation, encoding, wire, jpeg_quality)
     state: Any = observation.state
     if state is not None and wire == "json":
         state = state.tolist()
@@ -103,7 +97,7 @@ def build_request(
             input=ActionInput(
                 task=observation.task,
                 observation=ObservationPayload(
-                    images=dict(zip(names, values, strict=True)),
+                    images=images,
                     state=state,
                     capture_times=dict(observation.capture_times) or None,
                 ),
@@ -129,16 +123,8 @@ def build_flat_request(
     own servers read), ``observation.state`` (float32), ``prompt``, the sampling `parameters`
     as top-level keys, and ``request_id``, which servers built on this package echo back.
     """
-    names = list(observation.images)
-    values = map_frames(
-        lambda name: encode_image_value(
-            observation.images[name], encoding, "msgpack", jpeg_quality=jpeg_quality
-        ),
-        names,
-    )
-    flat: dict[str, Any] = {
-        f"observation.images.{name}": value for name, value in zip(names, values, strict=True)
-    }
+    images = encode_images(observation, encoding, "msgpack", jpeg_quality)
+    flat: dict[str, Any] = {f"observation.images.{name}": value for name, value in images.items()}
     if observation.state is not None:
         flat["observation.state"] = observation.state
     flat["prompt"] = observation.task
@@ -146,6 +132,20 @@ def build_flat_request(
     if request_id is not None:
         flat["request_id"] = request_id
     return flat
+
+
+def encode_images(
+    observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
+) -> dict[str, Any]:
+    """Each camera's frame as its wire value, encoded in parallel (see `map_frames`)."""
+    names = list(observation.images)
+    values = map_frames(
+        lambda name: encode_image_value(
+            observation.images[name], encoding, wire, jpeg_quality=jpeg_quality
+        ),
+        names,
+    )
+    return dict(zip(names, values, strict=True))
 
 
 def encode_request(

@@ -1,4 +1,5 @@
-"""The reference action server (extra ``server``): FastAPI app, policies, runners.
+"""The reference action server (extra ``server``): FastAPI entrypoint, policies, and the runners
+that execute them (an inference worker process by default, a thread with ``in_process``).
 
 Importing this package imports FastAPI and uvicorn; `vla_client` itself never does.
 """

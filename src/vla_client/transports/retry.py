@@ -79,19 +79,12 @@ def retrying(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`call()`, retried as `policy` allows within `budget_s` seconds."""
-    start = time.monotonic()
-    attempts = 0
+    attempts = _Attempts(policy, budget_s, on_retry)
     while True:
-        attempts += 1
         try:
             return call()
         except (TransportError, ServerError) as error:
-            delay = _delay(policy, error, attempts, time.monotonic() - start, budget_s)
-            if delay is None:
-                raise
-            if on_retry is not None:
-                on_retry(error)
-            sleep(delay)
+            sleep(attempts.wait_after(error))
 
 
 async def aretrying(
@@ -102,25 +95,36 @@ async def aretrying(
     on_retry: Callable[[Exception], None] | None = None,
 ) -> T:
     """`retrying` for coroutines; waits with `asyncio.sleep`."""
-    start = time.monotonic()
-    attempts = 0
+    attempts = _Attempts(policy, budget_s, on_retry)
     while True:
-        attempts += 1
         try:
             return await call()
         except (TransportError, ServerError) as error:
-            delay = _delay(policy, error, attempts, time.monotonic() - start, budget_s)
-            if delay is None:
-                raise
-            if on_retry is not None:
-                on_retry(error)
-            await asyncio.sleep(delay)
+            await asyncio.sleep(attempts.wait_after(error))
 
 
-def _delay(
-    policy: RetryPolicy, error: Exception, attempts: int, elapsed: float, budget_s: float | None
-) -> float | None:
-    delay = policy.next_delay(error, attempts, elapsed)
-    if delay is None or (budget_s is not None and elapsed + delay > budget_s):
-        return None
-    return delay
+class _Attempts:
+    """The count, clock and budget of one retried call, shared by `retrying` and `aretrying`."""
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        budget_s: float | None,
+        on_retry: Callable[[Exception], None] | None,
+    ) -> None:
+        self.policy = policy
+        self.budget_s = budget_s
+        self.on_retry = on_retry
+        self.count = 1
+        self.start = time.monotonic()
+
+    def wait_after(self, error: Exception) -> float:
+        """Seconds to wait before the next attempt; re-raises `error` when there is none."""
+        elapsed = time.monotonic() - self.start
+        delay = self.policy.next_delay(error, self.count, elapsed)
+        if delay is None or (self.budget_s is not None and elapsed + delay > self.budget_s):
+            raise error
+        if self.on_retry is not None:
+            self.on_retry(error)
+        self.count += 1
+        return delay

@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection as AsyncConnection
@@ -48,6 +49,8 @@ ENDPOINT_PATHS: dict[Endpoint, str] = {
 DEFAULT_MAX_SIZE = 16 * 1024 * 1024
 """Largest reply frame accepted; an action chunk is a few KiB, metadata less."""
 CLOSE_TIMEOUT_S = 1.0
+ConnectionT = TypeVar("ConnectionT", ClientConnection, AsyncConnection)
+LockT = TypeVar("LockT", threading.Lock, asyncio.Lock)
 _CONNECT_ERRORS = (
     OSError, TimeoutError, asyncio.TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed,
     CodecError,
@@ -116,20 +119,25 @@ class ReconnectGate:
         self.failures = 0
 
 
-class _Link:
-    """What the sync and async transports share: URL, headers, backoff, counters, error mapping."""
+class _Link(Generic[ConnectionT, LockT]):
+    """What the sync and async transports share: URL, headers, backoff, counters, error mapping.
+
+    `timeout` is the default wait for a reply and `connect_timeout` (default `timeout`) for the
+    handshake and metadata frame; `api_key` becomes the endpoint's Authorization header, added
+    to `headers`; `backoff` paces reconnects after a failed connect.
+    """
 
     def __init__(
         self,
         url: str,
         *,
-        endpoint: Endpoint | None,
-        timeout: float,
-        connect_timeout: float | None,
-        api_key: str | None,
-        headers: dict[str, str] | None,
-        max_size: int,
-        backoff: Backoff | None,
+        endpoint: Endpoint | None = None,
+        timeout: float = 10.0,
+        connect_timeout: float | None = None,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+        backoff: Backoff | None = None,
     ) -> None:
         self.url, self.endpoint = websocket_url(url, endpoint)
         self.timeout = timeout
@@ -139,6 +147,13 @@ class _Link:
         self.gate = ReconnectGate(backoff or Backoff())
         self.stats = WebSocketStats()
         self.server_metadata: Any = None
+        self._conn: ConnectionT | None = None
+        self._lock: LockT = self._new_lock()
+
+    @staticmethod
+    @abstractmethod
+    def _new_lock() -> LockT:
+        """The lock that serves calls one at a time."""
 
     def connect_options(self) -> dict[str, Any]:
         return {
@@ -183,27 +198,12 @@ def frame_reply(frame: str | bytes) -> Reply:
     return Reply(status=200, content_type=msgpack_numpy.CONTENT_TYPE, content=frame)
 
 
-class WebSocketTransport(_Link):
+class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
     """Blocking websocket transport. Calls from several threads are served one at a time."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        endpoint: Endpoint | None = None,
-        timeout: float = 10.0,
-        connect_timeout: float | None = None,
-        api_key: str | None = None,
-        headers: dict[str, str] | None = None,
-        max_size: int = DEFAULT_MAX_SIZE,
-        backoff: Backoff | None = None,
-    ) -> None:
-        super().__init__(
-            url, endpoint=endpoint, timeout=timeout, connect_timeout=connect_timeout,
-            api_key=api_key, headers=headers, max_size=max_size, backoff=backoff,
-        )  # fmt: skip
-        self._conn: ClientConnection | None = None
-        self._lock = threading.Lock()
+    @staticmethod
+    def _new_lock() -> threading.Lock:
+        return threading.Lock()
 
     def metadata(self) -> Any:
         """The metadata frame the server sent on the current connection (connecting if needed)."""
@@ -278,27 +278,12 @@ class WebSocketTransport(_Link):
             conn.close()
 
 
-class AsyncWebSocketTransport(_Link):
+class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
     """asyncio websocket transport; concurrent calls are served one at a time."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        endpoint: Endpoint | None = None,
-        timeout: float = 10.0,
-        connect_timeout: float | None = None,
-        api_key: str | None = None,
-        headers: dict[str, str] | None = None,
-        max_size: int = DEFAULT_MAX_SIZE,
-        backoff: Backoff | None = None,
-    ) -> None:
-        super().__init__(
-            url, endpoint=endpoint, timeout=timeout, connect_timeout=connect_timeout,
-            api_key=api_key, headers=headers, max_size=max_size, backoff=backoff,
-        )  # fmt: skip
-        self._conn: AsyncConnection | None = None
-        self._lock = asyncio.Lock()
+    @staticmethod
+    def _new_lock() -> asyncio.Lock:
+        return asyncio.Lock()
 
     async def metadata(self) -> Any:
         async with self._lock:
@@ -348,9 +333,7 @@ class AsyncWebSocketTransport(_Link):
         self._conn = conn
         return conn
 
-    async def _recv(
-        self, conn: AsyncConnection, timeout: float | None
-    ) -> Reply:
+    async def _recv(self, conn: AsyncConnection, timeout: float | None) -> Reply:
         wait = self.timeout if timeout is None else timeout
         try:
             frame = await asyncio.wait_for(conn.recv(), wait)
@@ -368,4 +351,3 @@ class AsyncWebSocketTransport(_Link):
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
-

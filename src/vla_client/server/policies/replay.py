@@ -3,7 +3,9 @@
 The file is ``.npy`` (``[N, H, D]`` or one ``[H, D]`` chunk) or ``.npz`` with an ``actions``
 array. Each request gets the next chunk, in order, wrapping around at the end, so a test can
 predict every reply and a demo can drive a robot (or a simulator) along a recorded motion. A
-request asking for a shorter horizon gets the first steps of the chunk.
+request asking for a shorter horizon gets the first steps of the chunk. The file is read by
+`vla_client.recording.load_action_chunks`, so ``vla-client send --save-actions`` output replays
+as is.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vla_client.recording import load_action_chunks
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
 
 
@@ -20,7 +23,7 @@ class ReplayPolicy(Policy):
 
     def __init__(self, path: str | Path, *, camera_names: tuple[str, ...] = ()) -> None:
         self.path = Path(path)
-        chunks = load_chunks(self.path)
+        chunks = load_action_chunks(self.path)
         self._chunks = chunks
         self._next = 0
         self._spec = PolicySpec(
@@ -46,28 +49,3 @@ class ReplayPolicy(Policy):
             )
         result: np.ndarray = chunk[:horizon].copy()
         return result
-
-
-def load_chunks(path: Path) -> np.ndarray:
-    """The ``[N, H, D]`` float32 chunks recorded in `path`. Raises `ValueError`."""
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read action chunks from {path}: {exc}") from None
-    if isinstance(loaded, np.lib.npyio.NpzFile):
-        with loaded:
-            if "actions" not in loaded.files:
-                raise ValueError(f"{path} has no 'actions' array (it has {loaded.files})")
-            array = loaded["actions"]
-    else:
-        array = loaded
-    if array.ndim == 2:
-        array = array[None]
-    if array.ndim != 3 or 0 in array.shape or array.dtype.kind not in "iuf":
-        raise ValueError(
-            f"{path}: expected numeric chunks [N, H, D], got {array.dtype} {array.shape}"
-        )
-    chunks = np.ascontiguousarray(array, dtype=np.float32)
-    if not np.isfinite(chunks).all():
-        raise ValueError(f"{path}: the chunks contain NaN or infinity")
-    return chunks
