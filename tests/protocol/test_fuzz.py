@@ -61,7 +61,7 @@ request_like = st.recursive(
 )
 
 
-def _decode(body: bytes, content_type: str | None) -> None:
+def _assert_decodes_or_refuses(body: bytes, content_type: str | None) -> None:
     try:
         result = decode_request(body, content_type, limits=LIMITS)
     except CodecError:
@@ -75,7 +75,7 @@ def _decode(body: bytes, content_type: str | None) -> None:
 @SETTINGS
 @given(body=st.binary(max_size=256))
 def test_any_bytes_decode_or_raise_codec_error(content_type: str | None, body: bytes) -> None:
-    _decode(body, content_type)
+    _assert_decodes_or_refuses(body, content_type)
 
 
 def _pack(document: Any) -> bytes:
@@ -90,12 +90,12 @@ def _json(document: Any) -> bytes:
 @given(document=request_like)
 def test_structured_garbage_decodes_or_raises_codec_error(document: Any) -> None:
     with contextlib.suppress(OverflowError):  # msgpack cannot pack ints over 64 bits
-        _decode(_pack(document), "application/msgpack")
+        _assert_decodes_or_refuses(_pack(document), "application/msgpack")
     try:
         body = _json(document)
     except TypeError:  # orjson refuses ints over 64 bits; send them as text instead
         return
-    _decode(body, "application/json")
+    _assert_decodes_or_refuses(body, "application/json")
 
 
 @SETTINGS
@@ -112,7 +112,7 @@ def test_valid_request_with_one_field_replaced(value: Any, where: str) -> None:
         mutated = _pack(document)
     except OverflowError:
         return
-    _decode(mutated, "application/msgpack")
+    _assert_decodes_or_refuses(mutated, "application/msgpack")
 
 
 @SETTINGS
@@ -126,7 +126,7 @@ def test_valid_request_with_one_field_replaced(value: Any, where: str) -> None:
 def test_forged_ndarray_maps(dtype: str, shape: list[int], data: bytes) -> None:
     forged = {"__ndarray__": True, "data": data, "dtype": dtype, "shape": shape}
     body = _pack({"input": {"observation": {"images": {"cam": forged}, "state": forged}}})
-    _decode(body, "application/msgpack")
+    _assert_decodes_or_refuses(body, "application/msgpack")
 
 
 def test_deeply_nested_json_is_refused_cleanly() -> None:
