@@ -6,7 +6,7 @@ The baseline is what a plain client does: ``cv2.imencode(".png")`` at compressio
 JPEG quality 90) and ``cv2.imdecode``, one camera after another. vla-client encodes with its
 tuned PNG parameters (level 1, Huffman-only, Sub filter) and runs the cameras in parallel
 threads (`map_frames`; OpenCV releases the GIL). Targets: PNG encode <= 0.4x the baseline's
-time at <= 1.15x its size; decode <= 0.6x.
+time at <= 1.15x its size; decode <= 0.6x. Baseline and ours are timed in alternation.
 """
 
 from __future__ import annotations
@@ -24,21 +24,26 @@ from vla_client.codecs import decode_image_bytes, encode_jpeg, encode_png, map_f
 from vla_client.scene import synthetic_frames
 
 
-def median_ms(function: Callable[[], Any], repeats: int) -> float:
-    function()
-    samples = []
+def paired_median_ms(
+    baseline: Callable[[], Any], ours: Callable[[], Any], repeats: int
+) -> tuple[float, float]:
+    """Median ms of each, timed in alternation so that a noisy neighbour slows both alike."""
+    baseline()
+    ours()
+    samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
+        for function, into in ((baseline, samples[0]), (ours, samples[1])):
+            start = time.perf_counter()
+            function()
+            into.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=60)
     args = parser.parse_args()
     frames = list(synthetic_frames(3, 360, 640).values())
     bgr = [cv2.cvtColor(frame, cv2.COLOR_RGB2BGR) for frame in frames]
@@ -62,16 +67,14 @@ def main() -> None:
         base_bytes = sum(len(b) for b in baseline())
         our_payloads = ours()
         our_bytes = sum(len(b) for b in our_payloads)
-        encode = (median_ms(baseline, args.repeats), median_ms(ours, args.repeats))
+        encode = paired_median_ms(baseline, ours, args.repeats)
         base_payloads = baseline()
-        decode = (
-            median_ms(
-                lambda p=base_payloads: [
-                    cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR) for b in p
-                ],
-                args.repeats,
-            ),
-            median_ms(lambda p=our_payloads: map_frames(decode_image_bytes, p), args.repeats),
+        decode = paired_median_ms(
+            lambda p=base_payloads: [
+                cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR) for b in p
+            ],
+            lambda p=our_payloads: map_frames(decode_image_bytes, p),
+            args.repeats,
         )
         rows.append((name, encode, decode, base_bytes, our_bytes))
     print(f"3 cameras 360x640x3 uint8, median of {args.repeats} (ms)")

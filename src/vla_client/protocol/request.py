@@ -287,14 +287,17 @@ def _looks_like_image(value: Any) -> bool:
 def _decode_images(
     values: dict[str, tuple[str, Any]], limits: DecodeLimits
 ) -> dict[str, np.ndarray]:
-    names = list(values)
-    frames = map_frames(
-        lambda name: decode_image_value(
+    def decode(name: str) -> np.ndarray:
+        return decode_image_value(
             values[name][1], field=values[name][0], max_pixels=limits.max_image_pixels
-        ),
-        names,
-    )
-    return dict(zip(names, frames, strict=True))
+        )
+
+    names = list(values)
+    # Only encoded images (bytes, base64 text) decode without the GIL; for arrays and lists
+    # the hop to a thread and back costs more than it could save.
+    if any(isinstance(value, bytes | str) for _, value in values.values()):
+        return dict(zip(names, map_frames(decode, names), strict=True))
+    return {name: decode(name) for name in names}
 
 
 def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:

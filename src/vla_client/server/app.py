@@ -1,10 +1,10 @@
 """The reference action server: SGLang's action API on FastAPI.
 
 The entrypoint's job, in order: bound the body, decode every image to an array (the shared
-codecs, in a worker thread), check the request against the policy, hand an arrays-only
-`PolicyInput` to the runner, and answer in the format the client asked for. Every bad input is
-a 4xx with a JSON ``detail``; nothing a client sends can take the server down or make it send a
-traceback.
+codecs; in a worker thread when the images are encoded), check the request against the policy,
+hand an arrays-only `PolicyInput` to the runner, and answer in the format the client asked for.
+Every bad input is a 4xx with a JSON ``detail``; nothing a client sends can take the server down
+or make it send a traceback.
 """
 
 from __future__ import annotations
@@ -28,14 +28,18 @@ from vla_client.protocol import (
     Wire,
     build_envelope,
     build_raw,
+    decode_payload,
     decode_request,
     dumps,
+    loads,
     new_request_id,
     wants_msgpack,
+    wire_for_content_type,
 )
 from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
 from vla_client.server.limits import read_body
+from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.policy import Policy, PolicyInput, metadata_document
 from vla_client.server.runner import InferenceError, Runner, ThreadRunner
@@ -43,6 +47,9 @@ from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
 
 log = logging.getLogger("vla_client.server")
+
+_ENCODED_IMAGE_MIN_BYTES = 1024  # smaller images decode in microseconds, inline is fine
+_MAX_SEARCH_DEPTH = 6  # deeper documents go to a thread rather than being searched
 
 
 def create_app(
@@ -61,6 +68,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        keep_freed_memory()
         await runner.start()
         try:
             yield
@@ -106,9 +114,12 @@ def create_app(
         observation = _policy_input(decoded, policy)
         actions, stage_timings = await _infer(runner, observation, config.infer_timeout_s)
         post_start = time.perf_counter()
-        reply = await run_in_threadpool(
-            _reply_document, decoded, actions, config.model_name, policy
-        )
+        if decoded.runtime.return_digest:  # hashing every frame takes milliseconds
+            reply = await run_in_threadpool(
+                _reply_document, decoded, actions, config.model_name, policy
+            )
+        else:  # a few hundred values: cheaper than the hop to a thread and back
+            reply = _reply_document(decoded, actions, config.model_name, policy)
         timings = {
             "preprocess_ms": preprocess_ms,
             **stage_timings,
@@ -136,7 +147,19 @@ async def _infer(
 
 
 async def _decode(body: bytes, content_type: str | None, config: ServerConfig) -> DecodedRequest:
+    """`decode_request`, in a worker thread only where that lets the event loop run meanwhile.
+
+    Unpacking msgpack and turning its arrays or lists into frames holds the GIL, so a thread
+    would only add its hop and wake-up; encoded images are decoded by OpenCV without the GIL,
+    so those bodies (and every JSON body: base64 and image decoding) go to a thread.
+    """
     try:
+        wire = wire_for_content_type(content_type)
+        if wire == "msgpack":
+            payload = loads(body, wire)
+            if not _has_encoded_images(payload):
+                return decode_payload(payload, wire, limits=config.limits)
+            return await run_in_threadpool(decode_payload, payload, wire, limits=config.limits)
         return await run_in_threadpool(decode_request, body, content_type, limits=config.limits)
     except UnsupportedContentTypeError as exc:
         raise HTTPException(415, str(exc)) from None
@@ -144,6 +167,23 @@ async def _decode(body: bytes, content_type: str | None, config: ServerConfig) -
         raise HTTPException(413, str(exc)) from None
     except CodecError as exc:
         raise HTTPException(400, str(exc)) from None
+
+
+def _has_encoded_images(value: Any, depth: int = 0) -> bool:
+    """Whether an unpacked msgpack document carries bytes or text big enough to be an image.
+
+    Dicts are searched a few levels deep; a list is judged by its first item, so pixel lists
+    are never walked.
+    """
+    if isinstance(value, bytes | str):
+        return len(value) > _ENCODED_IMAGE_MIN_BYTES
+    if not isinstance(value, dict | list) or not value:
+        return False
+    if depth > _MAX_SEARCH_DEPTH:
+        return True
+    if isinstance(value, dict):
+        return any(_has_encoded_images(item, depth + 1) for item in value.values())
+    return _has_encoded_images(value[0], depth + 1)
 
 
 def _policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vla_client.server.worker.shm import ArrayLayout
+from vla_client.server.worker.shm import ArrayLayout, Positional
 
 STATE_KEY = "\0state"  # cannot clash with a camera name from JSON or msgpack keys
 
 
 @dataclass(frozen=True)
-class Job:
+class Job(Positional):
     """One observation for the worker: where its arrays are, and its plain parameters."""
 
     job_id: int
@@ -30,7 +30,7 @@ class Job:
 
 
 @dataclass(frozen=True)
-class Batch:
+class Batch(Positional):
     """Jobs to run through the policy in one call."""
 
     batch_id: int
@@ -38,7 +38,7 @@ class Batch:
 
 
 @dataclass(frozen=True)
-class Result:
+class Result(Positional):
     """One job's chunk: its layout in the job's slot, or the array itself when it did not fit."""
 
     job_id: int
@@ -47,7 +47,7 @@ class Result:
 
 
 @dataclass(frozen=True)
-class BatchDone:
+class BatchDone(Positional):
     batch_id: int
     results: tuple[Result, ...]
     inference_ms: float

@@ -26,8 +26,18 @@ MIN_SLOT_BYTES = 1 << 20
 _ALIGN = 64
 
 
+class Positional:
+    """Pickles as its class and field values, half the time and bytes of a dataclass's default.
+
+    Every request sends a few of these records each way, so their pickling is part of its latency.
+    """
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (type(self), tuple(self.__dict__.values()))
+
+
 @dataclass(frozen=True)
-class ArrayLayout:
+class ArrayLayout(Positional):
     """Where one array sits in a slot."""
 
     key: str
