@@ -39,6 +39,9 @@ def test_layout_is_aligned_and_round_trips_every_dtype() -> None:
     written = write_arrays(buffer, arrays)
     for layout in written:
         np.testing.assert_array_equal(view(buffer, layout), arrays[layout.key])
+    fresh = memoryview(bytearray(needed))
+    assert write_arrays(fresh, arrays, layouts) == layouts == written  # planned once, same place
+    assert bytes(fresh) == bytes(buffer)
 
 
 def test_slot_grows_under_a_new_name_and_close_unlinks_everything(

@@ -118,9 +118,9 @@ class WorkerRunner:
         arrays: dict[str, np.ndarray] = dict(observation.images)
         if observation.state is not None:
             arrays[STATE_KEY] = np.ascontiguousarray(observation.state)
-        _, needed = plan_layout(arrays)
+        layouts, needed = plan_layout(arrays)
         slot.reserve(needed)
-        layouts = write_arrays(slot.buffer, arrays)
+        write_arrays(slot.buffer, arrays, layouts)
         return Job(
             job_id=next(self._job_ids),
             slot_index=slot.index,

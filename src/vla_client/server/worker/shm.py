@@ -65,9 +65,17 @@ def view(buffer: memoryview, layout: ArrayLayout) -> np.ndarray:
     return np.ndarray(layout.shape, np.dtype(layout.dtype), buffer=buffer, offset=layout.offset)
 
 
-def write_arrays(buffer: memoryview, arrays: Mapping[str, np.ndarray]) -> list[ArrayLayout]:
-    """Copy `arrays` into `buffer` (one memcpy each); the caller made sure they fit."""
-    layouts, _ = plan_layout(arrays)
+def write_arrays(
+    buffer: memoryview,
+    arrays: Mapping[str, np.ndarray],
+    layouts: list[ArrayLayout] | None = None,
+) -> list[ArrayLayout]:
+    """Copy `arrays` into `buffer` (one memcpy each); the caller made sure they fit.
+
+    `layouts` is `plan_layout`'s answer when the caller already has it.
+    """
+    if layouts is None:
+        layouts, _ = plan_layout(arrays)
     for layout, array in zip(layouts, arrays.values(), strict=True):
         np.copyto(view(buffer, layout), array, casting="no")
     return layouts
