@@ -76,3 +76,22 @@ def test_console_script_exit_code_and_stderr(dead_url):
     assert completed.stdout == ""
     assert completed.stderr.startswith("vla-client: error: cannot reach the server")
     assert completed.stderr.count("\n") == 1
+
+
+def test_a_missing_extra_is_one_line_naming_the_extra(cli, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_uvicorn(name, *args, **kwargs):
+        if name.split(".")[0] == "uvicorn":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_uvicorn)
+    run = cli("serve", "--port", "0")
+    assert run.code == 1
+    assert run.err.strip() == (
+        "vla-client: error: this needs the 'server' extra (uvicorn is not installed): "
+        "pip install 'vla-client[server]'"
+    )

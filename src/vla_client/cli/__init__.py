@@ -41,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         code: int = args.func(args)
+    except ModuleNotFoundError as exc:
+        if args.verbose:
+            raise
+        return fail(_missing_extra(exc))
     except (VLAClientError, ValidationError, ValueError, OSError) as exc:
         # Commands report their own failures; this catches what escapes them (a server's
         # malformed metadata, say) so the user still gets one line and exit 1, not a traceback.
@@ -48,6 +52,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return fail(_one_line(exc))
     return code
+
+
+_EXTRAS = {"fastapi": "server", "uvicorn": "server", "websockets": "websocket", "torch": "torch"}
+
+
+def _missing_extra(exc: ModuleNotFoundError) -> str:
+    module = (exc.name or "").split(".")[0]
+    extra = _EXTRAS.get(module)
+    if extra is None:
+        return str(exc)
+    install = f"pip install 'vla-client[{extra}]'"
+    return f"this needs the '{extra}' extra ({module} is not installed): {install}"
 
 
 def _one_line(exc: Exception) -> str:
