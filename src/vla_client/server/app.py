@@ -9,9 +9,7 @@ or make it send a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -22,14 +20,11 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
-from vla_client.codecs import frame_digest
 from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
 from vla_client.protocol import (
     CONTENT_TYPES,
     DecodedRequest,
     Wire,
-    build_envelope,
-    build_raw,
     decode_payload,
     decode_request,
     dumps,
@@ -43,8 +38,9 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.limits import read_body
 from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
-from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.policy import Policy, metadata_document
 from vla_client.server.runner import InferenceError, Runner, ThreadRunner
+from vla_client.server.steps import infer_with_timeout, policy_input, reply_document
 from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
 
@@ -113,15 +109,17 @@ def create_app(
         decoded = await _decode(body, content_type, config)
         request.state.request_id = decoded.request_id
         preprocess_ms = (time.perf_counter() - start) * 1000
-        observation = _policy_input(decoded, policy)
-        actions, stage_timings = await _infer(runner, observation, config.infer_timeout_s)
+        observation = policy_input(decoded, policy)
+        actions, stage_timings = await infer_with_timeout(
+            runner, observation, config.infer_timeout_s
+        )
         post_start = time.perf_counter()
         if decoded.runtime.return_digest:  # hashing every frame takes milliseconds
             reply = await run_in_threadpool(
-                _reply_document, decoded, actions, config.model_name, policy
+                reply_document, decoded, actions, config.model_name, policy
             )
         else:  # a few hundred values: cheaper than the hop to a thread and back
-            reply = _reply_document(decoded, actions, config.model_name, policy)
+            reply = reply_document(decoded, actions, config.model_name, policy)
         timings = {
             "preprocess_ms": preprocess_ms,
             **stage_timings,
@@ -154,18 +152,6 @@ def _add_hot_post_route(
     """
     app.add_api_route(path, endpoint, methods=["POST"], **docs)
     app.router.routes.insert(0, Route(path, endpoint, methods=["POST"]))
-
-
-async def _infer(
-    runner: Runner, observation: PolicyInput, timeout_s: float
-) -> tuple[Any, dict[str, float]]:
-    try:
-        if sys.version_info >= (3, 11):  # no extra task and loop pass, unlike wait_for
-            async with asyncio.timeout(timeout_s):
-                return await runner.infer(observation)
-        return await asyncio.wait_for(runner.infer(observation), timeout_s)
-    except asyncio.TimeoutError:  # a distinct class before Python 3.11
-        raise HTTPException(504, f"inference did not finish within {timeout_s:g} s") from None
 
 
 async def _decode(body: bytes, content_type: str | None, config: ServerConfig) -> DecodedRequest:
@@ -206,62 +192,3 @@ def _has_encoded_images(value: Any, depth: int = 0) -> bool:
     if isinstance(value, dict):
         return any(_has_encoded_images(item, depth + 1) for item in value.values())
     return _has_encoded_images(value[0], depth + 1)
-
-
-def _policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
-    spec = policy.spec
-    if not decoded.images:
-        raise HTTPException(400, "input.observation.images: the observation has no camera images")
-    if spec.camera_names:
-        unknown = sorted(set(decoded.images) - set(spec.camera_names))
-        missing = sorted(set(spec.camera_names) - set(decoded.images))
-        if unknown or missing:
-            raise HTTPException(
-                400,
-                f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
-                f"this policy takes {list(spec.camera_names)}",
-            )
-    if (
-        decoded.state is not None
-        and spec.state_dim is not None
-        and decoded.state.size != spec.state_dim
-    ):
-        raise HTTPException(
-            400,
-            f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}",
-        )
-    parameters = decoded.parameters
-    return PolicyInput(
-        images=decoded.images,
-        state=decoded.state,
-        task=decoded.task,
-        action_horizon=parameters.action_horizon,
-        num_inference_steps=parameters.num_inference_steps,
-        seed=parameters.seed,
-    )
-
-
-def _reply_document(
-    decoded: DecodedRequest, actions: Any, model: str, policy: Policy
-) -> dict[str, Any]:
-    request_id = decoded.request_id or new_request_id()
-    numpy_values = decoded.wire == "msgpack" or decoded.output_format == "numpy"
-    extra: dict[str, Any] = {}
-    if decoded.runtime.return_digest:
-        extra["digests"] = {name: frame_digest(frame) for name, frame in decoded.images.items()}
-    if decoded.runtime.response_format == "raw":
-        return build_raw(
-            actions,
-            request_id=request_id,
-            numpy_values=numpy_values,
-            parameters={"num_inference_steps": policy.spec.num_inference_steps},
-            extra=extra,
-        )
-    return build_envelope(
-        actions,
-        request_id=request_id,
-        model=model,
-        numpy_values=numpy_values,
-        denoise_steps=decoded.parameters.num_inference_steps or policy.spec.num_inference_steps,
-        extra=extra,
-    )

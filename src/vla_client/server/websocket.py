@@ -31,6 +31,7 @@ from vla_client.protocol import DecodedRequest, decode_payload, dumps, loads
 from vla_client.server.config import ServerConfig
 from vla_client.server.policy import Policy
 from vla_client.server.runner import InferenceError, Runner
+from vla_client.server.steps import infer_with_timeout, policy_input, reply_document
 
 log = logging.getLogger("vla_client.server")
 
@@ -45,9 +46,6 @@ def register_websocket_routes(
     app: FastAPI, policy: Policy, config: ServerConfig, runner: Runner, metadata: dict[str, Any]
 ) -> None:
     """Serve both websockets on `app`, and say so in `metadata` (the dict GET metadata returns)."""
-    # app.py imports this module; its request steps are read once the app is being built.
-    from vla_client.server.app import _infer, _policy_input, _reply_document
-
     metadata["capabilities"].update(realtime_websocket=True, openpi_websocket=True)
     handshake = dumps(metadata, "msgpack")
 
@@ -59,13 +57,15 @@ def register_websocket_routes(
                 raise PayloadTooLargeError(f"{len(frame)}-byte frame, over the limit of {limit}")
             decoded = await run_in_threadpool(_decode_frame, frame, config)
             preprocess_ms = (time.perf_counter() - start) * 1000
-            observation = _policy_input(decoded, policy)
+            observation = policy_input(decoded, policy)
             infer_start = time.perf_counter()
-            actions, stage_timings = await _infer(runner, observation, config.infer_timeout_s)
+            actions, stage_timings = await infer_with_timeout(
+                runner, observation, config.infer_timeout_s
+            )
             post_start = time.perf_counter()
             runtime = decoded.runtime.model_copy(update={"response_format": form})
             reply = await run_in_threadpool(
-                _reply_document,
+                reply_document,
                 dataclasses.replace(decoded, runtime=runtime),
                 actions,
                 config.model_name,
