@@ -1,8 +1,12 @@
 import msgpack
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from vla_client.codecs import packb, unpackb
+from vla_client.codecs.msgpack_numpy import VIEW_MIN_BYTES, _unpack_hook
 from vla_client.errors import CodecError
 
 
@@ -82,3 +86,101 @@ def test_malformed_msgpack_is_a_codec_error():
         unpackb(b"\xc1\xc1\xc1")
     with pytest.raises(CodecError):
         unpackb(packb({"a": 1})[:-1])
+
+
+def big_document() -> tuple[dict, dict[str, np.ndarray]]:
+    frames = {name: np.full((64, 96, 3), i, np.uint8) for i, name in enumerate("abc")}
+    state = np.linspace(-1, 1, 7, dtype=np.float32)
+    document = {
+        "input": {"observation": {"images": frames, "state": state}, "task": "pick"},
+        "parameters": {"seed": 3, "blob": b"x" * (VIEW_MIN_BYTES + 1)},
+        "frames_in_a_list": [frames["a"]],
+    }
+    return document, frames
+
+
+def test_big_arrays_in_maps_are_views_of_the_input_buffer():
+    document, frames = big_document()
+    buffer = bytearray(packb(document))
+    out = unpackb(memoryview(buffer))
+    for name, frame in frames.items():
+        image = out["input"]["observation"]["images"][name]
+        np.testing.assert_array_equal(image, frame)
+        assert np.shares_memory(image, np.frombuffer(buffer, np.uint8))
+        assert not image.flags.writeable
+    # Small arrays, arrays in lists and other binary values are copies, as msgpack makes them.
+    assert not np.shares_memory(
+        out["input"]["observation"]["state"], np.frombuffer(buffer, np.uint8)
+    )
+    assert not np.shares_memory(out["frames_in_a_list"][0], np.frombuffer(buffer, np.uint8))
+    assert type(out["parameters"]["blob"]) is bytes and out["parameters"]["seed"] == 3
+
+
+def test_big_bodies_decode_as_plain_msgpack_would():
+    document, _ = big_document()
+    body = packb(document)
+    plain = msgpack.unpackb(body, object_hook=_unpack_hook, raw=False, strict_map_key=False)
+    assert_same(unpackb(body), plain)
+
+
+def assert_same(left, right):
+    assert type(left) is type(right)
+    if isinstance(left, dict):
+        assert list(left) == list(right)
+        for key in left:
+            assert_same(left[key], right[key])
+    elif isinstance(left, list):
+        assert len(left) == len(right)
+        for a, b in zip(left, right, strict=True):
+            assert_same(a, b)
+    elif isinstance(left, np.ndarray):
+        assert left.dtype == right.dtype
+        np.testing.assert_array_equal(left, right)
+    else:
+        assert left == right
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda body: body[:-1],  # truncated inside the last frame
+        lambda body: body[: len(body) // 2],
+        lambda body: body + b"\x00",  # trailing bytes
+        lambda body: b"\x82" + body[1:],  # map header claims fewer entries than follow
+        lambda body: b"\xdf\xff\xff\xff\xff" + body[1:],  # and far more
+    ],
+)
+def test_damaged_big_bodies_are_codec_errors(damage):
+    document, _ = big_document()
+    with pytest.raises(CodecError, match="malformed msgpack"):
+        unpackb(damage(packb(document)))
+
+
+big_binaries = st.integers(0, 3 * VIEW_MIN_BYTES).map(lambda n: bytes(range(256)) * (n // 256))
+small_or_big_arrays = hnp.arrays(
+    st.sampled_from([np.uint8, np.int32, np.float32]),
+    hnp.array_shapes(max_dims=3, max_side=48),
+)
+leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(allow_nan=False),
+    st.text(max_size=20), st.binary(max_size=40), big_binaries, small_or_big_arrays,
+)  # fmt: skip
+documents = st.recursive(
+    leaves,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(
+            st.one_of(st.text(max_size=8), st.binary(max_size=8)), children, max_size=5
+        ),
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(document=documents)
+def test_any_document_decodes_exactly_as_plain_msgpack_decodes_it(document):
+    body = packb(document)
+    plain = msgpack.unpackb(body, object_hook=_unpack_hook, raw=False, strict_map_key=False)
+    assert_same(unpackb(body), plain)
+    assert_same(unpackb(bytearray(body)), plain)

@@ -7,7 +7,8 @@ import pytest
 
 from vla_client import ActionClient, Observation, encode_request
 from vla_client.client import mismatched_cameras
-from vla_client.codecs import ENCODINGS, WIRES, decode_image_bytes, encode_jpeg
+from vla_client.codecs import ENCODINGS, WIRES, decode_image_bytes, encode_jpeg, msgpack_numpy
+from vla_client.protocol import read_actions
 from vla_client.server import PolicyInput
 from vla_client.server.policies import reference_actions
 
@@ -97,3 +98,29 @@ def test_return_timing_false_drops_timings(server_url, observation):
 def test_action_horizon_parameter_reaches_the_policy(server_url, observation):
     with ActionClient(server_url) as client:
         assert client.infer(observation, action_horizon=4).actions.shape == (4, 7)
+
+
+def test_msgpack_bodies_with_and_without_a_content_length_give_the_same_chunk(
+    server_url, observation
+):
+    """With a length the body is read into shared memory; chunked, it is collected in memory."""
+    body, content_type = encode_request(observation, encoding="raw", wire="msgpack")
+
+    def chunked():
+        for start in range(0, len(body), 50_000):
+            yield body[start : start + 50_000]
+
+    url = f"{server_url}/v1/actions/generations"
+    replies = [
+        httpx.post(url, content=content, headers={"content-type": content_type})
+        for content in (body, chunked())
+    ]
+    assert [reply.status_code for reply in replies] == [200, 200]
+    chunks = [read_actions(msgpack_numpy.unpackb(reply.content))[0] for reply in replies]
+    np.testing.assert_array_equal(chunks[0], chunks[1])
+    expected = reference_actions(
+        PolicyInput(dict(observation.images), observation.state, observation.task),
+        horizon=10,
+        action_dim=7,
+    )
+    np.testing.assert_allclose(chunks[0], expected, rtol=1e-6)

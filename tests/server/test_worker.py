@@ -11,6 +11,7 @@ import pytest
 
 from vla_client.scene import synthetic_frames
 from vla_client.server import PolicyInput, ReferencePolicy
+from vla_client.server.config import WorkerSettings
 from vla_client.server.policies import reference_actions
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
 from vla_client.server.worker.shm import MIN_SLOT_BYTES, SlotPool, plan_layout, view, write_arrays
@@ -48,15 +49,13 @@ def test_slot_grows_under_a_new_name_and_close_unlinks_everything(
     own_segments: Callable[[], list[str]],
 ) -> None:
     pool = SlotPool(2)
-    slot = pool.acquire()
-    assert slot is not None
+    slot = pool.lend().slot
     slot.reserve(10)
     first = slot.name
     assert len(slot.buffer) == MIN_SLOT_BYTES
     slot.reserve(3 * MIN_SLOT_BYTES)
     assert slot.name != first and len(slot.buffer) >= 3 * MIN_SLOT_BYTES
     assert own_segments() == [slot.name]
-    assert pool.acquire() is not None and pool.acquire() is None
     pool.close()
     assert own_segments() == []
 
@@ -107,4 +106,122 @@ def test_requests_of_different_sizes_share_slots(
             await runner.close()
 
     assert len(asyncio.run(scenario())) == 3
+    assert own_segments() == []
+
+
+def frames_in(buffer: memoryview, frames: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Copies of `frames` laid out one after another in `buffer`, as a decoded body's are."""
+    placed, offset = {}, 8  # not at 0: a body starts with msgpack headers
+    for name, frame in frames.items():
+        placed[name] = np.ndarray(frame.shape, frame.dtype, buffer=buffer, offset=offset)
+        placed[name][...] = frame
+        offset += frame.nbytes
+    return placed
+
+
+def test_slot_locates_only_arrays_that_lie_wholly_inside_it() -> None:
+    pool = SlotPool(1)
+    slot = pool.lend().slot
+    slot.reserve(1000)
+    inside = np.ndarray((10,), np.float32, buffer=slot.buffer, offset=64)
+    assert slot.locate(inside) == 64
+    assert slot.locate(np.ndarray((3,), np.float32, buffer=slot.buffer, offset=2)) is None
+    assert slot.locate(np.ndarray((4, 4), np.uint8, buffer=slot.buffer)[:, ::2]) is None
+    assert slot.locate(inside.copy()) is None
+    del inside
+    pool.close()
+
+
+def test_arrays_read_into_a_lent_slot_reach_the_worker_in_place(
+    own_segments: Callable[[], list[str]],
+) -> None:
+    frames = synthetic_frames(["left", "right"], 120, 160, seed=5)
+
+    async def scenario() -> None:
+        runner = WorkerRunner(ReferencePolicy())
+        await runner.start()
+        try:
+            lease = runner.lend_memory()
+            body = lease.reserve(8 + sum(frame.nbytes for frame in frames.values()))
+            observation = PolicyInput(images=frames_in(body, frames), task="in place")
+            job = runner._write_job(lease.slot, observation)
+            assert [layout.offset for layout in job.arrays] == [8, 8 + frames["left"].nbytes]
+            actions, _ = await runner.infer(observation, lease)
+            expected = reference_actions(observation, horizon=16, action_dim=7)
+            np.testing.assert_allclose(actions, expected, rtol=1e-6)
+            # The worker wrote its chunk after the body: the frames are intact for digests.
+            for name, frame in frames.items():
+                np.testing.assert_array_equal(observation.images[name], frame)
+            del observation, body
+            lease.release()
+            assert runner._pool.in_use == 0
+        finally:
+            await runner.close()
+
+    asyncio.run(scenario())
+    assert own_segments() == []
+
+
+def test_a_slot_that_must_grow_keeps_the_body_and_moves_every_array(
+    own_segments: Callable[[], list[str]],
+) -> None:
+    """A small body whose decoded frames need more room (PNG, say) than the slot has."""
+    small = synthetic_frames(["a"], 16, 16, seed=1)
+    big = synthetic_frames(["b"], 720, 1280, seed=2)
+
+    async def scenario() -> None:
+        runner = WorkerRunner(ReferencePolicy())
+        await runner.start()
+        try:
+            lease = runner.lend_memory()
+            body = lease.reserve(8 + small["a"].nbytes)
+            first = lease.slot.name
+            images = {**frames_in(body, small), **big}
+            actions, _ = await runner.infer(PolicyInput(images=images), lease)
+            assert lease.slot.name != first
+            assert first not in own_segments(), "the outgrown segment is unlinked at once"
+            np.testing.assert_array_equal(images["a"], small["a"])  # still mapped: views live
+            expected = reference_actions(PolicyInput(images=images), horizon=16, action_dim=7)
+            np.testing.assert_allclose(actions, expected, rtol=1e-6)
+            del images, body
+            lease.release()
+        finally:
+            await runner.close()
+
+    asyncio.run(scenario())
+    assert own_segments() == []
+
+
+def worker_maps(pid: int | None, names: list[str]) -> list[str]:
+    with open(f"/proc/{pid}/maps") as maps:
+        text = maps.read()
+    return [name for name in names if name in text]
+
+
+def test_slots_beyond_the_kept_ones_are_unlinked_and_unmapped_by_the_worker(
+    own_segments: Callable[[], list[str]],
+) -> None:
+    frames = synthetic_frames(1, 24, 32, seed=4)
+    observation = PolicyInput(images=frames)
+
+    async def scenario() -> None:
+        runner = WorkerRunner(ReferencePolicy(), WorkerSettings(queue_size=2))
+        await runner.start()
+        try:
+            # Four requests at once (slow bodies, say): the pool lends beyond its two kept slots.
+            leases = [runner.lend_memory() for _ in range(4)]
+            for lease in leases:
+                lease.reserve(64)
+            names = [lease.slot.name for lease in leases]
+            await runner.infer(observation, leases[3])  # the worker maps the fourth slot
+            assert worker_maps(runner.worker_pid, names) == [names[3]]
+            for lease in leases:
+                lease.release()
+            assert own_segments() == sorted(names[:2]), "two kept, two unlinked"
+            await runner.infer(observation)  # the next batch tells the worker to forget them
+            assert worker_maps(runner.worker_pid, names[2:]) == []
+        finally:
+            await runner.close()
+
+    asyncio.run(scenario())
     assert own_segments() == []

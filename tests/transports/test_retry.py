@@ -13,7 +13,7 @@ from vla_client.errors import ConnectError, DeadlineExceededError, ServerError
 from vla_client.observation import Observation
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policy import PolicyInput
-from vla_client.server.runner import InferenceError, ThreadRunner
+from vla_client.server.runner import InferenceError, RequestMemory, ThreadRunner
 from vla_client.transports import Backoff, RetryPolicy
 
 
@@ -24,11 +24,11 @@ class FlakyRunner(ThreadRunner):
         super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
         self.error, self.failures, self.calls = error, failures, 0
 
-    async def infer(self, observation: PolicyInput) -> Any:
+    async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
         self.calls += 1
         if self.calls <= self.failures:
             raise self.error
-        return await super().infer(observation)
+        return await super().infer(observation, memory)
 
 
 def serve(runner: ThreadRunner) -> LocalServer:
@@ -89,9 +89,9 @@ def test_connect_failures_are_retried_a_bounded_number_of_times(
 
 def test_http_reply_after_the_deadline_is_discarded(small_observation: Observation) -> None:
     class SlowRunner(ThreadRunner):
-        async def infer(self, observation: PolicyInput) -> Any:
+        async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
             await asyncio.sleep(0.3)
-            return await super().infer(observation)
+            return await super().infer(observation, memory)
 
     runner = SlowRunner(ReferencePolicy(action_horizon=4, action_dim=3))
     with serve(runner) as server, ActionClient(server.url, deadline=0.1) as client:

@@ -6,7 +6,12 @@ Keys are packed as bytes (what openpi-client looks for) and read back as bytes o
 clients in other languages send). Only bool, integer and float dtypes cross the wire: object,
 void and complex are refused both ways, so nothing here can be made to run pickle.
 
-Unpacked arrays are read-only views of the received bytes, not copies.
+Unpacked arrays are read-only views of the buffer passed to `unpackb`, not copies. msgpack
+copies every binary value it returns, so maps of at least `VIEW_MIN_BYTES` near the top of a
+document are first split with msgspec, whose `Raw` values are slices of the input (the approach
+vLLM's engine takes for its own zero-copy messages); an array's data is sliced out of the input,
+and only the other values go through msgpack. A server that reads a body into shared memory
+therefore gets frames that already lie there.
 """
 
 from __future__ import annotations
@@ -15,12 +20,17 @@ import math
 from typing import Any
 
 import msgpack
+import msgspec
 import numpy as np
 
 from vla_client.errors import CodecError
 
 CONTENT_TYPE = "application/msgpack"
+VIEW_MIN_BYTES = 16 * 1024  # smaller values are copied: a copy is cheaper than splitting
 _ALLOWED_KINDS = frozenset("biuf")
+_WALK_DEPTH = 6  # images sit at depth 5 (input.observation.images.<cam>.data); deeper: msgpack
+_BIN_HEADER_BYTES = {0xC4: 2, 0xC5: 3, 0xC6: 5}  # bin 8/16/32: format byte, then the length
+_SPLIT_MAP = msgspec.msgpack.Decoder(dict[Any, msgspec.Raw])
 
 
 def packb(obj: Any) -> bytes:
@@ -32,14 +42,49 @@ def packb(obj: Any) -> bytes:
     return packed
 
 
-def unpackb(data: bytes | memoryview) -> Any:
-    """Unpack msgpack bytes; numpy maps become arrays and scalars. Raises `CodecError`."""
+def unpackb(data: bytes | bytearray | memoryview) -> Any:
+    """Unpack msgpack bytes; numpy maps become arrays and scalars. Raises `CodecError`.
+
+    Arrays of `VIEW_MIN_BYTES` or more in the maps near the top of the document (not in lists)
+    are read-only views of `data`, which must then not change while they are in use.
+    """
     try:
-        return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False, strict_map_key=False)
+        if len(data) < VIEW_MIN_BYTES:
+            return _unpack(data)
+        return _walk(memoryview(data).cast("B").toreadonly(), 0)
     except CodecError:
         raise
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+    except (ValueError, TypeError, msgpack.UnpackException, msgspec.DecodeError) as exc:
         raise CodecError(f"malformed msgpack body: {exc}") from None
+
+
+def _unpack(data: bytes | bytearray | memoryview) -> Any:
+    return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False, strict_map_key=False)
+
+
+def _walk(encoded: memoryview, depth: int) -> Any:
+    """Decode one value; big maps near the top are split without copying their values.
+
+    A binary value in such a map comes back as a slice of `encoded`, kept only where it is
+    array data; everything else (lists, scalars, small or deep maps) is unpacked by msgpack.
+    """
+    kind = encoded[0]
+    header = _BIN_HEADER_BYTES.get(kind)
+    if header is not None and depth > 0:
+        return encoded[header:]
+    is_map = 0x80 <= kind <= 0x8F or kind in (0xDE, 0xDF)
+    if not is_map or depth >= _WALK_DEPTH or len(encoded) < VIEW_MIN_BYTES:
+        return _unpack(encoded)
+    pairs = {
+        key: _walk(memoryview(value), depth + 1)
+        for key, value in _SPLIT_MAP.decode(encoded).items()
+    }
+    result = _unpack_hook(pairs)
+    if result is pairs:
+        for key, value in pairs.items():
+            if isinstance(value, memoryview):
+                pairs[key] = value.tobytes()
+    return result
 
 
 def _check_dtype(dtype: np.dtype[Any]) -> None:
@@ -102,11 +147,13 @@ def _unpack_array(obj: dict[Any, Any]) -> np.ndarray:
         isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
     ):
         raise CodecError(f"ndarray shape must be a list of non-negative ints, got {shape!r}")
-    if not isinstance(data, bytes | bytearray):
+    if not isinstance(data, bytes | bytearray | memoryview):
         raise CodecError("ndarray data must be binary")
     expected = math.prod(shape) * dtype.itemsize
     if len(data) != expected:
         raise CodecError(
             f"ndarray data has {len(data)} bytes, shape {list(shape)} of {dtype} needs {expected}"
         )
-    return np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
+    array = np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
+    array.flags.writeable = False
+    return array

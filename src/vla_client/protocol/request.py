@@ -176,7 +176,7 @@ def encode_request(
 
 
 def decode_request(
-    body: bytes, content_type: str | None, *, limits: DecodeLimits | None = None
+    body: bytes | memoryview, content_type: str | None, *, limits: DecodeLimits | None = None
 ) -> DecodedRequest:
     """Parse a request body and decode every image to an ndarray. Raises `CodecError`."""
     wire = wire_for_content_type(content_type)

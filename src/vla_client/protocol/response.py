@@ -7,8 +7,8 @@ The envelope is SGLang's `action_generation_response`; the raw form is its
 
 from __future__ import annotations
 
+import os
 import time
-import uuid
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ from vla_client.errors import ProtocolError
 
 def new_request_id() -> str:
     """A fresh request id, ``act_<32 hex digits>`` as SGLang generates them."""
-    return f"act_{uuid.uuid4().hex}"
+    return f"act_{os.urandom(16).hex()}"
 
 
 def build_envelope(

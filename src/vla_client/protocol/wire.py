@@ -49,7 +49,7 @@ def dumps(payload: Any, wire: Wire) -> bytes:
         raise CodecError(f"cannot serialise to JSON: {exc}") from None
 
 
-def loads(body: bytes, wire: Wire) -> Any:
+def loads(body: bytes | memoryview, wire: Wire) -> Any:
     """Parse a body; raises `CodecError` for malformed JSON or msgpack.
 
     JSON bodies that carry pixel lists (``image.tolist()``) take a fast path: the lists are cut
@@ -59,6 +59,8 @@ def loads(body: bytes, wire: Wire) -> Any:
     """
     if wire == "msgpack":
         return msgpack_numpy.unpackb(body)
+    if isinstance(body, memoryview):
+        body = body.tobytes()
     arrays: dict[str, Any] = {}
     if len(body) > _PIXEL_SCAN_MIN_BYTES and b"[[[" in body:
         body, arrays = extract_pixel_lists(body)

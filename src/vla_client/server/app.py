@@ -39,7 +39,7 @@ from vla_client.server.limits import read_body
 from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.policy import Policy, metadata_document
-from vla_client.server.runner import InferenceError, Runner, ThreadRunner
+from vla_client.server.runner import InferenceError, RequestMemory, Runner, ThreadRunner
 from vla_client.server.steps import infer_with_timeout, policy_input, reply_document
 from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
@@ -104,14 +104,31 @@ def create_app(
 
     async def generations(request: Request) -> Response:
         start = time.perf_counter()
-        body = await read_body(request, config.max_body_bytes, config.body_timeout_s)
         content_type = request.headers.get("content-type")
+        # A msgpack body goes straight into memory the runner lends (for the worker, shared
+        # memory), so the arrays decoded from it reach the policy without a copy.
+        memory = runner.lend_memory() if wants_msgpack(content_type, None) else None
+        try:
+            return await _answer(request, content_type, memory, start)
+        finally:
+            if memory is not None:
+                memory.release()
+
+    async def _answer(
+        request: Request, content_type: str | None, memory: RequestMemory | None, start: float
+    ) -> Response:
+        body = await read_body(
+            request,
+            config.max_body_bytes,
+            config.body_timeout_s,
+            into=memory.reserve if memory is not None else None,
+        )
         decoded = await _decode(body, content_type, config)
         request.state.request_id = decoded.request_id
         preprocess_ms = (time.perf_counter() - start) * 1000
         observation = policy_input(decoded, policy)
         actions, stage_timings = await infer_with_timeout(
-            runner, observation, config.infer_timeout_s
+            runner, observation, config.infer_timeout_s, memory
         )
         post_start = time.perf_counter()
         if decoded.runtime.return_digest:  # hashing every frame takes milliseconds
@@ -154,7 +171,9 @@ def _add_hot_post_route(
     app.router.routes.insert(0, Route(path, endpoint, methods=["POST"]))
 
 
-async def _decode(body: bytes, content_type: str | None, config: ServerConfig) -> DecodedRequest:
+async def _decode(
+    body: bytes | memoryview, content_type: str | None, config: ServerConfig
+) -> DecodedRequest:
     """`decode_request`, in a worker thread only where that lets the event loop run meanwhile.
 
     Unpacking msgpack and turning its arrays or lists into frames holds the GIL, so a thread

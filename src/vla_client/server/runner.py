@@ -31,13 +31,31 @@ class InferenceError(Exception):
         self.retry_after = retry_after
 
 
+class RequestMemory(Protocol):
+    """Memory a runner lends one request to read its body into (see `Runner.lend_memory`)."""
+
+    def reserve(self, nbytes: int) -> memoryview:
+        """A writable buffer of `nbytes` for the body."""
+
+    def release(self) -> None:
+        """The request is done with it (its reply is built)."""
+
+
 class Runner(Protocol):
     """Runs one observation through the policy; returns the chunk and stage timings in ms."""
 
     async def start(self) -> None:
         """Start workers; called once before the first request."""
 
-    async def infer(self, observation: PolicyInput) -> tuple[np.ndarray, dict[str, float]]:
+    def lend_memory(self) -> RequestMemory | None:
+        """Memory to read a body into, so arrays decoded from it need no copy; None if none.
+
+        The caller passes it to `infer` and releases it when the request is done.
+        """
+
+    async def infer(
+        self, observation: PolicyInput, memory: RequestMemory | None = None
+    ) -> tuple[np.ndarray, dict[str, float]]:
         """Action chunk ``[H, D]`` and timings such as ``inference_ms``."""
 
     async def close(self) -> None:
@@ -55,7 +73,12 @@ class ThreadRunner:
         if callable(load):
             await run_in_threadpool(load)
 
-    async def infer(self, observation: PolicyInput) -> tuple[np.ndarray, dict[str, float]]:
+    def lend_memory(self) -> None:
+        """Nothing to lend: the policy reads the decoded arrays where they are."""
+
+    async def infer(
+        self, observation: PolicyInput, memory: RequestMemory | None = None
+    ) -> tuple[np.ndarray, dict[str, float]]:
         start = time.perf_counter()
         try:
             actions = await run_in_threadpool(self.policy.infer, observation)

@@ -7,26 +7,26 @@ reply document: one implementation, so the two transports cannot drift apart.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 from fastapi import HTTPException
 
 from vla_client.codecs import frame_digest
 from vla_client.protocol import DecodedRequest, build_envelope, build_raw, new_request_id
+from vla_client.server.limits import within
 from vla_client.server.policy import Policy, PolicyInput
-from vla_client.server.runner import Runner
+from vla_client.server.runner import RequestMemory, Runner
 
 
 async def infer_with_timeout(
-    runner: Runner, observation: PolicyInput, timeout_s: float
+    runner: Runner,
+    observation: PolicyInput,
+    timeout_s: float,
+    memory: RequestMemory | None = None,
 ) -> tuple[Any, dict[str, float]]:
     """The runner's answer, or 504 when it takes longer than `timeout_s`."""
     try:
-        if sys.version_info >= (3, 11):  # no extra task and loop pass, unlike wait_for
-            async with asyncio.timeout(timeout_s):
-                return await runner.infer(observation)
-        return await asyncio.wait_for(runner.infer(observation), timeout_s)
+        return await within(timeout_s, runner.infer(observation, memory))
     except asyncio.TimeoutError:  # a distinct class before Python 3.11
         raise HTTPException(504, f"inference did not finish within {timeout_s:g} s") from None
 

@@ -23,6 +23,7 @@ class Job(Positional):
     slot_index: int
     slot_name: str
     arrays: tuple[ArrayLayout, ...]
+    results_offset: int  # where in the slot the worker may write this job's chunk
     task: str
     action_horizon: int | None
     num_inference_steps: int | None
@@ -31,10 +32,11 @@ class Job(Positional):
 
 @dataclass(frozen=True)
 class Batch(Positional):
-    """Jobs to run through the policy in one call."""
+    """Jobs to run through the policy in one call, and slots the worker should unmap."""
 
     batch_id: int
     jobs: tuple[Job, ...]
+    forget: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,8 @@ def worker_main(fd: int) -> None:
 
 def run_batch(policy: Policy, batch: Batch, attachments: Attachments) -> BatchDone | BatchFailed:
     """One policy call for every job in `batch`; chunks go back into the jobs' slots."""
+    for index in batch.forget:
+        attachments.forget(index)
     inputs = [_policy_input(job, attachments) for job in batch.jobs]
     start = time.perf_counter()
     try:
@@ -117,7 +119,7 @@ def _as_chunk(chunk: Any) -> np.ndarray:
 def _store(job: Job, chunk: np.ndarray, attachments: Attachments) -> Result:
     buffer = attachments.buffer(job.slot_index, job.slot_name)
     arrays = {"actions": chunk}
-    layouts, needed = plan_layout(arrays)
+    layouts, needed = plan_layout(arrays, job.results_offset)
     if needed > len(buffer):
         return Result(job.job_id, None, inline=chunk)
     write_arrays(buffer, arrays, layouts)

@@ -1,11 +1,13 @@
 """`WorkerRunner`: the entrypoint's side of the worker layout (admission, batching, supervision).
 
-A request is admitted only if a shared-memory slot is free (`queue_size` slots: requests waiting
-plus running), otherwise it gets 503 with ``Retry-After`` at once. Its arrays are copied into
-the slot and it joins the `Batcher`, which sends batches to the worker one at a time. Replies
-are matched back to requests by job id. When the worker dies, or runs past
-`inference_timeout_s` and is killed, the requests it held get 503 and a new worker is started;
-the requests still queued wait for it. Nothing here ever waits without a bound.
+A request is admitted only while fewer than `queue_size` requests are waiting or running,
+otherwise it gets 503 with ``Retry-After`` at once. It runs in a shared-memory slot: the one the
+entrypoint read its body into (`lend_memory`), where arrays decoded from the body already lie,
+or a fresh one; arrays not yet in the slot are copied in. Then it joins the `Batcher`, which
+sends batches to the worker one at a time. Replies are matched back to requests by job id.
+When the worker dies, or runs past `inference_timeout_s` and is killed, the requests it held
+get 503 and a new worker is started; the requests still queued wait for it. Nothing here ever
+waits without a bound.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from vla_client.server.config import WorkerSettings
 from vla_client.server.policy import Policy, PolicyInput
-from vla_client.server.runner import InferenceError, policy_failure_detail
+from vla_client.server.runner import InferenceError, RequestMemory, policy_failure_detail
 from vla_client.server.worker.messages import (
     STATE_KEY,
     Batch,
@@ -30,7 +32,15 @@ from vla_client.server.worker.messages import (
     Result,
 )
 from vla_client.server.worker.scheduler import Batcher, Pending
-from vla_client.server.worker.shm import Slot, SlotPool, plan_layout, view, write_arrays
+from vla_client.server.worker.shm import (
+    ArrayLayout,
+    Lease,
+    Slot,
+    SlotPool,
+    plan_layout,
+    view,
+    write_arrays,
+)
 from vla_client.server.worker.supervisor import WorkerProcess, WorkerStartError
 
 log = logging.getLogger("vla_client.server.worker")
@@ -52,6 +62,7 @@ class WorkerRunner:
             self.settings.max_batch, self.settings.batch_wait_ms / 1000, self._send
         )
         self._in_flight: dict[int, Pending[Job]] = {}
+        self._admitted = 0
         self._batch_ids = itertools.count(1)
         self._job_ids = itertools.count()
         self._started = False
@@ -72,27 +83,38 @@ class WorkerRunner:
         self._started = True
         self._batcher.resume()
 
-    async def infer(self, observation: PolicyInput) -> tuple[np.ndarray, Timings]:
+    def lend_memory(self) -> Lease:
+        """A shared-memory slot to read a request body into; pass it to `infer`, then release."""
+        return self._pool.lend()
+
+    async def infer(
+        self, observation: PolicyInput, memory: RequestMemory | None = None
+    ) -> tuple[np.ndarray, Timings]:
         start = time.perf_counter()
         if self._closing or not self._started:
             raise InferenceError(503, "the server is shutting down", retry_after=RETRY_AFTER_S)
         if self._start_error:
             raise InferenceError(503, self._start_error, retry_after=RETRY_AFTER_S)
-        slot = self._pool.acquire()
-        if slot is None:
+        if self._admitted >= self.settings.queue_size:
             raise InferenceError(
                 503,
                 f"server busy: {self.settings.queue_size} requests already queued or running",
                 retry_after=RETRY_AFTER_S,
             )
+        if isinstance(memory, Lease):
+            lease = memory
+            lease.hold()
+        else:
+            lease = self._pool.lend()
         try:
-            job = self._write_job(slot, observation)
+            job = self._write_job(lease.slot, observation)
         except BaseException:
-            self._pool.give_back(slot)
+            lease.release()
             raise
+        self._admitted += 1
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[np.ndarray, Timings]] = loop.create_future()
-        pending = Pending(job, future, on_retire=lambda: self._pool.give_back(slot))
+        pending = Pending(job, future, on_retire=lambda: self._retire(lease))
         copy_ms = (pending.admitted - start) * 1000
         self._batcher.put(pending)
         actions, timings = await future
@@ -114,18 +136,36 @@ class WorkerRunner:
         self._fail_in_flight("the server shut down while this request was running")
         self._pool.close()
 
+    def _retire(self, lease: Lease) -> None:
+        self._admitted -= 1
+        lease.release()
+
     def _write_job(self, slot: Slot, observation: PolicyInput) -> Job:
+        """Place the observation's arrays in `slot`: in place where they already lie there."""
         arrays: dict[str, np.ndarray] = dict(observation.images)
         if observation.state is not None:
             arrays[STATE_KEY] = np.ascontiguousarray(observation.state)
-        layouts, needed = plan_layout(arrays)
-        slot.reserve(needed)
-        write_arrays(slot.buffer, arrays, layouts)
+        in_place: list[ArrayLayout] = []
+        to_copy: dict[str, np.ndarray] = {}
+        for key, array in arrays.items():
+            offset = slot.locate(array)
+            if offset is None:
+                to_copy[key] = array
+            else:
+                in_place.append(ArrayLayout(key, array.dtype.str, array.shape, offset))
+        copies, end = plan_layout(to_copy, slot.used)
+        if not slot.fits(end):
+            # Growing replaces the segment the body is in: everything moves to the new one.
+            in_place, to_copy = [], arrays
+            copies, end = plan_layout(arrays)
+            slot.reserve(end)
+        write_arrays(slot.buffer, to_copy, copies)
         return Job(
             job_id=next(self._job_ids),
             slot_index=slot.index,
             slot_name=slot.name,
-            arrays=tuple(layouts),
+            arrays=(*in_place, *copies),
+            results_offset=end,
             task=observation.task,
             action_horizon=observation.action_horizon,
             num_inference_steps=observation.num_inference_steps,
@@ -138,7 +178,8 @@ class WorkerRunner:
             pending.dispatched = now
         self._in_flight = {pending.item.job_id: pending for pending in batch}
         try:
-            self._worker.send(Batch(next(self._batch_ids), tuple(p.item for p in batch)))
+            forget, self._pool.forgotten = tuple(self._pool.forgotten), []
+            self._worker.send(Batch(next(self._batch_ids), tuple(p.item for p in batch), forget))
         except OSError:  # the worker just died; its exit fails these requests
             return
         self._timeout = asyncio.get_running_loop().call_later(

@@ -1,17 +1,20 @@
 """Shared-memory slots: how frames and action chunks cross between entrypoint and worker.
 
-Each admitted request owns one slot, a POSIX shared-memory segment the entrypoint creates and
-reuses. The entrypoint copies the decoded arrays into its slot and sends the worker only their
-`ArrayLayout`s (name, dtype, shape, offset: a few bytes of pickle); the worker maps the same
-segment and reads the arrays in place, without a copy. Slots grow when a request needs more
-room, and every segment name starts with `SEGMENT_PREFIX` so a leak is easy to spot in
-``/dev/shm``. Segments are created by the entrypoint only, and unlinked by it on close; if the
-entrypoint is killed outright, its resource tracker unlinks them.
+Each request in the server holds one slot, a POSIX shared-memory segment the entrypoint creates
+and reuses, through a `Lease`. A msgpack body is read straight into its slot, so the arrays
+decoded from it already lie there (`Slot.locate` finds them); other arrays are copied in after
+the body. The worker gets only `ArrayLayout`s (name, dtype, shape, offset: a few bytes of
+pickle), maps the same segment and reads the arrays in place. Slots grow when a request needs
+more room, and every segment name starts with `SEGMENT_PREFIX` so a leak is easy to spot in
+``/dev/shm``. Segments are created by the entrypoint only, and unlinked by it when they are
+replaced or the pool closes; if the entrypoint is killed outright, its resource tracker unlinks
+them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import secrets
 import sys
@@ -50,14 +53,19 @@ class ArrayLayout(Positional):
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
-def plan_layout(arrays: Mapping[str, np.ndarray]) -> tuple[list[ArrayLayout], int]:
-    """Aligned offsets for `arrays` packed one after another; returns layouts and bytes needed."""
+def plan_layout(arrays: Mapping[str, np.ndarray], start: int = 0) -> tuple[list[ArrayLayout], int]:
+    """Aligned offsets for `arrays` packed one after another from `start`; returns the layouts
+    and the offset just past the last one."""
     layouts: list[ArrayLayout] = []
-    offset = 0
+    offset = _aligned(start)
     for key, array in arrays.items():
         layouts.append(ArrayLayout(key, array.dtype.str, tuple(array.shape), offset))
-        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+        offset = _aligned(offset + array.nbytes)
     return layouts, offset
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // _ALIGN) * _ALIGN
 
 
 def view(buffer: memoryview, layout: ArrayLayout) -> np.ndarray:
@@ -82,13 +90,19 @@ def write_arrays(
 
 
 class Slot:
-    """One reusable segment, owned by the entrypoint; `name` changes when it grows."""
+    """One reusable segment, owned by the entrypoint; `name` changes when it grows.
+
+    `used` is how many bytes at its start hold a request body (read there by a `Lease`).
+    """
 
     def __init__(self, pool_tag: str, index: int) -> None:
         self._pool_tag = pool_tag
         self.index = index
+        self.used = 0
         self._generation = 0
         self._segment: shared_memory.SharedMemory | None = None
+        self._address = 0
+        self._retired: list[shared_memory.SharedMemory] = []
 
     @property
     def name(self) -> str:
@@ -102,52 +116,128 @@ class Slot:
         assert buffer is not None
         return buffer
 
+    def fits(self, nbytes: int) -> bool:
+        return self._segment is not None and self._segment.size >= nbytes
+
     def reserve(self, nbytes: int) -> None:
-        """Make sure the segment holds at least `nbytes`, replacing it with a bigger one if not."""
-        if self._segment is not None and self._segment.size >= nbytes:
+        """Make sure the segment holds at least `nbytes`, replacing it with a bigger one if not.
+
+        Arrays still viewing the old segment stay valid: it is unlinked at once and unmapped
+        once the last view of it is gone.
+        """
+        self._close_retired()
+        if self.fits(nbytes):
             return
         self.release()
         size = max(MIN_SLOT_BYTES, 1 << max(nbytes - 1, 1).bit_length())
         self._generation += 1
         name = f"{SEGMENT_PREFIX}{self._pool_tag}_{self.index}_{self._generation}"
         self._segment = shared_memory.SharedMemory(name=name, create=True, size=size)
+        self._address = np.frombuffer(self.buffer, np.uint8, count=1).ctypes.data
+        self.used = 0
+
+    def reset(self) -> None:
+        """The request using the slot is done: forget its body, unmap outgrown segments."""
+        self.used = 0
+        self._close_retired()
+
+    def locate(self, array: np.ndarray) -> int | None:
+        """Where `array` lies in the segment, or None when it is not wholly and plainly there."""
+        if self._segment is None or not array.flags.c_contiguous:
+            return None
+        offset = int(array.ctypes.data) - self._address
+        if 0 <= offset <= self._segment.size - array.nbytes and offset % array.itemsize == 0:
+            return offset
+        return None
 
     def release(self) -> None:
-        """Unmap and unlink the segment."""
+        """Unlink the segment, and unmap it once nothing views it."""
         segment, self._segment = self._segment, None
-        if segment is None:
-            return
-        segment.close()
-        with contextlib.suppress(FileNotFoundError):
-            segment.unlink()
+        self.used = 0
+        if segment is not None:
+            with contextlib.suppress(FileNotFoundError):
+                segment.unlink()
+            self._retired.append(segment)
+        self._close_retired()
+
+    def _close_retired(self) -> None:
+        self._retired = [segment for segment in self._retired if not _closed(segment)]
+
+
+class Lease:
+    """A request's hold on a slot, from the body's arrival to the worker's reply.
+
+    The entrypoint holds it while it reads, decodes and answers; a queued or running job holds
+    it until the worker is done with the slot. The slot goes back when both let go, so a
+    client that gives up early never frees a slot the worker still reads.
+    """
+
+    def __init__(self, pool: SlotPool, slot: Slot) -> None:
+        self.slot = slot
+        self._pool = pool
+        self._holds = 1
+
+    def reserve(self, nbytes: int) -> memoryview:
+        """A writable view of the slot's first `nbytes`, for a request body to be read into."""
+        self.slot.reserve(nbytes)
+        self.slot.used = nbytes
+        return self.slot.buffer[:nbytes]
+
+    def hold(self) -> None:
+        self._holds += 1
+
+    def release(self) -> None:
+        self._holds -= 1
+        if self._holds == 0:
+            self._pool.give_back(self.slot)
 
 
 class SlotPool:
-    """A fixed number of slots: one per request the server admits at a time."""
+    """Slots for the requests in the server; up to `keep` idle ones stay mapped for reuse.
 
-    def __init__(self, size: int) -> None:
-        tag = f"{os.getpid()}_{secrets.token_hex(3)}"
-        self._free = [Slot(tag, index) for index in reversed(range(size))]
-        self._all = list(reversed(self._free))
+    There is always a slot to lend (a request reading its body has one, however slowly it
+    arrives); how many requests may queue is the runner's limit, not the pool's. Slots beyond
+    `keep` are unlinked when given back, and their indices collected in `forgotten` so the
+    worker can unmap them too.
+    """
+
+    def __init__(self, keep: int) -> None:
+        self._tag = f"{os.getpid()}_{secrets.token_hex(3)}"
+        self._keep = keep
+        self._indices = itertools.count()
+        self._free: list[Slot] = []
+        self._live: dict[int, Slot] = {}
+        self.forgotten: list[int] = []
 
     @property
-    def available(self) -> int:
-        return len(self._free)
+    def in_use(self) -> int:
+        """Slots held by requests now."""
+        return len(self._live) - len(self._free)
 
-    def acquire(self) -> Slot | None:
-        """A free slot, or None when every slot is in use."""
-        return self._free.pop() if self._free else None
+    def lend(self) -> Lease:
+        """A slot for one request, held once by the caller."""
+        slot = self._free.pop() if self._free else Slot(self._tag, next(self._indices))
+        self._live[slot.index] = slot
+        return Lease(self, slot)
 
     def slot(self, index: int) -> Slot:
-        return self._all[index]
+        return self._live[index]
 
     def give_back(self, slot: Slot) -> None:
-        self._free.append(slot)
+        slot.reset()
+        if len(self._free) < self._keep:
+            self._free.append(slot)
+            return
+        slot.release()
+        del self._live[slot.index]
+        self.forgotten.append(slot.index)
 
     def close(self) -> None:
         """Unlink every segment; call once no process reads them any more."""
-        for slot in self._all:
+        for slot in self._live.values():
             slot.release()
+        self._live.clear()
+        self._free.clear()
 
 
 class Attachments:
@@ -166,6 +256,12 @@ class Attachments:
         buffer = segment.buf
         assert buffer is not None
         return buffer
+
+    def forget(self, index: int) -> None:
+        """Unmap a slot the entrypoint has unlinked."""
+        segment = self._segments.pop(index, None)
+        if segment is not None:
+            _close_quietly(segment)
 
     def close(self) -> None:
         for segment in self._segments.values():
@@ -188,5 +284,13 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 def _close_quietly(segment: shared_memory.SharedMemory) -> None:
     # BufferError: a policy kept a view; the mapping goes when the view does.
-    with contextlib.suppress(BufferError):
+    _closed(segment)
+
+
+def _closed(segment: shared_memory.SharedMemory) -> bool:
+    """Unmap `segment`; False while an array or memoryview still uses it."""
+    try:
         segment.close()
+    except BufferError:
+        return False
+    return True
