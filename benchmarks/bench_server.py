@@ -8,9 +8,10 @@ Three cameras of 360x640x3 uint8 (synthetic scenes), loopback. Prints:
    ratio to a bare harness doing the same client work against a bare Starlette endpoint (which
    for the JSON encodings also decodes the images, as the real entrypoint must);
 2. entrypoint decode cost per encoding (`decode_request`);
-3. IPC cost per request (the server's `ipc_ms`, from the raw/msgpack rows of table 1: copy into
-   shared memory, hand-off to the worker and back) against one memcpy of the same 2,073,600
-   bytes into a preallocated buffer, cache evicted (the target's baseline) and cache hot;
+3. IPC cost per request (the server's `ipc_ms`, from the raw/msgpack rows of table 1: the frames
+   are already in shared memory, read there with the body, so this is the hand-off to the worker
+   and back) against one memcpy of the same 2,073,600 bytes into a preallocated buffer, cache
+   evicted (the target's baseline) and cache hot;
 4. throughput with 1, 4 and 16 concurrent msgpack clients against the bare endpoint.
 
 Both servers run as separate processes (this script's ``--serve``/``--bare`` modes, the same

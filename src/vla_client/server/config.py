@@ -57,8 +57,14 @@ class ServerConfig:
 
 
 def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
-    """The uvicorn settings that enforce `config`'s connection limits."""
+    """The uvicorn settings that enforce `config`'s connection limits.
+
+    HTTP is parsed by h11 even where httptools is installed: httptools puts no bound on header
+    size, h11 refuses headers past 16 KiB. The event loop is uvloop where it is installed (the
+    ``server`` extra installs it on Linux and macOS), as in SGLang.
+    """
     return {
+        "http": "h11",
         "timeout_keep_alive": config.idle_timeout_s,
         "ws_max_size": config.max_ws_message_bytes,
         "limit_concurrency": config.max_connections,
