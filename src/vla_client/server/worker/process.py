@@ -59,12 +59,13 @@ def worker_main(fd: int) -> None:
     try:
         while True:
             try:
-                message: Any = conn.recv()
+                message: Any = pickle.loads(conn.recv_bytes())
             except (EOFError, OSError):
                 break
             if message == STOP:
                 break
-            # Plain pickle, not `Connection.send`'s ForkingPickler: same bytes, half the time.
+            # Plain pickle both ways, not `Connection.send`'s ForkingPickler: same bytes, half
+            # the time.
             reply = run_batch(policy, message, attachments)
             conn.send_bytes(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL))
     finally:
