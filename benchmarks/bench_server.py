@@ -228,8 +228,8 @@ def _hammer(
 def serve(bare_port: int | None, server_port: int | None) -> None:
     """Run one of the two servers with the same uvicorn settings (the server's own) and no log.
 
-    `uvicorn.run` binds a TCP socket itself, so asyncio sets TCP_NODELAY on both servers'
-    connections.
+    `uvicorn.run` binds a TCP socket itself, so the event loop (uvloop where installed, as
+    the server's options leave it) sets TCP_NODELAY on both servers' connections.
     """
     import uvicorn
 
