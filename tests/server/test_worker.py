@@ -225,3 +225,25 @@ def test_slots_beyond_the_kept_ones_are_unlinked_and_unmapped_by_the_worker(
 
     asyncio.run(scenario())
     assert own_segments() == []
+
+
+def test_a_slot_lent_around_shutdown_is_unlinked_when_it_comes_back(
+    own_segments: Callable[[], list[str]],
+) -> None:
+    async def scenario() -> None:
+        runner = WorkerRunner(ReferencePolicy())
+        await runner.start()
+        reading = runner.lend_memory()  # a request still reading its body at shutdown
+        body = reading.reserve(1000)
+        await runner.close()
+        assert own_segments() == [], "close unlinks slots still in use"
+        body[:4] = b"late"  # still mapped: the late writer does no harm
+        late = runner.lend_memory()  # a request that arrived as the server stopped
+        late.reserve(1000)
+        assert own_segments() == [late.slot.name]
+        del body
+        reading.release()
+        late.release()
+
+    asyncio.run(scenario())
+    assert own_segments() == []

@@ -187,6 +187,7 @@ class Lease:
         self._holds += 1
 
     def release(self) -> None:
+        assert self._holds > 0, "lease released more often than held"
         self._holds -= 1
         if self._holds == 0:
             self._pool.give_back(self.slot)
@@ -207,6 +208,7 @@ class SlotPool:
         self._indices = itertools.count()
         self._free: list[Slot] = []
         self._live: dict[int, Slot] = {}
+        self._closed = False
         self.forgotten: list[int] = []
 
     @property
@@ -225,15 +227,20 @@ class SlotPool:
 
     def give_back(self, slot: Slot) -> None:
         slot.reset()
-        if len(self._free) < self._keep:
+        if len(self._free) < self._keep and not self._closed:
             self._free.append(slot)
             return
         slot.release()
-        del self._live[slot.index]
+        self._live.pop(slot.index, None)
         self.forgotten.append(slot.index)
 
     def close(self) -> None:
-        """Unlink every segment; call once no process reads them any more."""
+        """Unlink every segment; call once the worker reads them no more.
+
+        A request still reading its body keeps its mapping until it lets go; a slot lent or
+        given back after this is unlinked as soon as it comes back.
+        """
+        self._closed = True
         for slot in self._live.values():
             slot.release()
         self._live.clear()
