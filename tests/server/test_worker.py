@@ -247,3 +247,24 @@ def test_a_slot_lent_around_shutdown_is_unlinked_when_it_comes_back(
 
     asyncio.run(scenario())
     assert own_segments() == []
+
+
+def test_a_chunk_too_big_for_the_slot_comes_back_inline(
+    own_segments: Callable[[], list[str]],
+) -> None:
+    observation = PolicyInput(images=synthetic_frames(1, 24, 32, seed=6), action_horizon=50_000)
+
+    async def scenario() -> np.ndarray:
+        runner = WorkerRunner(ReferencePolicy())
+        await runner.start()
+        try:
+            actions, _ = await runner.infer(observation)  # 1.4 MB of actions, a 1 MB slot
+            return actions
+        finally:
+            await runner.close()
+
+    actions = asyncio.run(scenario())
+    expected = reference_actions(observation, horizon=50_000, action_dim=7)
+    assert actions.flags.writeable and actions.shape == (50_000, 7)
+    np.testing.assert_allclose(actions, expected, rtol=1e-6)
+    assert own_segments() == []

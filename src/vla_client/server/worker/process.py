@@ -27,7 +27,6 @@ import numpy as np
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
     STATE_KEY,
-    STOP,
     Batch,
     BatchDone,
     BatchFailed,
@@ -35,6 +34,9 @@ from vla_client.server.worker.messages import (
     Ready,
     Result,
     StartFailed,
+    Stop,
+    decode_order,
+    encode,
 )
 from vla_client.server.worker.shm import Attachments, plan_layout, view, write_arrays
 
@@ -59,15 +61,12 @@ def worker_main(fd: int) -> None:
     try:
         while True:
             try:
-                message: Any = pickle.loads(conn.recv_bytes())
+                order = decode_order(conn.recv_bytes())
             except (EOFError, OSError):
                 break
-            if message == STOP:
+            if isinstance(order, Stop):
                 break
-            # Plain pickle both ways, not `Connection.send`'s ForkingPickler: same bytes, half
-            # the time.
-            reply = run_batch(policy, message, attachments)
-            conn.send_bytes(pickle.dumps(reply, pickle.HIGHEST_PROTOCOL))
+            conn.send_bytes(encode(run_batch(policy, order, attachments)))
     finally:
         attachments.close()
         policy.close()
@@ -122,7 +121,7 @@ def _store(job: Job, chunk: np.ndarray, attachments: Attachments) -> Result:
     arrays = {"actions": chunk}
     layouts, needed = plan_layout(arrays, job.results_offset)
     if needed > len(buffer):
-        return Result(job.job_id, None, inline=chunk)
+        return Result(job.job_id, layouts[0], inline=chunk.tobytes())
     write_arrays(buffer, arrays, layouts)
     return Result(job.job_id, layouts[0])
 

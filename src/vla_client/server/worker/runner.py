@@ -199,10 +199,11 @@ class WorkerRunner:
         self._finish_batch()
 
     def _resolve(self, pending: Pending[Job], result: Result, inference_ms: float) -> None:
-        actions = result.inline
-        if actions is None:
-            assert result.layout is not None
-            actions = np.array(view(self._pool.slot(pending.item.slot_index).buffer, result.layout))
+        layout = result.layout
+        if result.inline is None:
+            actions = np.array(view(self._pool.slot(pending.item.slot_index).buffer, layout))
+        else:
+            actions = np.frombuffer(result.inline, layout.dtype).reshape(layout.shape).copy()
         timings = {
             "queue_ms": (pending.dispatched - pending.admitted) * 1000,
             "inference_ms": inference_ms,

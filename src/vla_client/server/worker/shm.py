@@ -3,8 +3,8 @@
 Each request in the server holds one slot, a POSIX shared-memory segment the entrypoint creates
 and reuses, through a `Lease`. A msgpack body is read straight into its slot, so the arrays
 decoded from it already lie there (`Slot.locate` finds them); other arrays are copied in after
-the body. The worker gets only `ArrayLayout`s (name, dtype, shape, offset: a few bytes of
-pickle), maps the same segment and reads the arrays in place. Slots grow when a request needs
+the body. The worker gets only `ArrayLayout`s (name, dtype, shape, offset: a few dozen
+bytes), maps the same segment and reads the arrays in place. Slots grow when a request needs
 more room, and every segment name starts with `SEGMENT_PREFIX` so a leak is easy to spot in
 ``/dev/shm``. Segments are created by the entrypoint only, and unlinked by it when they are
 replaced or the pool closes; if the entrypoint is killed outright, its resource tracker unlinks
@@ -19,9 +19,9 @@ import os
 import secrets
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 
+import msgspec
 import numpy as np
 
 SEGMENT_PREFIX = "vlac_"
@@ -29,28 +29,13 @@ MIN_SLOT_BYTES = 1 << 20
 _ALIGN = 64
 
 
-class Positional:
-    """Pickles as its class and field values, half the time and bytes of a dataclass's default.
-
-    Every request sends a few of these records each way, so their pickling is part of its latency.
-    """
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        return (type(self), tuple(self.__dict__.values()))
-
-
-@dataclass(frozen=True)
-class ArrayLayout(Positional):
+class ArrayLayout(msgspec.Struct, frozen=True, array_like=True):
     """Where one array sits in a slot."""
 
     key: str
     dtype: str
     shape: tuple[int, ...]
     offset: int
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 def plan_layout(arrays: Mapping[str, np.ndarray], start: int = 0) -> tuple[list[ArrayLayout], int]:

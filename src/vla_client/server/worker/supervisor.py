@@ -25,7 +25,14 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from vla_client.server.policy import Policy
-from vla_client.server.worker.messages import STOP, Batch, Ready, StartFailed
+from vla_client.server.worker.messages import (
+    Batch,
+    Ready,
+    StartFailed,
+    Stop,
+    decode_reply,
+    encode,
+)
 
 
 class WorkerStartError(RuntimeError):
@@ -78,8 +85,7 @@ class WorkerProcess:
         """Hand a batch to the worker (a few hundred bytes; the pipe never fills)."""
         if self._conn is None:
             raise BrokenPipeError("the inference worker is not running")
-        # Plain pickle, not `Connection.send`'s ForkingPickler: same bytes, half the time.
-        self._conn.send_bytes(pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
+        self._conn.send_bytes(encode(batch))
 
     def kill(self) -> None:
         """End a stuck worker; its death is reported through `on_exit` as usual."""
@@ -93,7 +99,7 @@ class WorkerProcess:
         if process is None or conn is None:
             return
         with contextlib.suppress(OSError):
-            conn.send(STOP)
+            conn.send_bytes(encode(Stop()))
         await asyncio.to_thread(_reap, process, timeout_s)
         conn.close()
 
@@ -121,7 +127,7 @@ class WorkerProcess:
         if conn is None:
             return
         try:
-            message = pickle.loads(conn.recv_bytes())
+            message = decode_reply(conn.recv_bytes())
         except (EOFError, OSError):
             process = self._process
             self._detach()
