@@ -38,7 +38,7 @@ from vla_client.server.worker.messages import (
     decode_order,
     encode,
 )
-from vla_client.server.worker.shm import Attachments, plan_layout, view, write_arrays
+from vla_client.server.worker.shm import Attachments, plan_layout, view
 
 
 def worker_main(fd: int) -> None:
@@ -76,7 +76,8 @@ def run_batch(policy: Policy, batch: Batch, attachments: Attachments) -> BatchDo
     """One policy call for every job in `batch`; chunks go back into the jobs' slots."""
     for index in batch.forget:
         attachments.forget(index)
-    inputs = [_policy_input(job, attachments) for job in batch.jobs]
+    buffers = [attachments.buffer(job.slot_index, job.slot_name) for job in batch.jobs]
+    inputs = [_policy_input(job, buffer) for job, buffer in zip(batch.jobs, buffers, strict=True)]
     start = time.perf_counter()
     try:
         chunks = policy.infer_batch(inputs)
@@ -87,17 +88,13 @@ def run_batch(policy: Policy, batch: Batch, attachments: Attachments) -> BatchDo
         return BatchFailed(batch.batch_id, _describe(exc))
     inference_ms = (time.perf_counter() - start) * 1000
     del inputs
-    results = tuple(
-        _store(job, chunk, attachments) for job, chunk in zip(batch.jobs, arrays, strict=True)
-    )
+    results = tuple(map(_store, batch.jobs, arrays, buffers))
     return BatchDone(batch.batch_id, results, inference_ms)
 
 
-def _policy_input(job: Job, attachments: Attachments) -> PolicyInput:
-    buffer = attachments.buffer(job.slot_index, job.slot_name)
-    arrays = {layout.key: view(buffer, layout) for layout in job.arrays}
-    for array in arrays.values():
-        array.flags.writeable = False
+def _policy_input(job: Job, buffer: memoryview) -> PolicyInput:
+    readonly = buffer.toreadonly()
+    arrays = {layout.key: view(readonly, layout) for layout in job.arrays}
     state = arrays.pop(STATE_KEY, None)
     return PolicyInput(
         images=arrays,
@@ -116,14 +113,12 @@ def _as_chunk(chunk: Any) -> np.ndarray:
     return array
 
 
-def _store(job: Job, chunk: np.ndarray, attachments: Attachments) -> Result:
-    buffer = attachments.buffer(job.slot_index, job.slot_name)
-    arrays = {"actions": chunk}
-    layouts, needed = plan_layout(arrays, job.results_offset)
+def _store(job: Job, chunk: np.ndarray, buffer: memoryview) -> Result:
+    (layout,), needed = plan_layout({"actions": chunk}, job.results_offset)
     if needed > len(buffer):
-        return Result(job.job_id, layouts[0], inline=chunk.tobytes())
-    write_arrays(buffer, arrays, layouts)
-    return Result(job.job_id, layouts[0])
+        return Result(job.job_id, layout, inline=chunk.tobytes())
+    view(buffer, layout)[...] = chunk
+    return Result(job.job_id, layout)
 
 
 def _describe(exc: BaseException) -> str:
