@@ -1,8 +1,10 @@
-"""POST /v1/actions/generations is served by a plain Starlette route and documented by FastAPI."""
+"""POST /v1/actions/generations is served by a plain Starlette app and documented by FastAPI."""
 
 import httpx
 import numpy as np
+from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from starlette.applications import Starlette
 from starlette.routing import Route
 
 from vla_client import encode_request
@@ -10,13 +12,17 @@ from vla_client.protocol import loads, read_actions
 from vla_client.server import PolicyInput, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.app import GENERATIONS_PATH
 from vla_client.server.policies import reference_actions
+from vla_client.server.runner import InferenceError
 
 
-def test_the_plain_route_comes_first_and_the_documented_one_stays():
+def test_the_hot_route_is_plain_starlette_and_the_documented_one_stays():
     app = create_app(ReferencePolicy(), ServerConfig(in_process=True))
+    assert isinstance(app.hot_route, Starlette) and not isinstance(app.hot_route, FastAPI)
+    (route,) = app.hot_route.routes
+    assert type(route) is Route and route.path == GENERATIONS_PATH and route.methods == {"POST"}
+    assert app.hot_route.exception_handlers.keys() >= {Exception, InferenceError}
     matching = [r for r in app.router.routes if getattr(r, "path", "") == GENERATIONS_PATH]
-    assert type(matching[0]) is Route and matching[0].methods == {"POST"}
-    assert any(isinstance(route, APIRoute) for route in matching[1:])
+    assert [type(route) for route in matching] == [APIRoute]
     operation = app.openapi()["paths"][GENERATIONS_PATH]["post"]
     assert {"application/json", "application/msgpack"} <= set(operation["requestBody"]["content"])
 
