@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from vla_client.codecs import packb, unpackb
-from vla_client.codecs.msgpack_numpy import VIEW_MIN_BYTES, _unpack_hook
+from vla_client.codecs.msgpack_numpy import VIEW_MIN_BYTES, _pack_default, _unpack_hook
 from vla_client.errors import CodecError
 
 
@@ -184,3 +184,9 @@ def test_any_document_decodes_exactly_as_plain_msgpack_decodes_it(document):
     plain = msgpack.unpackb(body, object_hook=_unpack_hook, raw=False, strict_map_key=False)
     assert_same(unpackb(body), plain)
     assert_same(unpackb(bytearray(body)), plain)
+
+
+@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(document=documents)
+def test_packing_writes_the_bytes_plain_msgpack_writes(document):
+    assert packb(document) == msgpack.packb(document, default=_pack_default, use_bin_type=True)

@@ -345,6 +345,8 @@ def _request_id(payload: dict[str, Any]) -> str | None:
 def _validate(model: Any, raw: Any, name: str) -> Any:
     if not isinstance(raw, dict):
         raise CodecError(f"{name} must be an object", field=name)
+    if not raw:  # the usual case; the defaults need no validating
+        return model.model_construct()
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
