@@ -163,9 +163,7 @@ def test_cameras_the_server_does_not_know_are_refused() -> None:
     metadata = {"input": {"image_keys": ["base_0_rgb", "left_wrist_0_rgb"]}}
     with pytest.raises(InvalidObservationError, match=r"'wrist' matches none.*names="):
         FramePreprocessor.from_metadata(metadata)(observation())
-    clash = FramePreprocessor.from_metadata(
-        metadata, {"wrist": "base_0_rgb", "left": "base_0_rgb"}
-    )
+    clash = FramePreprocessor.from_metadata(metadata, {"wrist": "base_0_rgb", "left": "base_0_rgb"})
     with pytest.raises(InvalidObservationError, match="both map to server key 'base_0_rgb'"):
         clash(observation())
     with pytest.raises(ValueError, match="fit"):

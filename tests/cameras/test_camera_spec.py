@@ -43,7 +43,11 @@ def test_device_specs_make_opencv_cameras_with_settings() -> None:
     camera = open_camera("2?width=1280&height=720&fps=30&fourcc=MJPG")
     assert isinstance(camera, OpenCVCamera)
     assert (camera.device, camera.width, camera.height, camera.fps, camera.fourcc) == (
-        2, 1280, 720, 30.0, "MJPG"
+        2,
+        1280,
+        720,
+        30.0,
+        "MJPG",
     )
     by_path = open_camera("/dev/video2")
     assert isinstance(by_path, OpenCVCamera) and by_path.device == "/dev/video2"

@@ -40,10 +40,14 @@ def test_lists_devices_with_modes(
 def test_grid_of_configured_cameras(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "grid.png"
     code = run(
-        "--camera", "wrist=synthetic?width=320&height=180",
-        "--camera", "left=synthetic:1",
-        "--camera", "right=synthetic:2",
-        "--grid", str(out),
+        "--camera",
+        "wrist=synthetic?width=320&height=180",
+        "--camera",
+        "left=synthetic:1",
+        "--camera",
+        "right=synthetic:2",
+        "--grid",
+        str(out),
     )
     assert code == 0
     printed = capsys.readouterr().out

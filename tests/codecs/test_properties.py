@@ -20,9 +20,7 @@ from vla_client.codecs import (
 from vla_client.observation import Observation
 from vla_client.protocol import decode_request, dumps, encode_request, loads
 
-SETTINGS = settings(
-    max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 
 frames = hnp.arrays(
     np.uint8,
@@ -103,7 +101,10 @@ def test_every_valid_observation_round_trips(
     encoding: str, wire: str, observation: Observation, request_id: str
 ) -> None:
     body, content_type = encode_request(
-        observation, encoding=encoding, wire=wire, request_id=request_id  # type: ignore[arg-type]
+        observation,
+        encoding=encoding,
+        wire=wire,
+        request_id=request_id,  # type: ignore[arg-type]
     )
     decoded = decode_request(body, content_type)
     assert decoded.request_id == request_id

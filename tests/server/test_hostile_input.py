@@ -41,9 +41,7 @@ def server() -> Iterator[LocalServer]:
 
 
 @pytest.fixture(autouse=True)
-def still_serving(
-    server: LocalServer, caplog: pytest.LogCaptureFixture
-) -> Iterator[None]:
+def still_serving(server: LocalServer, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """After each hostile request: no unhandled error logged, and a good request succeeds."""
     with caplog.at_level(logging.ERROR, logger="vla_client.server"):
         yield

@@ -152,9 +152,7 @@ def test_api_keys_per_endpoint(small_observation: Observation) -> None:
             client.infer(small_observation)
 
 
-def test_reply_with_another_id_is_skipped(
-    scripted: Any, small_observation: Observation
-) -> None:
+def test_reply_with_another_id_is_skipped(scripted: Any, small_observation: Observation) -> None:
     def script(index: int, request: dict[str, Any]) -> tuple[float, list[Any]]:
         stale = {"request_id": "someone-else", "actions": step_actions(99)}
         return 0.0, [stale, {"request_id": request["request_id"], "actions": step_actions(index)}]
