@@ -71,11 +71,16 @@ def bare_app() -> object:
                              Route("/bare-decode", bare_decode, methods=["POST"])])  # fmt: skip
 
 
-def start(args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+def start(args: list[str], env_path: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """Run `args` plus a free port; returns the process and its URL once it answers.
+
+    `env_path` replaces PYTHONPATH (`ab_server.py` runs another revision's source this way).
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    process = subprocess.Popen([*args, str(port)], stderr=subprocess.DEVNULL)
+    env = {**os.environ, "PYTHONPATH": env_path} if env_path else None
+    process = subprocess.Popen([*args, str(port)], stderr=subprocess.DEVNULL, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -193,14 +198,14 @@ def throughput(server: str, bare: str, observation: Observation, seconds: float)
         busy = 0
         for _ in range(rounds):
             for i, url in enumerate((server + GENERATIONS, bare + "/bare")):
-                count, rejected = _hammer(url, body, content_type, clients, seconds / rounds)
+                count, rejected = hammer(url, body, content_type, clients, seconds / rounds)
                 counts[i] += count
                 busy += rejected
         rates = [count / seconds for count in counts]
         print(f"{clients:<10}{rates[0]:10.1f}{rates[1]:10.1f}{rates[0] / rates[1]:8.2f}{busy:6d}")
 
 
-def _hammer(
+def hammer(
     url: str, body: bytes, content_type: str, clients: int, seconds: float
 ) -> tuple[int, int]:
     done = [0] * clients
