@@ -61,7 +61,8 @@ class ActionServerApp(FastAPI):
     the exit stack its routes need) cost the entrypoint 4-8% of its throughput at 16 clients,
     measured against the same endpoint in plain Starlette. `hot_route` is a plain Starlette app
     with the same exception handlers and API-key check; the FastAPI route for the path stays,
-    to document it in OpenAPI and to serve it if a request reaches it another way.
+    to document it in OpenAPI and to serve it if a request reaches it another way. Middleware
+    added to the app later (CORS, say) does not see that path unless added to `hot_route` too.
     """
 
     hot_route: ASGIApp | None = None
@@ -80,7 +81,7 @@ class ActionServerApp(FastAPI):
 
 def create_app(
     policy: Policy, config: ServerConfig | None = None, *, runner: Runner | None = None
-) -> FastAPI:
+) -> ActionServerApp:
     """A FastAPI app serving `policy` through `runner`.
 
     The default runner is a `WorkerRunner` (a supervised inference process fed through shared
