@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from vla_client.server.policies import reference_actions
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
 from vla_client.server.worker.shm import MIN_SLOT_BYTES, SlotPool, plan_layout, view, write_arrays
 
+T = TypeVar("T")
+
 
 def pid_segments() -> set[str]:
     return {n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_")}
@@ -26,6 +29,22 @@ def own_segments() -> Callable[[], list[str]]:
     """This test's segments: servers other tests keep for the session share our pid."""
     before = pid_segments()
     return lambda: sorted(pid_segments() - before)
+
+
+def with_runner(
+    scenario: Callable[[WorkerRunner], Awaitable[T]], settings: WorkerSettings | None = None
+) -> T:
+    """Run `scenario` against a started `WorkerRunner` (reference policy), closed afterwards."""
+
+    async def run() -> T:
+        runner = WorkerRunner(ReferencePolicy(), settings)
+        await runner.start()
+        try:
+            return await scenario(runner)
+        finally:
+            await runner.close()
+
+    return asyncio.run(run())
 
 
 def test_layout_is_aligned_and_round_trips_every_dtype() -> None:
@@ -67,17 +86,12 @@ def test_worker_runner_returns_the_reference_chunk_and_cleans_up(
     state = np.array([0.5, -0.25], np.float32)
     observation = PolicyInput(images=frames, state=state, task="pick", action_horizon=5)
 
-    async def scenario() -> tuple[np.ndarray, dict[str, float], int | None]:
-        runner = WorkerRunner(ReferencePolicy())
-        await runner.start()
-        try:
-            actions, timings = await runner.infer(observation)
-            assert own_segments(), "the request's slot should exist while the server runs"
-            return actions, timings, runner.worker_pid
-        finally:
-            await runner.close()
+    async def scenario(runner: WorkerRunner) -> tuple[np.ndarray, dict[str, float], int | None]:
+        actions, timings = await runner.infer(observation)
+        assert own_segments(), "the request's slot should exist while the server runs"
+        return actions, timings, runner.worker_pid
 
-    actions, timings, pid = asyncio.run(scenario())
+    actions, timings, pid = with_runner(scenario)
     expected = reference_actions(observation, horizon=5, action_dim=7)
     np.testing.assert_allclose(actions, expected, rtol=1e-6)
     assert pid is not None and pid != os.getpid()
@@ -90,22 +104,17 @@ def test_worker_runner_returns_the_reference_chunk_and_cleans_up(
 def test_requests_of_different_sizes_share_slots(
     size: tuple[int, int], own_segments: Callable[[], list[str]]
 ) -> None:
-    async def scenario() -> list[np.ndarray]:
-        runner = WorkerRunner(ReferencePolicy())
-        await runner.start()
-        try:
-            results = []
-            for shape in [(24, 32), size, (24, 32)]:
-                frames = synthetic_frames(1, *shape, seed=shape[0])
-                actions, _ = await runner.infer(PolicyInput(images=frames))
-                expected = reference_actions(PolicyInput(images=frames), horizon=16, action_dim=7)
-                np.testing.assert_allclose(actions, expected, rtol=1e-6)
-                results.append(actions)
-            return results
-        finally:
-            await runner.close()
+    async def scenario(runner: WorkerRunner) -> list[np.ndarray]:
+        results = []
+        for shape in [(24, 32), size, (24, 32)]:
+            frames = synthetic_frames(1, *shape, seed=shape[0])
+            actions, _ = await runner.infer(PolicyInput(images=frames))
+            expected = reference_actions(PolicyInput(images=frames), horizon=16, action_dim=7)
+            np.testing.assert_allclose(actions, expected, rtol=1e-6)
+            results.append(actions)
+        return results
 
-    assert len(asyncio.run(scenario())) == 3
+    assert len(with_runner(scenario)) == 3
     assert own_segments() == []
 
 
@@ -137,28 +146,23 @@ def test_arrays_read_into_a_lent_slot_reach_the_worker_in_place(
 ) -> None:
     frames = synthetic_frames(["left", "right"], 120, 160, seed=5)
 
-    async def scenario() -> None:
-        runner = WorkerRunner(ReferencePolicy())
-        await runner.start()
-        try:
-            lease = runner.lend_memory()
-            body = lease.reserve(8 + sum(frame.nbytes for frame in frames.values()))
-            observation = PolicyInput(images=frames_in(body, frames), task="in place")
-            job = runner._write_job(lease.slot, observation)
-            assert [layout.offset for layout in job.arrays] == [8, 8 + frames["left"].nbytes]
-            actions, _ = await runner.infer(observation, lease)
-            expected = reference_actions(observation, horizon=16, action_dim=7)
-            np.testing.assert_allclose(actions, expected, rtol=1e-6)
-            # The worker wrote its chunk after the body: the frames are intact for digests.
-            for name, frame in frames.items():
-                np.testing.assert_array_equal(observation.images[name], frame)
-            del observation, body
-            lease.release()
-            assert runner._pool.in_use == 0
-        finally:
-            await runner.close()
+    async def scenario(runner: WorkerRunner) -> None:
+        lease = runner.lend_memory()
+        body = lease.reserve(8 + sum(frame.nbytes for frame in frames.values()))
+        observation = PolicyInput(images=frames_in(body, frames), task="in place")
+        job = runner._write_job(lease.slot, observation)
+        assert [layout.offset for layout in job.arrays] == [8, 8 + frames["left"].nbytes]
+        actions, _ = await runner.infer(observation, lease)
+        expected = reference_actions(observation, horizon=16, action_dim=7)
+        np.testing.assert_allclose(actions, expected, rtol=1e-6)
+        # The worker wrote its chunk after the body: the frames are intact for digests.
+        for name, frame in frames.items():
+            np.testing.assert_array_equal(observation.images[name], frame)
+        del observation, body
+        lease.release()
+        assert runner._pool.in_use == 0
 
-    asyncio.run(scenario())
+    with_runner(scenario)
     assert own_segments() == []
 
 
@@ -169,26 +173,21 @@ def test_a_slot_that_must_grow_keeps_the_body_and_moves_every_array(
     small = synthetic_frames(["a"], 16, 16, seed=1)
     big = synthetic_frames(["b"], 720, 1280, seed=2)
 
-    async def scenario() -> None:
-        runner = WorkerRunner(ReferencePolicy())
-        await runner.start()
-        try:
-            lease = runner.lend_memory()
-            body = lease.reserve(8 + small["a"].nbytes)
-            first = lease.slot.name
-            images = {**frames_in(body, small), **big}
-            actions, _ = await runner.infer(PolicyInput(images=images), lease)
-            assert lease.slot.name != first
-            assert first not in own_segments(), "the outgrown segment is unlinked at once"
-            np.testing.assert_array_equal(images["a"], small["a"])  # still mapped: views live
-            expected = reference_actions(PolicyInput(images=images), horizon=16, action_dim=7)
-            np.testing.assert_allclose(actions, expected, rtol=1e-6)
-            del images, body
-            lease.release()
-        finally:
-            await runner.close()
+    async def scenario(runner: WorkerRunner) -> None:
+        lease = runner.lend_memory()
+        body = lease.reserve(8 + small["a"].nbytes)
+        first = lease.slot.name
+        images = {**frames_in(body, small), **big}
+        actions, _ = await runner.infer(PolicyInput(images=images), lease)
+        assert lease.slot.name != first
+        assert first not in own_segments(), "the outgrown segment is unlinked at once"
+        np.testing.assert_array_equal(images["a"], small["a"])  # still mapped: views live
+        expected = reference_actions(PolicyInput(images=images), horizon=16, action_dim=7)
+        np.testing.assert_allclose(actions, expected, rtol=1e-6)
+        del images, body
+        lease.release()
 
-    asyncio.run(scenario())
+    with_runner(scenario)
     assert own_segments() == []
 
 
@@ -204,26 +203,21 @@ def test_slots_beyond_the_kept_ones_are_unlinked_and_unmapped_by_the_worker(
     frames = synthetic_frames(1, 24, 32, seed=4)
     observation = PolicyInput(images=frames)
 
-    async def scenario() -> None:
-        runner = WorkerRunner(ReferencePolicy(), WorkerSettings(queue_size=2))
-        await runner.start()
-        try:
-            # Four requests at once (slow bodies, say): the pool lends beyond its two kept slots.
-            leases = [runner.lend_memory() for _ in range(4)]
-            for lease in leases:
-                lease.reserve(64)
-            names = [lease.slot.name for lease in leases]
-            await runner.infer(observation, leases[3])  # the worker maps the fourth slot
-            assert worker_maps(runner.worker_pid, names) == [names[3]]
-            for lease in leases:
-                lease.release()
-            assert own_segments() == sorted(names[:2]), "two kept, two unlinked"
-            await runner.infer(observation)  # the next batch tells the worker to forget them
-            assert worker_maps(runner.worker_pid, names[2:]) == []
-        finally:
-            await runner.close()
+    async def scenario(runner: WorkerRunner) -> None:
+        # Four requests at once (slow bodies, say): the pool lends beyond its two kept slots.
+        leases = [runner.lend_memory() for _ in range(4)]
+        for lease in leases:
+            lease.reserve(64)
+        names = [lease.slot.name for lease in leases]
+        await runner.infer(observation, leases[3])  # the worker maps the fourth slot
+        assert worker_maps(runner.worker_pid, names) == [names[3]]
+        for lease in leases:
+            lease.release()
+        assert own_segments() == sorted(names[:2]), "two kept, two unlinked"
+        await runner.infer(observation)  # the next batch tells the worker to forget them
+        assert worker_maps(runner.worker_pid, names[2:]) == []
 
-    asyncio.run(scenario())
+    with_runner(scenario, WorkerSettings(queue_size=2))
     assert own_segments() == []
 
 
@@ -254,16 +248,11 @@ def test_a_chunk_too_big_for_the_slot_comes_back_inline(
 ) -> None:
     observation = PolicyInput(images=synthetic_frames(1, 24, 32, seed=6), action_horizon=50_000)
 
-    async def scenario() -> np.ndarray:
-        runner = WorkerRunner(ReferencePolicy())
-        await runner.start()
-        try:
-            actions, _ = await runner.infer(observation)  # 1.4 MB of actions, a 1 MB slot
-            return actions
-        finally:
-            await runner.close()
+    async def scenario(runner: WorkerRunner) -> np.ndarray:
+        actions, _ = await runner.infer(observation)  # 1.4 MB of actions, a 1 MB slot
+        return actions
 
-    actions = asyncio.run(scenario())
+    actions = with_runner(scenario)
     expected = reference_actions(observation, horizon=50_000, action_dim=7)
     assert actions.flags.writeable and actions.shape == (50_000, 7)
     np.testing.assert_allclose(actions, expected, rtol=1e-6)
