@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 import httpx
-from bench_server import GENERATIONS, hammer, round_trip, start
+from bench_server import GENERATIONS, hammer, round_trip, start, stop
 
 from vla_client.observation import Observation
 from vla_client.protocol import encode_request
@@ -106,9 +106,7 @@ def main() -> None:
             else:
                 hand_off(urls, observation, args.n)
         finally:
-            for process in processes:
-                process.terminate()
-                process.wait(20)
+            stop(processes)
 
 
 if __name__ == "__main__":

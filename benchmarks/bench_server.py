@@ -93,6 +93,12 @@ def start(args: list[str], env_path: str | None = None) -> tuple[subprocess.Pope
     raise RuntimeError(f"server {args} did not start")
 
 
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.terminate()
+        process.wait(20)
+
+
 def percentiles(samples: list[float]) -> tuple[float, float, float]:
     p50, p90, p99 = np.percentile(samples, [50, 90, 99])
     return float(p50), float(p90), float(p99)
@@ -284,9 +290,7 @@ def main() -> None:
         ipc_cost(ipc, observation, 200)
         throughput(server, bare, observation, seconds)
     finally:
-        for process in servers:
-            process.terminate()
-            process.wait(20)
+        stop(servers)
 
 
 if __name__ == "__main__":
