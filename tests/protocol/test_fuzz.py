@@ -136,10 +136,17 @@ def test_deeply_nested_json_is_refused_cleanly() -> None:
         decode_request(nested, "application/json")
 
 
-def test_deeply_nested_msgpack_is_refused_cleanly() -> None:
-    body = b"\x91" * 100_000 + b"\xc0"
+@pytest.mark.parametrize("opener", [b"\x91", b"\x81\xa1k"])  # lists, maps
+def test_deeply_nested_msgpack_is_refused_cleanly(opener: bytes) -> None:
+    nested = opener * 100_000 + b"\xc0"
     with pytest.raises(CodecError):
-        decode_request(body, "application/msgpack")
+        decode_request(nested, "application/msgpack")
+    # Inside a big map, which is split without msgpack before its values are decoded.
+    inside = (
+        b"\x82\xa5input" + nested + b"\xa3pad\xc5" + (20_000).to_bytes(2, "big") + bytes(20_000)
+    )
+    with pytest.raises(CodecError, match="nest"):
+        decode_request(inside, "application/msgpack")
 
 
 def test_huge_integers_in_pixel_lists_are_refused() -> None:

@@ -125,7 +125,12 @@ def test_deeply_nested_json(server: LocalServer, depth: int) -> None:
 
 
 def test_deeply_nested_msgpack(server: LocalServer) -> None:
-    assert _post(server, b"\x91" * 200_000 + b"\xc0", "application/msgpack").status_code == 400
+    nested = b"\x91" * 200_000 + b"\xc0"
+    assert _post(server, nested, "application/msgpack").status_code == 400
+    padding = b"\xa3pad\xc5" + (20_000).to_bytes(2, "big") + bytes(20_000)  # a big map's walk
+    inside = b"\x82\xa5input" + nested + padding
+    reply = _post(server, inside, "application/msgpack")
+    assert reply.status_code == 400 and "nest" in reply.json()["detail"]
 
 
 @pytest.mark.parametrize(

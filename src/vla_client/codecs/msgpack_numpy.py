@@ -57,6 +57,8 @@ def unpackb(data: bytes | bytearray | memoryview) -> Any:
         return _walk(memoryview(data).cast("B").toreadonly(), 0)
     except CodecError:
         raise
+    except RecursionError:  # msgspec skipping a value nested thousands of levels deep
+        raise CodecError("malformed msgpack body: values nested too deep") from None
     except (ValueError, TypeError, msgpack.UnpackException, msgspec.DecodeError) as exc:
         raise CodecError(f"malformed msgpack body: {exc}") from None
 
