@@ -102,10 +102,14 @@ def create_app(
         finally:
             await runner.close()
 
-    app = ActionServerApp(title="vla-client reference action server", lifespan=lifespan)
+    # The key check guards the FastAPI app and the hot route alike.
+    middleware = (
+        [Middleware(APIKeyMiddleware, api_key=config.api_key)] if config.api_key is not None else []
+    )
+    app = ActionServerApp(
+        title="vla-client reference action server", lifespan=lifespan, middleware=middleware
+    )
     app.state.config = config
-    if config.api_key is not None:
-        app.add_middleware(APIKeyMiddleware, api_key=config.api_key)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -184,9 +188,7 @@ def create_app(
     app.hot_route = Starlette(
         routes=[Route(GENERATIONS_PATH, generations, methods=["POST"])],
         exception_handlers=dict(app.exception_handlers),
-        middleware=[Middleware(APIKeyMiddleware, api_key=config.api_key)]
-        if config.api_key is not None
-        else None,
+        middleware=middleware,
     )
     register_websocket_routes(app, policy, config, runner, metadata)
     return app
