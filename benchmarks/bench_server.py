@@ -12,7 +12,9 @@ Three cameras of 360x640x3 uint8 (synthetic scenes), loopback. Prints:
    are already in shared memory, read there with the body, so this is the hand-off to the worker
    and back) against one memcpy of the same 2,073,600 bytes into a preallocated buffer, cache
    evicted (the target's baseline) and cache hot;
-4. throughput with 1, 4 and 16 concurrent msgpack clients against the bare endpoint.
+4. throughput with 1, 4 and 16 concurrent msgpack clients against the bare endpoint, for the
+   server with one entrypoint process and with two (``--api-servers 2``: two entrypoints, one
+   shared worker).
 
 Both servers run as separate processes (this script's ``--serve``/``--bare`` modes, the same
 uvicorn settings, no access log) so that clients and servers do not share a GIL.
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import httpx
 import numpy as np
@@ -192,23 +195,29 @@ def ipc_cost(ipc: list[float], observation: Observation, n: int) -> None:
           f"ratio {hand_off / hot:6.2f}")  # fmt: skip
 
 
-def throughput(server: str, bare: str, observation: Observation, seconds: float) -> None:
-    """Server and bare endpoint take turns in short rounds, so a noisy neighbour hits both."""
+def throughput(
+    servers: dict[str, str], bare: str, observation: Observation, seconds: float
+) -> None:
+    """Servers and bare endpoint take turns in short rounds, so a noisy neighbour hits all."""
     body, content_type = encode_request(observation, encoding="raw", wire="msgpack")
     rounds = 4
+    urls = {name: url + GENERATIONS for name, url in servers.items()} | {"bare": bare + "/bare"}
     print(f"\n4. Throughput, raw/msgpack, {seconds:g} s per cell in {rounds} alternating rounds "
-          "(requests/s)")  # fmt: skip
-    print(f"{'clients':<10}{'server':>10}{'bare':>10}{'ratio':>8}{'503s':>6}")
+          "(requests/s; ratios to bare)")  # fmt: skip
+    print(f"{'clients':<10}" + "".join(f"{name:>16}" for name in urls)
+          + "".join(f"{name + '/bare':>20}" for name in servers) + f"{'503s':>6}")  # fmt: skip
     for clients in (1, 4, 16):
-        counts = [0, 0]
+        counts = dict.fromkeys(urls, 0)
         busy = 0
         for _ in range(rounds):
-            for i, url in enumerate((server + GENERATIONS, bare + "/bare")):
+            for name, url in urls.items():
                 count, rejected = hammer(url, body, content_type, clients, seconds / rounds)
-                counts[i] += count
+                counts[name] += count
                 busy += rejected
-        rates = [count / seconds for count in counts]
-        print(f"{clients:<10}{rates[0]:10.1f}{rates[1]:10.1f}{rates[0] / rates[1]:8.2f}{busy:6d}")
+        rates = {name: count / seconds for name, count in counts.items()}
+        print(f"{clients:<10}" + "".join(f"{rate:16.1f}" for rate in rates.values())
+              + "".join(f"{rates[name] / rates['bare']:20.2f}" for name in servers)
+              + f"{busy:6d}")  # fmt: skip
 
 
 def hammer(
@@ -236,20 +245,25 @@ def hammer(
     return sum(done), sum(rejected)
 
 
-def serve(bare_port: int | None, server_port: int | None) -> None:
-    """Run one of the two servers with the same uvicorn settings (the server's own) and no log.
+def serve(bare_port: int | None, server_port: int | None, api_servers: int) -> None:
+    """Run one of the servers with the same uvicorn settings (the server's own) and no log.
 
     `uvicorn.run` binds a TCP socket itself, so the event loop (uvloop where installed, as
-    the server's options leave it) sets TCP_NODELAY on both servers' connections.
+    the server's options leave it) sets TCP_NODELAY on all servers' connections.
     """
     import uvicorn
 
     from vla_client.server import ReferencePolicy, ServerConfig, create_app
     from vla_client.server.config import WorkerSettings, uvicorn_options
-
-    config = ServerConfig(worker=WorkerSettings(queue_size=64))
     from vla_client.server.memory import keep_freed_memory
 
+    config = ServerConfig(port=server_port or 0, worker=WorkerSettings(queue_size=64))
+    quiet: dict[str, Any] = {"log_level": "warning", "access_log": False}
+    if api_servers > 1:
+        from vla_client.server.api_servers import serve as serve_api_servers
+
+        serve_api_servers(ReferencePolicy(), config, api_servers, **quiet)
+        return
     if bare_port:  # the server tunes malloc at startup; the bare endpoint gets the same
         keep_freed_memory()
     app = bare_app() if bare_port else create_app(ReferencePolicy(), config)
@@ -257,8 +271,7 @@ def serve(bare_port: int | None, server_port: int | None) -> None:
         app,  # type: ignore[arg-type]
         host="127.0.0.1",
         port=bare_port or server_port or 0,
-        log_level="warning",
-        access_log=False,
+        **quiet,
         **uvicorn_options(config),
     )
 
@@ -270,9 +283,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer samples (CI smoke run)")
     parser.add_argument("--bare", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--api-servers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bare or args.serve:
-        serve(args.bare, args.serve)
+        serve(args.bare, args.serve, args.api_servers)
         return
     n = 10 if args.quick else 60
     seconds = 1.0 if args.quick else 4.0
@@ -288,7 +302,10 @@ def main() -> None:
         ipc = latency(server, bare, observation, n)
         decode_costs(observation, n)
         ipc_cost(ipc, observation, 200)
-        throughput(server, bare, observation, seconds)
+        two, two_url = start([sys.executable, __file__, "--api-servers", "2", "--serve"])
+        servers.append(two)
+        urls = {"1 entrypoint": server, "2 entrypoints": two_url}
+        throughput(urls, bare, observation, seconds)
     finally:
         stop(servers)
 

@@ -66,6 +66,20 @@ def test_serve_with_a_missing_replay_file(cli):
     assert len(lines) == 1 and "/no/such/actions.npz" in lines[0]
 
 
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("--api-servers", "0"), "must be in 1..64"),
+        (("--api-servers", "2", "--in-process"), "drop --in-process"),
+    ],
+)
+def test_serve_refuses_api_servers_it_cannot_run(cli, args, reason):
+    run = cli("serve", *args)
+    assert run.code == 2
+    assert run.err.startswith("error: ") and run.err.count("\n") == 1
+    assert reason in run.err
+
+
 def test_console_script_exit_code_and_stderr(dead_url):
     """The installed entry point, in its own process: exit status 1 and one stderr line."""
     completed = subprocess.run(

@@ -30,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--in-process", action="store_true", help="run the policy in a thread, no worker process"
     )
+    parser.add_argument(
+        "--api-servers", type=int, default=1,
+        help="entrypoint processes sharing the port and one inference worker (default: 1)",
+    )  # fmt: skip
     parser.add_argument("--action-horizon", type=int, default=16)
     parser.add_argument("--action-dim", type=int, default=7)
     parser.add_argument(
@@ -58,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
         worker = WorkerSettings(
             max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms, queue_size=args.queue_size
         )
+        if not 1 <= args.api_servers <= 64:
+            raise ValueError(f"--api-servers must be in 1..64, got {args.api_servers}")
+        if args.api_servers > 1 and args.in_process:
+            raise ValueError("--api-servers needs the worker process; drop --in-process")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -77,6 +85,16 @@ def run(args: argparse.Namespace) -> int:
             "(see docs/security.md).",
             file=sys.stderr,
         )
+    if args.api_servers > 1:
+        from vla_client.server.api_servers import serve
+        from vla_client.server.worker import WorkerStartError
+
+        try:
+            serve(policy, config, args.api_servers, log_level="info")
+        except WorkerStartError as exc:  # (a lone entrypoint reports this in uvicorn's startup)
+            print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+            return 1
+        return 0
     uvicorn.run(
         create_app(policy, config),
         host=args.host,

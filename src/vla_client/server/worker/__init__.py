@@ -8,7 +8,9 @@
     batch queue (bounded by the slot pool)            policy.infer_batch(batch)
     wake requests, read actions from slots <--Done--  write chunks into the slots
 
-Only small records (array layouts, task text, parameters) go through the pipe.
+Only small records (array layouts, task text, parameters) go through the pipe. One worker can
+serve several entrypoint processes (`vla_client.server.api_servers`): each has its own slots
+and pipe, and the worker merges their waiting batches into one policy call.
 """
 
 from vla_client.server.worker.runner import WorkerRunner

@@ -5,12 +5,12 @@ carry only their `ArrayLayout`s, so each message is about a hundred bytes whatev
 size. They are msgspec structs packed as msgpack arrays (as vLLM's engine does for its own
 messages): one C call encodes or decodes a whole batch, where pickle ran a Python constructor
 per record, which showed on the hand-off's latency when the worker woke with cold caches.
-Startup (the pickled policy, `Ready`, `StartFailed`) uses plain pickle through the same pipe.
+The entrypoint's first message, its ``sys.path`` and the pickled policy, is plain pickle; the
+worker answers `Ready` or `StartFailed`, and says `Ready` again to each entrypoint that connects
+to a shared worker (``vla-client serve --api-servers N``).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import msgspec
 
@@ -67,20 +67,19 @@ class BatchFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):
     error: str
 
 
-encode = msgspec.msgpack.Encoder().encode
-decode_order = msgspec.msgpack.Decoder(Batch | Stop).decode
-decode_reply = msgspec.msgpack.Decoder(BatchDone | BatchFailed).decode
-
-
-@dataclass(frozen=True)
-class Ready:
-    """Sent once by a worker that has loaded its policy."""
+class Ready(msgspec.Struct, frozen=True, array_like=True, tag=True):
+    """The worker has loaded its policy and takes batches."""
 
     pid: int
 
 
-@dataclass(frozen=True)
-class StartFailed:
+class StartFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):
     """Sent instead of `Ready` when the policy could not be loaded."""
 
     error: str
+
+
+encode = msgspec.msgpack.Encoder().encode
+decode_order = msgspec.msgpack.Decoder(Batch | Stop).decode
+decode_reply = msgspec.msgpack.Decoder(BatchDone | BatchFailed).decode
+decode_greeting = msgspec.msgpack.Decoder(Ready | StartFailed).decode

@@ -1,24 +1,31 @@
 """The inference worker: a separate process that owns the policy and runs batches through it.
 
-It reads `Batch` records from its pipe, maps each job's slot, builds `PolicyInput`s whose arrays
-are read-only views of shared memory, calls ``policy.infer_batch`` once for the whole batch and
-writes each chunk back into its job's slot. A policy that raises fails its batch, not the
-worker. SIGINT and SIGTERM are ignored (Ctrl-C and ``kill -- -PGID`` reach the whole process
-group; the entrypoint finishes the requests in flight and then stops its worker), and the worker
-exits when told to or when its pipe closes, so it never outlives the entrypoint.
+It reads `Batch` records from its entrypoints, maps each job's slot, builds `PolicyInput`s whose
+arrays are read-only views of shared memory, calls ``policy.infer_batch`` once for the batches
+waiting (up to `max_batch` jobs in all) and writes each chunk back into its job's slot. A policy
+that raises fails its batches, not the worker. SIGINT and SIGTERM are ignored (Ctrl-C and
+``kill -- -PGID`` reach the whole process group; the entrypoints finish the requests in flight
+and then stop the worker), and the worker exits when told to or when the pipe of the process
+that started it closes, so it never outlives the server.
 
-It is started as ``python -m vla_client.server.worker FD`` rather than by multiprocessing, so
-the entrypoint's main module is never re-imported (a script without a ``__main__`` guard still
-works). The first message on the pipe is the entrypoint's ``sys.path`` and the pickled policy.
+It is started as ``python -m vla_client.server.worker FD [LISTENER_FD]`` rather than by
+multiprocessing, so the entrypoint's main module is never re-imported (a script without a
+``__main__`` guard still works). The first message on the pipe is the starter's ``sys.path``,
+the pickled policy and `max_batch`. With a listening Unix socket the worker is shared: more
+entrypoint processes connect there (``vla-client serve --api-servers N``), and batches from
+all of them are merged into one policy call, as a serving engine batches across its API servers.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import selectors
 import signal
+import socket
 import sys
 import time
+from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -40,44 +47,132 @@ from vla_client.server.worker.messages import (
 )
 from vla_client.server.worker.shm import Attachments, plan_layout, view
 
+Order = tuple[Connection, Batch]
 
-def worker_main(fd: int) -> None:
+
+def worker_main(fd: int, listener_fd: int | None = None) -> None:
     """Process body: read the policy, load it, say `Ready`, then serve batches until stopped."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    conn = Connection(fd)
+    control = Connection(fd)
     try:
-        sys_path, pickled_policy = conn.recv()
+        sys_path, pickled_policy, max_batch = control.recv()
         sys.path[:] = sys_path
         policy: Policy = pickle.loads(pickled_policy)
         load = getattr(policy, "load", None)
         if callable(load):
             load()
     except Exception as exc:
-        conn.send(StartFailed(_describe(exc)))
+        control.send_bytes(encode(StartFailed(_describe(exc))))
         return
-    conn.send(Ready(os.getpid()))
-    attachments = Attachments()
+    control.send_bytes(encode(Ready(os.getpid())))
+    listener = socket.socket(fileno=listener_fd) if listener_fd is not None else None
+    entrypoints = Entrypoints(control, listener)
     try:
-        while True:
-            try:
-                order = decode_order(conn.recv_bytes())
-            except (EOFError, OSError):
-                break
-            if isinstance(order, Stop):
-                break
-            conn.send_bytes(encode(run_batch(policy, order, attachments)))
+        while entrypoints.read():
+            orders = entrypoints.take(max_batch)
+            if orders:
+                for conn, reply in run_batches(policy, orders, entrypoints.attachments):
+                    entrypoints.reply(conn, reply)
     finally:
-        attachments.close()
+        entrypoints.close()
         policy.close()
 
 
-def run_batch(policy: Policy, batch: Batch, attachments: Attachments) -> BatchDone | BatchFailed:
-    """One policy call for every job in `batch`; chunks go back into the jobs' slots."""
-    for index in batch.forget:
-        attachments.forget(index)
-    buffers = [attachments.buffer(job.slot_index, job.slot_name) for job in batch.jobs]
-    inputs = [_policy_input(job, buffer) for job, buffer in zip(batch.jobs, buffers, strict=True)]
+class Entrypoints:
+    """The worker's connections, the starter's first, and the batches they sent, in order.
+
+    Each connection has its own `Attachments`: slots belong to the entrypoint that made them,
+    and two entrypoints number their slots alike.
+    """
+
+    def __init__(self, control: Connection, listener: socket.socket | None) -> None:
+        self._control = control
+        self._listener = listener
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(control, selectors.EVENT_READ)
+        if listener is not None:
+            self._selector.register(listener, selectors.EVENT_READ)
+        self.attachments: dict[Connection, Attachments] = {control: Attachments()}
+        self._waiting: deque[Order] = deque()
+
+    def read(self) -> bool:
+        """Queue the batches that have arrived (waiting for one if none is queued) and accept
+        new entrypoints; False once told to stop or the starter is gone."""
+        ready: list[object] = [self._control]  # the starter's pipe alone: no select call
+        if self._listener is not None or self._waiting:
+            ready = [key.fileobj for key, _ in self._selector.select(0 if self._waiting else None)]
+        for source in ready:
+            if isinstance(source, socket.socket):
+                self._accept(source)
+                continue
+            assert isinstance(source, Connection)
+            try:
+                order = decode_order(source.recv_bytes())
+            except (EOFError, OSError):
+                if source is self._control:
+                    return False
+                self._drop(source)
+                continue
+            if isinstance(order, Stop):
+                return False
+            self._waiting.append((source, order))
+        return True
+
+    def take(self, max_batch: int) -> list[Order]:
+        """The first waiting batches whose jobs fit in `max_batch` together (always at least
+        one); batches of entrypoints that went away are dropped."""
+        taken: list[Order] = []
+        jobs = 0
+        while self._waiting and (not taken or jobs + len(self._waiting[0][1].jobs) <= max_batch):
+            conn, batch = self._waiting.popleft()
+            if conn in self.attachments:
+                taken.append((conn, batch))
+                jobs += len(batch.jobs)
+        return taken
+
+    def reply(self, conn: Connection, reply: BatchDone | BatchFailed) -> None:
+        if conn not in self.attachments:  # the entrypoint went away while its batch ran
+            return
+        try:
+            conn.send_bytes(encode(reply))
+        except OSError:
+            self._drop(conn)
+
+    def close(self) -> None:
+        for attachments in self.attachments.values():
+            attachments.close()
+        self._selector.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        conn = Connection(listener.accept()[0].detach())
+        try:
+            conn.send_bytes(encode(Ready(os.getpid())))
+        except OSError:
+            conn.close()
+            return
+        self._selector.register(conn, selectors.EVENT_READ)
+        self.attachments[conn] = Attachments()
+
+    def _drop(self, conn: Connection) -> None:
+        self._selector.unregister(conn)
+        self.attachments.pop(conn).close()
+        conn.close()
+
+
+def run_batches(
+    policy: Policy, orders: list[Order], attachments: dict[Connection, Attachments]
+) -> list[tuple[Connection, BatchDone | BatchFailed]]:
+    """One policy call for every job in `orders`; chunks go back into the jobs' slots."""
+    jobs: list[Job] = []
+    buffers: list[memoryview] = []
+    for conn, batch in orders:
+        mapped = attachments[conn]
+        for index in batch.forget:
+            mapped.forget(index)
+        jobs.extend(batch.jobs)
+        buffers.extend(mapped.buffer(job.slot_index, job.slot_name) for job in batch.jobs)
+    inputs = [_policy_input(job, buffer) for job, buffer in zip(jobs, buffers, strict=True)]
     start = time.perf_counter()
     try:
         chunks = policy.infer_batch(inputs)
@@ -85,11 +180,15 @@ def run_batch(policy: Policy, batch: Batch, attachments: Attachments) -> BatchDo
             raise ValueError(f"policy returned {len(chunks)} chunks for {len(inputs)} observations")
         arrays = [_as_chunk(chunk) for chunk in chunks]
     except Exception as exc:
-        return BatchFailed(batch.batch_id, _describe(exc))
+        error = _describe(exc)
+        return [(conn, BatchFailed(batch.batch_id, error)) for conn, batch in orders]
     inference_ms = (time.perf_counter() - start) * 1000
     del inputs
-    results = tuple(map(_store, batch.jobs, arrays, buffers))
-    return BatchDone(batch.batch_id, results, inference_ms)
+    results = iter(map(_store, jobs, arrays, buffers))
+    return [
+        (conn, BatchDone(batch.batch_id, tuple(next(results) for _ in batch.jobs), inference_ms))
+        for conn, batch in orders
+    ]
 
 
 def _policy_input(job: Job, buffer: memoryview) -> PolicyInput:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 import time
 from typing import Any
 
@@ -41,7 +42,7 @@ from vla_client.server.worker.shm import (
     view,
     write_arrays,
 )
-from vla_client.server.worker.supervisor import WorkerProcess, WorkerStartError
+from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess, WorkerStartError
 
 log = logging.getLogger("vla_client.server.worker")
 
@@ -52,11 +53,35 @@ Timings = dict[str, float]
 
 
 class WorkerRunner:
-    """Runs `policy` in a supervised worker process; arrays cross in shared memory."""
+    """Runs `policy` in a supervised worker process; arrays cross in shared memory.
 
-    def __init__(self, policy: Policy, settings: WorkerSettings | None = None) -> None:
+    By default the runner starts a worker of its own. With `listener` (a listening Unix socket)
+    that worker also serves the entrypoints that connect there; with `address` the runner starts
+    no worker but connects to the one listening at `address`, and reconnects when it restarts.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        settings: WorkerSettings | None = None,
+        *,
+        listener: socket.socket | None = None,
+        address: str | None = None,
+    ) -> None:
+        if listener is not None and address is not None:
+            raise ValueError("a runner either starts the worker (listener) or links to one")
         self.settings = settings or WorkerSettings()
-        self._worker = WorkerProcess(policy, on_message=self._on_message, on_exit=self._on_exit)
+        self._worker: WorkerProcess | WorkerLink
+        if address is not None:
+            self._worker = WorkerLink(address, on_message=self._on_message, on_exit=self._on_exit)
+        else:
+            self._worker = WorkerProcess(
+                policy,
+                max_batch=self.settings.max_batch,
+                listener=listener,
+                on_message=self._on_message,
+                on_exit=self._on_exit,
+            )
         self._pool = SlotPool(self.settings.queue_size)
         self._batcher: Batcher[Job] = Batcher(
             self.settings.max_batch, self.settings.batch_wait_ms / 1000, self._send
@@ -226,8 +251,9 @@ class WorkerRunner:
             )
         else:
             log.error("inference worker exited with code %s", code)
+            how = "" if code is None else f" (code {code})"  # a shared worker's code is unknown
             self._fail_in_flight(
-                f"the inference worker exited (code {code}) while running this request; "
+                f"the inference worker exited{how} while running this request; "
                 "it is being restarted"
             )
         if not self._closing:

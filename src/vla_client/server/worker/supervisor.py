@@ -9,13 +9,19 @@ the worker.
 
 Replies are read by an event-loop reader on the pipe, not a thread, so a finished batch wakes
 the waiting requests without a thread hop. End of file on the pipe means the worker died.
+
+A worker can also be shared by several entrypoint processes (``vla-client serve --api-servers``):
+one process starts it as here, with a listening Unix socket, and the others reach it through a
+`WorkerLink`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -27,9 +33,9 @@ from typing import Any
 from vla_client.server.policy import Policy
 from vla_client.server.worker.messages import (
     Batch,
-    Ready,
     StartFailed,
     Stop,
+    decode_greeting,
     decode_reply,
     encode,
 )
@@ -39,24 +45,76 @@ class WorkerStartError(RuntimeError):
     """The worker exited or reported an error before it was ready."""
 
 
-class WorkerProcess:
-    """One worker process; `on_message` gets its replies, `on_exit` its death (exit code)."""
+class WorkerChannel:
+    """A pipe to a worker, read by the event loop: `on_message` gets its replies, `on_exit` the
+    end of the pipe (the worker's exit code where known)."""
+
+    def __init__(
+        self, *, on_message: Callable[[Any], None], on_exit: Callable[[int | None], None]
+    ) -> None:
+        self._on_message = on_message
+        self._on_exit = on_exit
+        self._conn: Connection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def send(self, batch: Batch) -> None:
+        """Hand a batch to the worker (a few hundred bytes; the pipe never fills)."""
+        if self._conn is None:
+            raise BrokenPipeError("the inference worker is not running")
+        self._conn.send_bytes(encode(batch))
+
+    def _attach(self, conn: Connection) -> None:
+        self._conn = conn
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(conn.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            message = decode_reply(conn.recv_bytes())
+        except (EOFError, OSError):
+            self._detach()
+            conn.close()
+            self._on_exit(self._exit_code())
+            return
+        self._on_message(message)
+
+    def _exit_code(self) -> int | None:
+        return None
+
+    def _detach(self) -> Connection | None:
+        conn = self._conn
+        if conn is not None and self._loop is not None:
+            self._loop.remove_reader(conn.fileno())
+        self._conn = None
+        return conn
+
+
+class WorkerProcess(WorkerChannel):
+    """One worker process, started and stopped here.
+
+    With a `listener` (a listening Unix socket) the worker is shared: other entrypoint
+    processes reach it there through `WorkerLink`.
+    """
 
     def __init__(
         self,
         policy: Policy,
         *,
+        max_batch: int,
         on_message: Callable[[Any], None],
         on_exit: Callable[[int | None], None],
+        listener: socket.socket | None = None,
         start_timeout_s: float = 120.0,
     ) -> None:
+        super().__init__(on_message=on_message, on_exit=on_exit)
         self._policy = policy
-        self._on_message = on_message
-        self._on_exit = on_exit
+        self._max_batch = max_batch
+        self._listener = listener
         self._start_timeout_s = start_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def pid(self) -> int | None:
@@ -65,9 +123,11 @@ class WorkerProcess:
     async def start(self) -> None:
         """Spawn the worker and wait until its policy is loaded. Raises `WorkerStartError`."""
         parent_socket, child_socket = socket.socketpair()
-        fd = child_socket.fileno()
+        fds = [child_socket.fileno()]
+        if self._listener is not None:
+            fds.append(self._listener.fileno())
         process = subprocess.Popen(
-            [sys.executable, "-m", "vla_client.server.worker", str(fd)], pass_fds=(fd,)
+            [sys.executable, "-m", "vla_client.server.worker", *map(str, fds)], pass_fds=fds
         )
         child_socket.close()
         parent_conn = Connection(parent_socket.detach())
@@ -77,15 +137,8 @@ class WorkerProcess:
             parent_conn.close()
             _reap(process, 1.0)
             raise
-        self._process, self._conn = process, parent_conn
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(parent_conn.fileno(), self._readable)
-
-    def send(self, batch: Batch) -> None:
-        """Hand a batch to the worker (a few hundred bytes; the pipe never fills)."""
-        if self._conn is None:
-            raise BrokenPipeError("the inference worker is not running")
-        self._conn.send_bytes(encode(batch))
+        self._process = process
+        self._attach(parent_conn)
 
     def kill(self) -> None:
         """End a stuck worker; its death is reported through `on_exit` as usual."""
@@ -104,7 +157,7 @@ class WorkerProcess:
         conn.close()
 
     def _await_ready(self, conn: Connection, process: subprocess.Popen[bytes]) -> None:
-        conn.send((list(sys.path), pickle.dumps(self._policy)))
+        conn.send((list(sys.path), pickle.dumps(self._policy), self._max_batch))
         deadline = time.monotonic() + self._start_timeout_s
         while not conn.poll(0.05):
             if process.poll() is not None:
@@ -113,39 +166,86 @@ class WorkerProcess:
                 raise WorkerStartError(
                     f"inference worker not ready after {self._start_timeout_s} s"
                 )
-        try:
-            message = conn.recv()
-        except EOFError:
-            raise WorkerStartError("inference worker exited before it was ready") from None
-        if isinstance(message, StartFailed):
-            raise WorkerStartError(f"policy failed to load: {message.error}")
-        if not isinstance(message, Ready):
-            raise WorkerStartError(f"unexpected first message from worker: {message!r}")
+        _greeting(conn)
 
-    def _readable(self) -> None:
-        conn = self._conn
-        if conn is None:
-            return
-        try:
-            message = decode_reply(conn.recv_bytes())
-        except (EOFError, OSError):
-            process = self._process
-            self._detach()
+    def _exit_code(self) -> int | None:
+        process, self._process = self._process, None
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return process.wait(0.5)
+        return None
+
+
+class WorkerLink(WorkerChannel):
+    """A connection to a shared worker that another process started and restarts.
+
+    `start` connects (waiting up to `start_timeout_s` for a worker that is being restarted);
+    `stop` only disconnects. `kill` ends the shared worker: its starter restarts it, and every
+    entrypoint's requests in flight get 503, as they would with a worker of their own.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        on_message: Callable[[Any], None],
+        on_exit: Callable[[int | None], None],
+        start_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(on_message=on_message, on_exit=on_exit)
+        self._address = address
+        self._start_timeout_s = start_timeout_s
+        self.pid: int | None = None
+
+    async def start(self) -> None:
+        """Connect and wait for the worker's `Ready`. Raises `WorkerStartError`."""
+        conn, self.pid = await asyncio.to_thread(self._connect)
+        self._attach(conn)
+
+    def kill(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        conn = self._detach()
+        if conn is not None:
             conn.close()
-            code = None
-            if process is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    code = process.wait(0.5)
-            self._on_exit(code)
-            return
-        self._on_message(message)
 
-    def _detach(self) -> Connection | None:
-        conn = self._conn
-        if conn is not None and self._loop is not None:
-            self._loop.remove_reader(conn.fileno())
-        self._conn = None
-        return conn
+    def _connect(self) -> tuple[Connection, int]:
+        deadline = time.monotonic() + self._start_timeout_s
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(self._address)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise WorkerStartError(f"no inference worker at {self._address}") from None
+                time.sleep(0.05)
+        conn = Connection(sock.detach())
+        try:
+            if not conn.poll(max(deadline - time.monotonic(), 0.1)):
+                raise WorkerStartError(
+                    f"the inference worker did not answer within {self._start_timeout_s} s"
+                )
+            return conn, _greeting(conn)
+        except BaseException:
+            conn.close()
+            raise
+
+
+def _greeting(conn: Connection) -> int:
+    """The pid in the worker's `Ready`; `WorkerStartError` for anything else."""
+    try:
+        message = decode_greeting(conn.recv_bytes())
+    except EOFError:
+        raise WorkerStartError("inference worker exited before it was ready") from None
+    if isinstance(message, StartFailed):
+        raise WorkerStartError(f"policy failed to load: {message.error}")
+    pid: int = message.pid
+    return pid
 
 
 def _reap(process: subprocess.Popen[bytes], timeout_s: float) -> None:

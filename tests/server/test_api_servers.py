@@ -1,0 +1,194 @@
+"""Several entrypoint processes sharing one inference worker (``serve --api-servers N``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from worker_doubles import FaultyPolicy
+
+from vla_client.observation import Observation
+from vla_client.protocol import encode_request, loads, read_actions
+from vla_client.scene import synthetic_frames
+from vla_client.server import PolicyInput, ReferencePolicy
+from vla_client.server.api_servers import SPEC_ENV, WorkerKeeper
+from vla_client.server.config import WorkerSettings
+from vla_client.server.policies import reference_actions
+from vla_client.server.runner import InferenceError
+from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import load_test
+
+
+def descendants(pid: int) -> list[int]:
+    """Children of every thread of `pid` (the worker is started from a thread), recursively."""
+    children = [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+    return [pid for child in children for pid in [child, *descendants(child)]]
+
+
+def command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def test_two_entrypoints_share_one_worker_and_stop_cleanly() -> None:
+    server = load_test.ServerProcess("--api-servers", "2").start()
+    try:
+        assert server.process is not None
+        processes = {pid: command_line(pid) for pid in descendants(server.process.pid)}
+        workers = [pid for pid, line in processes.items() if "vla_client.server.worker" in line]
+        entrypoints = [pid for pid, line in processes.items() if "multiprocessing.spawn" in line]
+        assert len(workers) == 1 and len(entrypoints) == 2, processes
+        spec = Path(_environment(entrypoints[0])[SPEC_ENV])
+
+        observations = [
+            Observation(images=synthetic_frames(2, 96, 128, seed=i), task=f"task {i}")
+            for i in range(48)
+        ]
+        replies: dict[int, httpx.Response] = {}
+
+        def client(indices: range) -> None:
+            with httpx.Client(base_url=server.url, timeout=30) as http:
+                for i in indices:
+                    body, content_type = encode_request(
+                        observations[i], encoding="raw", wire="msgpack"
+                    )
+                    reply = http.post(
+                        "/v1/actions/generations",
+                        content=body,
+                        headers={"content-type": content_type},
+                    )
+                    replies[i] = reply
+
+        threads = [threading.Thread(target=client, args=(range(k, 48, 8),)) for k in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(replies) == list(range(48))
+        for i, reply in replies.items():
+            assert reply.status_code == 200, reply.text
+            seen = PolicyInput(images=observations[i].images, task=observations[i].task)
+            expected = reference_actions(seen, horizon=16, action_dim=7)
+            actions, _ = read_actions(loads(reply.content, "msgpack"))
+            np.testing.assert_allclose(actions, expected, rtol=1e-6)
+        # A slot's name carries the pid of the entrypoint that made it: both took requests.
+        makers = {
+            name.split("_")[1] for name in os.listdir("/dev/shm") if name.startswith(SEGMENT_PREFIX)
+        }
+        assert {str(pid) for pid in entrypoints} <= makers
+    finally:
+        server.stop()
+    assert server.process is not None and server.process.returncode == 0
+    assert not load_test.leaked_segments(entrypoints)
+    assert not spec.parent.exists(), "the folder with the worker's socket should be gone"
+    assert not still_running(processes), processes
+
+
+def still_running(pids: Iterable[int], wait_s: float = 10.0) -> list[int]:
+    """Those of `pids` still alive after up to `wait_s` (resource trackers take a moment)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.05)
+
+
+def _environment(pid: int) -> dict[str, str]:
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(pair.decode().split("=", 1) for pair in pairs if b"=" in pair)
+
+
+def with_shared_worker(scenario, links: int, policy=None):
+    """Run `scenario(keeper, runners)`: a worker kept alive as `serve` keeps it, and `links`
+    runners connected to it, all in this process."""
+
+    async def run(keeper: WorkerKeeper, address: str):
+        runners = [WorkerRunner(ReferencePolicy(), address=address) for _ in range(links)]
+        for runner in runners:
+            await runner.start()
+        try:
+            return await scenario(keeper, runners)
+        finally:
+            for runner in runners:
+                await runner.close()
+
+    address = f"\0vla-client-test-{os.getpid()}-{id(scenario)}"  # abstract: nothing to clean up
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(address)
+        listener.listen(8)
+        settings = WorkerSettings(max_batch=8)
+        with WorkerKeeper(policy or FaultyPolicy(), settings, listener) as keeper:
+            return asyncio.run(run(keeper, address))
+
+
+def test_batches_from_different_entrypoints_share_one_policy_call() -> None:
+    frames = synthetic_frames(1, 32, 32)
+
+    async def scenario(_, runners: list[WorkerRunner]) -> list[float]:
+        sleeper, *others = runners
+        first = asyncio.create_task(sleeper.infer(PolicyInput(images=frames, task="sleep:0.6")))
+        await asyncio.sleep(0.2)  # the worker is busy: the next two batches wait for it
+        replies = await asyncio.gather(
+            *(runner.infer(PolicyInput(images=frames, task="go")) for runner in others)
+        )
+        await first
+        return [float(actions[0, 0]) for actions, _ in replies]
+
+    # FaultyPolicy writes the batch size into chunk[0, 0].
+    assert with_shared_worker(scenario, links=3) == [2.0, 2.0]
+
+
+def test_a_killed_shared_worker_fails_its_requests_and_comes_back() -> None:
+    frames = synthetic_frames(1, 32, 32)
+
+    async def scenario(keeper: WorkerKeeper, runners: list[WorkerRunner]) -> tuple[int, int]:
+        first, second = runners
+        old_pid = first.worker_pid
+        crashing = [runner.infer(PolicyInput(images=frames, task="crash")) for runner in runners]
+        for outcome in await asyncio.gather(*crashing, return_exceptions=True):
+            assert isinstance(outcome, InferenceError) and outcome.status_code == 503
+            assert "worker exited" in outcome.detail
+        for _ in range(200):  # the keeper restarts the worker, the links reconnect
+            try:
+                actions, _ = await second.infer(PolicyInput(images=frames, task="go"))
+                break
+            except InferenceError:
+                await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the shared worker did not come back")
+        assert actions.shape == (16, 7)
+        await first.infer(PolicyInput(images=frames, task="go"))
+        assert first.worker_pid == second.worker_pid
+        return old_pid or 0, first.worker_pid or 0
+
+    old_pid, new_pid = with_shared_worker(scenario, links=2)
+    assert old_pid and new_pid and new_pid != old_pid
+
+
+def test_a_policy_that_cannot_load_is_one_error_line(tmp_path: Path) -> None:
+    weights = tmp_path / "weights.pt"
+    weights.write_bytes(b"not a state dict")
+    completed = subprocess.run(
+        [sys.executable, "-m", "vla_client.cli", "serve", "--api-servers", "2",
+         "--policy", "torch", "--weights", str(weights), "--port", str(load_test.free_port())],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("error: policy failed to load: ")
+    assert completed.stderr.count("\n") == 1
