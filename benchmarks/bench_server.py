@@ -200,7 +200,7 @@ def throughput(
 ) -> None:
     """Servers and bare endpoint take turns in short rounds, so a noisy neighbour hits all."""
     body, content_type = encode_request(observation, encoding="raw", wire="msgpack")
-    rounds = 4
+    rounds = 8
     urls = {name: url + GENERATIONS for name, url in servers.items()} | {"bare": bare + "/bare"}
     print(f"\n4. Throughput, raw/msgpack, {seconds:g} s per cell in {rounds} alternating rounds "
           "(requests/s; ratios to bare)")  # fmt: skip
@@ -289,7 +289,7 @@ def main() -> None:
         serve(args.bare, args.serve, args.api_servers)
         return
     n = 10 if args.quick else 60
-    seconds = 1.0 if args.quick else 4.0
+    seconds = 2.0 if args.quick else 8.0
     observation = Observation(images=synthetic_frames(CAMERAS, HEIGHT, WIDTH), task="bench")
     print(f"vla-client server benchmark, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, "
           f"Python {sys.version.split()[0]}")  # fmt: skip
