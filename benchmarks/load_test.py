@@ -282,7 +282,7 @@ class ServerProcess:
         """Resident memory of the server and its children, from /proc (0 where there is none)."""
         if self.process is None:
             return 0.0
-        return sum(_rss_kb(pid) for pid in _process_tree(self.process.pid)) / 1024
+        return sum(_rss_kb(pid) for pid in process_tree(self.process.pid)) / 1024
 
 
 def free_port() -> int:
@@ -291,7 +291,8 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _process_tree(pid: int) -> list[int]:
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, children of any of their threads included."""
     pids, index = [pid], 0
     while index < len(pids):
         for task in Path(f"/proc/{pids[index]}/task").glob("*/children"):

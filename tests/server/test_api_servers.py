@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.scene import synthetic_frames
 from vla_client.server import PolicyInput, ReferencePolicy
 from vla_client.server.api_servers import SPEC_ENV, WorkerKeeper
+from vla_client.server.app import GENERATIONS_PATH as GENERATIONS
 from vla_client.server.config import WorkerSettings
 from vla_client.server.policies import reference_actions
 from vla_client.server.runner import InferenceError
@@ -29,16 +31,6 @@ from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import load_test
-
-
-def descendants(pid: int) -> list[int]:
-    """Children of every thread of `pid` (the worker is started from a thread), recursively."""
-    children = [
-        int(child)
-        for task in Path(f"/proc/{pid}/task").iterdir()
-        for child in (task / "children").read_text().split()
-    ]
-    return [pid for child in children for pid in [child, *descendants(child)]]
 
 
 def command_line(pid: int) -> str:
@@ -49,9 +41,9 @@ def test_two_entrypoints_share_one_worker_and_stop_cleanly() -> None:
     server = load_test.ServerProcess("--api-servers", "2").start()
     try:
         assert server.process is not None
-        processes = {pid: command_line(pid) for pid in descendants(server.process.pid)}
+        processes = {pid: command_line(pid) for pid in load_test.process_tree(server.process.pid)}
         workers = [pid for pid, line in processes.items() if "vla_client.server.worker" in line]
-        entrypoints = [pid for pid, line in processes.items() if "multiprocessing.spawn" in line]
+        entrypoints = _entrypoints(server.process.pid)
         assert len(workers) == 1 and len(entrypoints) == 2, processes
         spec = Path(_environment(entrypoints[0])[SPEC_ENV])
 
@@ -68,7 +60,7 @@ def test_two_entrypoints_share_one_worker_and_stop_cleanly() -> None:
                         observations[i], encoding="raw", wire="msgpack"
                     )
                     reply = http.post(
-                        "/v1/actions/generations",
+                        GENERATIONS,
                         content=body,
                         headers={"content-type": content_type},
                     )
@@ -192,3 +184,42 @@ def test_a_policy_that_cannot_load_is_one_error_line(tmp_path: Path) -> None:
     assert completed.returncode == 1
     assert completed.stderr.startswith("error: policy failed to load: ")
     assert completed.stderr.count("\n") == 1
+
+
+def test_a_killed_entrypoint_is_replaced_and_the_other_keeps_serving() -> None:
+    server = load_test.ServerProcess("--api-servers", "2").start()
+    assert server.process is not None
+    entrypoints = replaced = _entrypoints(server.process.pid)
+    body, content_type = encode_request(
+        Observation(images=synthetic_frames(1, 64, 64)), encoding="raw", wire="msgpack"
+    )
+    try:
+        os.kill(entrypoints[0], signal.SIGKILL)
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            statuses = [
+                http.post(
+                    GENERATIONS, content=body, headers={"content-type": content_type}
+                ).status_code
+                for _ in range(20)
+            ]
+        assert statuses == [200] * 20
+        deadline = time.monotonic() + 20
+        while len(replaced := _entrypoints(server.process.pid)) < 2:
+            assert time.monotonic() < deadline, "the killed entrypoint was not replaced"
+            time.sleep(0.1)
+        assert entrypoints[0] not in replaced and entrypoints[1] in replaced
+    finally:
+        server.stop()
+    assert not load_test.leaked_segments([*entrypoints, *replaced])
+
+
+def _entrypoints(pid: int) -> list[int]:
+    """The entrypoint processes under `pid` (uvicorn starts them with multiprocessing's spawn)."""
+    found = []
+    for child in load_test.process_tree(pid):
+        try:
+            if "multiprocessing.spawn" in command_line(child):
+                found.append(child)
+        except OSError:  # gone meanwhile
+            pass
+    return found

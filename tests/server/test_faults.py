@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -25,6 +26,9 @@ from vla_client.scene import synthetic_frames
 from vla_client.server import LocalServer, ServerConfig, create_app
 from vla_client.server.config import WorkerSettings
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import load_test
 
 GENERATIONS = "/v1/actions/generations"
 QUEUE_SIZE = 3
@@ -145,19 +149,24 @@ def test_client_that_disconnects_mid_request_loses_nothing(
     assert_serving(url, runner)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
+@pytest.mark.parametrize("api_servers", ["1", "2"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_signal_with_requests_in_flight_stops_cleanly(signum: int) -> None:
-    port = free_port()
+def test_signal_with_requests_in_flight_stops_cleanly(signum: int, api_servers: str) -> None:
+    port = load_test.free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     server = subprocess.Popen(
-        [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(port), "--queue-size", "4"],
+        [
+            sys.executable,
+            "-m",
+            "vla_client.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--queue-size",
+            "4",
+            "--api-servers",
+            api_servers,
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -173,6 +182,7 @@ def test_signal_with_requests_in_flight_stops_cleanly(signum: int) -> None:
                 pass
             assert time.monotonic() < deadline and server.poll() is None, "server did not start"
             time.sleep(0.1)
+        processes = load_test.process_tree(server.pid)  # entrypoints make the segments
         statuses: list[int | str] = []
         stop = threading.Event()
 
@@ -200,10 +210,7 @@ def test_signal_with_requests_in_flight_stops_cleanly(signum: int) -> None:
             server.wait()
     assert 200 in statuses
     assert set(statuses) <= {200, 503, "ConnectError", "RemoteProtocolError", "ReadError"}
-    leftovers = [
-        n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{server.pid}_")
-    ]
-    assert leftovers == []
+    assert load_test.leaked_segments(processes, wait_s=0) == []
     errors = server.stderr.read().decode() if server.stderr else ""
     assert "Traceback" not in errors
     assert "leaked" not in errors, "the resource tracker had to clean up after the server"
