@@ -54,16 +54,19 @@ def serve(policy: Policy, config: ServerConfig, count: int, **uvicorn_run: Any) 
             listener.bind(address)
             listener.listen(count * 2)
             with WorkerKeeper(policy, config.worker, listener):
-                os.environ[SPEC_ENV] = spec
-                uvicorn.run(
-                    f"{__name__}:entrypoint_app",
-                    factory=True,
-                    workers=count,
-                    host=config.host,
-                    port=config.port,
-                    **uvicorn_options(config),
-                    **uvicorn_run,
-                )
+                os.environ[SPEC_ENV] = spec  # the spawned entrypoints inherit it
+                try:
+                    uvicorn.run(
+                        f"{__name__}:entrypoint_app",
+                        factory=True,
+                        workers=count,
+                        host=config.host,
+                        port=config.port,
+                        **uvicorn_options(config),
+                        **uvicorn_run,
+                    )
+                finally:
+                    del os.environ[SPEC_ENV]
 
 
 def entrypoint_app() -> ActionServerApp:
