@@ -22,7 +22,7 @@ from vla_client.observation import Observation
 from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.scene import synthetic_frames
 from vla_client.server import PolicyInput, ReferencePolicy
-from vla_client.server.api_servers import SPEC_ENV, WorkerKeeper
+from vla_client.server.api_servers import SPEC_ENV, kept_worker
 from vla_client.server.app import GENERATIONS_PATH as GENERATIONS
 from vla_client.server.config import WorkerSettings
 from vla_client.server.policies import reference_actions
@@ -107,15 +107,15 @@ def _environment(pid: int) -> dict[str, str]:
 
 
 def with_shared_worker(scenario, links: int, policy=None):
-    """Run `scenario(keeper, runners)`: a worker kept alive as `serve` keeps it, and `links`
+    """Run `scenario(runners)`: a worker kept alive as `serve` keeps it, and `links`
     runners connected to it, all in this process."""
 
-    async def run(keeper: WorkerKeeper, address: str):
+    async def run(address: str):
         runners = [WorkerRunner(ReferencePolicy(), address=address) for _ in range(links)]
         for runner in runners:
             await runner.start()
         try:
-            return await scenario(keeper, runners)
+            return await scenario(runners)
         finally:
             for runner in runners:
                 await runner.close()
@@ -125,14 +125,14 @@ def with_shared_worker(scenario, links: int, policy=None):
         listener.bind(address)
         listener.listen(8)
         settings = WorkerSettings(max_batch=8)
-        with WorkerKeeper(policy or FaultyPolicy(), settings, listener) as keeper:
-            return asyncio.run(run(keeper, address))
+        with kept_worker(policy or FaultyPolicy(), settings, listener):
+            return asyncio.run(run(address))
 
 
 def test_batches_from_different_entrypoints_share_one_policy_call() -> None:
     frames = synthetic_frames(1, 32, 32)
 
-    async def scenario(_, runners: list[WorkerRunner]) -> list[float]:
+    async def scenario(runners: list[WorkerRunner]) -> list[float]:
         sleeper, *others = runners
         first = asyncio.create_task(sleeper.infer(PolicyInput(images=frames, task="sleep:0.6")))
         await asyncio.sleep(0.2)  # the worker is busy: the next two batches wait for it
@@ -149,14 +149,14 @@ def test_batches_from_different_entrypoints_share_one_policy_call() -> None:
 def test_a_killed_shared_worker_fails_its_requests_and_comes_back() -> None:
     frames = synthetic_frames(1, 32, 32)
 
-    async def scenario(keeper: WorkerKeeper, runners: list[WorkerRunner]) -> tuple[int, int]:
+    async def scenario(runners: list[WorkerRunner]) -> tuple[int, int]:
         first, second = runners
         old_pid = first.worker_pid
         crashing = [runner.infer(PolicyInput(images=frames, task="crash")) for runner in runners]
         for outcome in await asyncio.gather(*crashing, return_exceptions=True):
             assert isinstance(outcome, InferenceError) and outcome.status_code == 503
             assert "worker exited" in outcome.detail
-        for _ in range(200):  # the keeper restarts the worker, the links reconnect
+        for _ in range(200):  # the serve side restarts the worker, links reconnect
             try:
                 actions, _ = await second.infer(PolicyInput(images=frames, task="go"))
                 break

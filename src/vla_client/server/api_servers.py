@@ -20,12 +20,13 @@ builds its app from a spec file in a private folder, next to the worker's socket
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import socket
 import tempfile
 import threading
-from types import TracebackType
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -53,7 +54,7 @@ def serve(policy: Policy, config: ServerConfig, count: int, **uvicorn_run: Any) 
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(address)
             listener.listen(count * 2)
-            with WorkerKeeper(policy, config.worker, listener):
+            with kept_worker(policy, config.worker, listener):
                 os.environ[SPEC_ENV] = spec  # the spawned entrypoints inherit it
                 try:
                     uvicorn.run(
@@ -76,35 +77,22 @@ def entrypoint_app() -> ActionServerApp:
     return create_app(policy, config, runner=WorkerRunner(policy, config.worker, address=address))
 
 
-class WorkerKeeper:
+@contextlib.contextmanager
+def kept_worker(
+    policy: Policy, settings: WorkerSettings, listener: socket.socket
+) -> Iterator[None]:
     """The shared worker, kept alive by a `WorkerRunner` on an event loop in its own thread."""
-
-    def __init__(self, policy: Policy, settings: WorkerSettings, listener: socket.socket) -> None:
-        self._runner = WorkerRunner(policy, settings, listener=listener)
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    def __enter__(self) -> WorkerKeeper:
-        self._thread.start()
+    runner = WorkerRunner(policy, settings, listener=listener)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(runner.start(), loop).result()
         try:
-            asyncio.run_coroutine_threadsafe(self._runner.start(), self._loop).result()
-        except BaseException:
-            self._stop_loop()
-            raise
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            asyncio.run_coroutine_threadsafe(self._runner.close(), self._loop).result()
+            yield
         finally:
-            self._stop_loop()
-
-    def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+            asyncio.run_coroutine_threadsafe(runner.close(), loop).result()
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.close()
