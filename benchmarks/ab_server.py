@@ -27,9 +27,9 @@ from pathlib import Path
 import httpx
 from bench_server import GENERATIONS, hammer, round_trip, start, stop
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
 from vla_client.protocol import encode_request
-from vla_client.scene import synthetic_frames
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,8 @@ from typing import Any
 import cv2
 import numpy as np
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import decode_image_bytes, encode_jpeg, encode_png, map_frames
-from vla_client.scene import synthetic_frames
 
 
 def paired_median_ms(

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs.arrays import pixel_list_to_array
 from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholders
-from vla_client.scene import synthetic_frames
 
 
 def baseline(body: bytes) -> dict[str, Any]:

@@ -35,10 +35,10 @@ from typing import Any
 import httpx
 import numpy as np
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
 from vla_client.protocol import decode_request, encode_request, loads, read_actions
 from vla_client.protocol.wire import CONTENT_TYPES, dumps
-from vla_client.scene import synthetic_frames
 
 CAMERAS, HEIGHT, WIDTH = 3, 360, 640
 GENERATIONS = "/v1/actions/generations"

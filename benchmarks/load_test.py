@@ -32,11 +32,12 @@ import httpx
 import numpy as np
 
 import vla_client
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient
-from vla_client.codecs import decode_image_value, encode_image_value, frame_digest
+from vla_client.codecs import frame_digest
 from vla_client.errors import MismatchedReplyError, ProtocolError, VLAClientError
 from vla_client.observation import Observation
-from vla_client.scene import synthetic_frames
+from vla_client.protocol import decode_image_value, encode_image_value
 from vla_client.server.policies import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.server.worker import SEGMENT_PREFIX

@@ -24,6 +24,7 @@ import numpy as np
 
 from vla_client import ActionClient
 from vla_client.cameras import CameraRig, SyntheticCamera
+from vla_client.cameras.scene import camera_names
 from vla_client.control import (
     ChunkExecutor,
     ControlLoop,
@@ -34,7 +35,6 @@ from vla_client.control import (
     percentiles,
 )
 from vla_client.observation import Observation
-from vla_client.scene import camera_names
 
 # Safety limits for the reference policy, whose actions are tanh(.) * cos(0.1 * h * k) for joint
 # k = 1..D at chunk step h: always within [-1, 1], so the bounds never bite on normal actions.

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
-from vla_client.scene import synthetic_frames
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from vla_client.scene import synthetic_frames
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput

@@ -1,79 +1,73 @@
-"""The exceptions vla-client raises, under one base class.
+"""Every exception vla-client raises, in one tree under `VLAClientError`.
 
-Client code catches `VLAClientError` for "anything went wrong talking to the policy", or one of
-the subclasses to decide what to do next: fix the input (`InvalidObservationError`), retry later
-(`ConnectError`, `RequestTimeoutError`, `ServerError` with a 503), or report a bug in the server
-(`ProtocolError`). The codecs raise `CodecError`; the server turns it into a 400 (or a 413 for
-`PayloadTooLargeError`) naming the field.
+::
+
+    VLAClientError
+    ├── InvalidObservationError (ValueError)   fix the observation: shape, dtype, NaN state
+    │   └── ContractError                       it does not fit what the server announced
+    ├── StaleObservationError                   too old to send (max_observation_age_s)
+    ├── CodecError (ValueError)                 a payload that cannot be encoded or decoded
+    │   ├── PayloadTooLargeError                over a size limit (413 on the server)
+    │   └── UnsupportedContentTypeError         not JSON or msgpack (415 on the server)
+    ├── ProtocolError                           a reply that does not follow the action API
+    │   └── MismatchedReplyError                a reply to another request
+    ├── TransportError                          the exchange did not complete
+    │   ├── ConnectError                        server unreachable, or the connection dropped
+    │   └── RequestTimeoutError                 no reply within the timeout
+    │       └── DeadlineExceededError           no usable reply within the request's deadline
+    ├── ServerError                             the server answered with an error status
+    ├── CameraError                             a camera cannot be opened or read
+    │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
+    │   └── StaleFrameError                     a frame older than allowed
+    ├── RecordingError (ValueError)             not a recording, or a truncated one
+    ├── UnsafeActionError                       the safety gate stopped an action
+    ├── ServerSilentError                       the watchdog stopped the robot
+    ├── InferenceError                          server side: a request the runner could not serve
+    └── WorkerStartError (RuntimeError)         server side: the inference worker did not start
+
+Client code catches `VLAClientError` for "anything went wrong talking to the policy", or a
+subclass to decide what to do next: fix the input (`InvalidObservationError`), retry later
+(`ConnectError`, `RequestTimeoutError`, `ServerError` with ``retryable``), or report a bug in
+the server (`ProtocolError`). Errors about one request carry its `request_id` (None when the
+request never got one, such as a bad observation refused before encoding).
 """
 
 from __future__ import annotations
 
 
 class VLAClientError(Exception):
-    """Base class of every error raised by vla-client."""
+    """Base class of every error raised by vla-client.
+
+    `request_id` names the request the error concerns, where there is one.
+    """
+
+    def __init__(self, *args: object, request_id: str | None = None) -> None:
+        super().__init__(*args)
+        self.request_id = request_id
 
 
 class InvalidObservationError(VLAClientError, ValueError):
     """An observation that cannot be sent: wrong shape or dtype, NaN state, no cameras."""
 
 
-class CodecError(VLAClientError, ValueError):
-    """A payload that cannot be encoded or decoded: corrupt base64, truncated PNG, bad dtype.
+class ContractError(InvalidObservationError):
+    """An observation that does not fit what the server announced in its metadata.
 
-    `field` names where in the request the bad value sits (for example
-    ``input.observation.images.wrist``), so the server can say so in its 400 detail.
+    `field` is the part of the contract (``input.image_keys``, ``input.state_dim``,
+    ``input.image_size``), `expected` what the server announced, `given` what the observation
+    has. Nothing was sent.
     """
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
+    def __init__(self, field: str, expected: object, given: object, hint: str = "") -> None:
         self.field = field
-        super().__init__(f"{field}: {message}" if field else message)
-
-
-class PayloadTooLargeError(CodecError):
-    """A body or image over a configured limit (a decompression bomb, say): a 413 on the server."""
-
-
-class ProtocolError(VLAClientError):
-    """The server's reply does not follow the action API (missing actions, wrong request id)."""
-
-
-class TransportError(VLAClientError):
-    """The request did not complete at the transport level."""
-
-
-class ConnectError(TransportError):
-    """The server could not be reached (refused, DNS failure, connection dropped)."""
-
-
-class RequestTimeoutError(TransportError):
-    """The server did not answer within the configured timeout."""
-
-
-class ServerError(VLAClientError):
-    """The server answered with an error status; `status_code` and `detail` say which and why."""
-
-    def __init__(self, status_code: int, detail: str, *, retry_after: float | None = None) -> None:
-        self.status_code = status_code
-        self.detail = detail
-        self.retry_after = retry_after
-        super().__init__(f"server answered {status_code}: {detail}")
-
-
-class UnsupportedContentTypeError(CodecError):
-    """A body in a content type the action API does not speak; the server answers 415."""
-
-
-class DeadlineExceededError(RequestTimeoutError):
-    """No usable reply within the request's deadline; a reply that comes later is never used."""
-
-
-class MismatchedReplyError(ProtocolError):
-    """A reply carrying another request's id; it is dropped, never returned for this request."""
+        self.expected = expected
+        self.given = given
+        message = f"{field}: the server expects {expected}, the observation has {given}"
+        super().__init__(f"{message}; {hint}" if hint else message)
 
 
 class StaleObservationError(VLAClientError):
-    """An observation older than the client's ``max_observation_age``; it was not sent.
+    """An observation older than the client's ``max_observation_age_s``; it was not sent.
 
     Transient: a fresh observation goes through. `age_s` is how old the oldest frame was.
     """
@@ -84,3 +78,133 @@ class StaleObservationError(VLAClientError):
         super().__init__(
             f"observation is {age_s * 1e3:.0f} ms old, over the limit of {max_age_s * 1e3:.0f} ms"
         )
+
+
+class CodecError(VLAClientError, ValueError):
+    """A payload that cannot be encoded or decoded: corrupt base64, truncated PNG, bad dtype.
+
+    `field` names where in the request the bad value sits (for example
+    ``input.observation.images.wrist``), so the server can say so in its 400 detail.
+    """
+
+    def __init__(
+        self, message: str, *, field: str | None = None, request_id: str | None = None
+    ) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message, request_id=request_id)
+
+
+class PayloadTooLargeError(CodecError):
+    """A body or image over a configured limit (a decompression bomb, say): a 413 on the server."""
+
+
+class UnsupportedContentTypeError(CodecError):
+    """A body in a content type the action API does not speak; the server answers 415."""
+
+
+class ProtocolError(VLAClientError):
+    """The server's reply does not follow the action API (missing actions, wrong request id)."""
+
+
+class MismatchedReplyError(ProtocolError):
+    """A reply carrying another request's id; it is dropped, never returned for this request."""
+
+
+class TransportError(VLAClientError):
+    """The request did not complete at the transport level."""
+
+
+class ConnectError(TransportError):
+    """The server could not be reached (refused, DNS failure, connection dropped).
+
+    `sent` is False when the request certainly never left (the connection never opened), so
+    retrying it cannot run the policy twice.
+    """
+
+    def __init__(self, *args: object, sent: bool = True, request_id: str | None = None) -> None:
+        super().__init__(*args, request_id=request_id)
+        self.sent = sent
+
+
+class RequestTimeoutError(TransportError):
+    """The server did not answer within the configured timeout."""
+
+
+class DeadlineExceededError(RequestTimeoutError):
+    """No usable reply within the request's deadline; a reply that comes later is never used."""
+
+
+class ServerError(VLAClientError):
+    """The server answered with an error status; `status_code` and `detail` say which and why.
+
+    `retry_after` is the server's ``Retry-After`` in seconds, when it sent one: the server is
+    busy or restarting and the same request may succeed later.
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        detail: str,
+        *,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.detail = detail
+        self.retry_after = retry_after
+        super().__init__(f"server answered {status_code}: {detail}", request_id=request_id)
+
+    @property
+    def retryable(self) -> bool:
+        """A 503 with ``Retry-After``: the policy did not run, and will take the request later."""
+        return self.status_code == 503 and self.retry_after is not None
+
+
+class CameraError(VLAClientError):
+    """A camera that cannot be opened, is not open, or was configured wrongly."""
+
+
+class CameraTimeoutError(CameraError, TimeoutError):
+    """No new frame arrived within the configured timeout (stalled or disconnected camera)."""
+
+
+class StaleFrameError(CameraError):
+    """A frame older than the configured maximum age; sending it would mislead the policy."""
+
+
+class RecordingError(VLAClientError, ValueError):
+    """A file that is not a recording (of observations or action chunks), or a truncated or
+    corrupt one."""
+
+
+class UnsafeActionError(VLAClientError):
+    """An action or chunk failed a safety check, and nothing of it was sent to the robot."""
+
+
+class ServerSilentError(VLAClientError):
+    """The server sent no chunk within the watchdog timeout and the behaviour is ``stop``."""
+
+
+class InferenceError(VLAClientError):
+    """Server side: a request the runner could not serve, with the HTTP status it maps to.
+
+    503 (busy, worker down or restarting; `retry_after` says when to come back), 500 (the
+    policy failed), 504 (inference ran past its timeout).
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        detail: str,
+        *,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(detail, request_id=request_id)
+        self.status_code = status_code
+        self.detail = detail
+        self.retry_after = retry_after
+
+
+class WorkerStartError(VLAClientError, RuntimeError):
+    """Server side: the inference worker exited or reported an error before it was ready."""

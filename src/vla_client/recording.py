@@ -24,7 +24,7 @@ import numpy as np
 
 from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
 from vla_client.codecs.msgpack_numpy import packb, unpackb
-from vla_client.errors import CodecError, VLAClientError
+from vla_client.errors import CodecError, RecordingError
 from vla_client.observation import Observation
 
 MAGIC = b"\x89VLAOBS\n"
@@ -33,11 +33,6 @@ VERSION = 1
 ImageFormat = Literal["png", "raw"]
 _LENGTH = struct.Struct(">I")
 _MAX_RECORD_BYTES = 1 << 30
-
-
-class RecordingError(VLAClientError, ValueError):
-    """A file that is not a recording (of observations or action chunks), or a truncated or
-    corrupt one."""
 
 
 @dataclass(frozen=True)

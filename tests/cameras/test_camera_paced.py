@@ -18,7 +18,7 @@ from vla_client.cameras import (
     SyntheticCamera,
     VideoFileCamera,
 )
-from vla_client.scene import SyntheticScene
+from vla_client.cameras.scene import SyntheticScene
 
 
 def read_n(camera: Camera, count: int) -> list[Frame]:

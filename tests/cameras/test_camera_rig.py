@@ -21,7 +21,7 @@ from vla_client.cameras import (
     SyntheticCamera,
     VideoFileCamera,
 )
-from vla_client.preprocess import FramePreprocessor
+from vla_client.cameras.preprocess import FramePreprocessor
 
 
 class FixedCamera(CameraBase):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.recording import ObservationReader, load_observations
-from vla_client.scene import synthetic_frames
 
 
 def test_records_synthetic_frames_losslessly_with_state_and_task(cli, tmp_path):

@@ -8,8 +8,8 @@ import cv2
 import numpy as np
 import pytest
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.recording import load_action_chunks
-from vla_client.scene import synthetic_frames
 from vla_client.server.policies import reference_actions
 from vla_client.server.policy import PolicyInput
 

@@ -128,7 +128,7 @@ def test_regular_images_match_pixel_list_to_array(
 
 
 def test_real_camera_frames_with_default_min_bytes() -> None:
-    from vla_client.scene import synthetic_frames
+    from vla_client.cameras.scene import synthetic_frames
 
     frames = synthetic_frames(height=40, width=64)
     body = json.dumps(request(frames["wrist"].tolist(), left=frames["left"].tolist())).encode()

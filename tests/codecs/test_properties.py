@@ -11,14 +11,19 @@ from hypothesis.extra import numpy as hnp
 from vla_client.codecs import (
     b64decode_text,
     b64encode_text,
-    decode_image_value,
-    encode_image_value,
     frame_digest,
     packb,
     unpackb,
 )
 from vla_client.observation import Observation
-from vla_client.protocol import decode_request, dumps, encode_request, loads
+from vla_client.protocol import (
+    decode_image_value,
+    decode_request,
+    dumps,
+    encode_image_value,
+    encode_request,
+    loads,
+)
 
 SETTINGS = settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 

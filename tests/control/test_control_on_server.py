@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 import pytest
 
+from vla_client.cameras.scene import SyntheticScene
 from vla_client.client import ActionClient
 from vla_client.client.result import ActionResult
 from vla_client.control import (
@@ -40,7 +41,6 @@ from vla_client.control import (
     Watchdog,
 )
 from vla_client.observation import Observation
-from vla_client.scene import SyntheticScene
 from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from vla_client import Observation, decode_request, encode_request
-from vla_client.codecs import ENCODINGS, WIRES, b64encode_text, encode_jpeg, encode_png
+from vla_client.codecs import b64encode_text, encode_jpeg, encode_png
 from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
-from vla_client.protocol import DecodeLimits
+from vla_client.protocol import ENCODINGS, WIRES, DecodeLimits
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from worker_doubles import FaultyPolicy
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
 from vla_client.protocol import encode_request
-from vla_client.scene import synthetic_frames
 from vla_client.server import LocalServer, ServerConfig, create_app
 from vla_client.server.config import WorkerSettings
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner

@@ -7,8 +7,8 @@ import pytest
 
 from vla_client import ActionClient, Observation, encode_request
 from vla_client.client import mismatched_cameras
-from vla_client.codecs import ENCODINGS, WIRES, decode_image_bytes, encode_jpeg, msgpack_numpy
-from vla_client.protocol import read_actions
+from vla_client.codecs import decode_image_bytes, encode_jpeg, msgpack_numpy
+from vla_client.protocol import ENCODINGS, WIRES, read_actions
 from vla_client.server import PolicyInput
 from vla_client.server.policies import reference_actions
 

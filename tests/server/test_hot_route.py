@@ -8,11 +8,11 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from vla_client import encode_request
+from vla_client.errors import InferenceError
 from vla_client.protocol import loads, read_actions
 from vla_client.server import PolicyInput, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.app import GENERATIONS_PATH
 from vla_client.server.policies import reference_actions
-from vla_client.server.runner import InferenceError
 
 
 def test_the_hot_route_is_plain_starlette_and_the_documented_one_stays():

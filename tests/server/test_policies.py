@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient
 from vla_client.observation import Observation
-from vla_client.scene import synthetic_frames
 from vla_client.server import LocalServer, PolicyInput, create_app, make_policy
 from vla_client.server.policies import ReplayPolicy, TorchCNNPolicy
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from worker_doubles import FaultyPolicy
 
-from vla_client.scene import synthetic_frames
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.server import PolicyInput
 from vla_client.server.config import WorkerSettings
 from vla_client.server.worker import WorkerRunner

@@ -11,8 +11,8 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import msgpack_numpy
-from vla_client.scene import synthetic_frames
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput

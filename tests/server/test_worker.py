@@ -10,7 +10,7 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
-from vla_client.scene import synthetic_frames
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.server import PolicyInput, ReferencePolicy
 from vla_client.server.config import WorkerSettings
 from vla_client.server.policies import reference_actions

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scripted_server import Script, ScriptedServer
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
-from vla_client.scene import synthetic_frames
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient
 from vla_client.errors import TransportError
 from vla_client.observation import Observation
-from vla_client.scene import synthetic_frames
 from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport

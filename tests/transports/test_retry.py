@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from vla_client.client import ActionClient
-from vla_client.errors import ConnectError, DeadlineExceededError, ServerError
+from vla_client.errors import ConnectError, DeadlineExceededError, InferenceError, ServerError
 from vla_client.observation import Observation
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server.inference import RequestMemory, ThreadRunner
 from vla_client.server.policy import PolicyInput
-from vla_client.server.runner import InferenceError, RequestMemory, ThreadRunner
 from vla_client.transports import Backoff, RetryPolicy
 
 

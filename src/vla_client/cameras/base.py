@@ -18,21 +18,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from vla_client.errors import VLAClientError
-
 _C = TypeVar("_C", bound="CameraBase")
-
-
-class CameraError(VLAClientError):
-    """A camera that cannot be opened, is not open, or was configured wrongly."""
-
-
-class CameraTimeoutError(CameraError, TimeoutError):
-    """No new frame arrived within the configured timeout (stalled or disconnected camera)."""
-
-
-class StaleFrameError(CameraError):
-    """A frame older than the configured maximum age; sending it would mislead the policy."""
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vla_client.cameras.base import CameraError
 from vla_client.cameras.paced import PacedCamera
+from vla_client.errors import CameraError
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"})
 

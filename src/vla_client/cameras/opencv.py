@@ -21,7 +21,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vla_client.cameras.base import CameraBase, CameraError, CameraTimeoutError, Frame
+from vla_client.cameras.base import CameraBase, Frame
+from vla_client.errors import CameraError, CameraTimeoutError
 
 logger = logging.getLogger(__name__)
 

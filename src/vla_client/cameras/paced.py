@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from vla_client.cameras.base import CameraBase, CameraError, CameraTimeoutError, Frame
+from vla_client.cameras.base import CameraBase, Frame
+from vla_client.errors import CameraError, CameraTimeoutError
 
 
 class PacedCamera(CameraBase):

@@ -17,7 +17,8 @@ from types import TracebackType
 
 import numpy as np
 
-from vla_client.cameras.base import Camera, CameraError, Frame, StaleFrameError
+from vla_client.cameras.base import Camera, Frame
+from vla_client.errors import CameraError, StaleFrameError
 from vla_client.observation import Observation
 
 logger = logging.getLogger(__name__)

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from vla_client.cameras.base import Camera, CameraError
+from vla_client.cameras.base import Camera
 from vla_client.cameras.image_folder import ImageFolderCamera
 from vla_client.cameras.opencv import OpenCVCamera
 from vla_client.cameras.synthetic import SyntheticCamera
 from vla_client.cameras.video_file import VideoFileCamera
+from vla_client.errors import CameraError
 
 _SETTINGS: dict[str, Callable[[str], Any]] = {
     "width": int,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from vla_client.cameras.paced import PacedCamera
-from vla_client.scene import SyntheticScene
+from vla_client.cameras.scene import SyntheticScene
 
 
 class SyntheticCamera(PacedCamera):

@@ -13,8 +13,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vla_client.cameras.base import CameraError
 from vla_client.cameras.paced import PacedCamera
+from vla_client.errors import CameraError
 
 
 class VideoFileCamera(PacedCamera):

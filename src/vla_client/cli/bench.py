@@ -22,15 +22,15 @@ from typing import Any, cast
 
 import orjson
 
+from vla_client.cameras.scene import SyntheticScene, camera_names
 from vla_client.cli.common import add_connection_options, stage_samples
 from vla_client.cli.output import fail, os_error_message, print_table
 from vla_client.cli.progress import Progress
 from vla_client.client import ActionClient, ActionResult
-from vla_client.codecs import ENCODINGS, WIRES, Encoding, Wire
 from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
-from vla_client.scene import SyntheticScene, camera_names
+from vla_client.protocol import ENCODINGS, WIRES, Encoding, Wire
 
 TRANSPORTS = ("http", "ws")
 REPORT_FORMAT = "vla-client.bench"

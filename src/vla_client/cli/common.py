@@ -6,10 +6,9 @@ import argparse
 from collections.abc import Callable, Sequence
 
 from vla_client.client import ActionResult
-from vla_client.codecs import Encoding, Wire, encode_image_value
 from vla_client.control.stats import percentiles
 from vla_client.observation import Observation
-from vla_client.protocol import dumps
+from vla_client.protocol import Encoding, Wire, dumps, encode_image_value
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 

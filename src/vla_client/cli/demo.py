@@ -10,12 +10,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.cli.output import print_table
 from vla_client.client import ActionClient, mismatched_cameras
-from vla_client.codecs import Encoding
 from vla_client.observation import Observation
-from vla_client.protocol import Wire
-from vla_client.scene import synthetic_frames
+from vla_client.protocol import Encoding, Wire
 
 PATHS: tuple[tuple[Encoding, Wire], ...] = (
     ("raw", "msgpack"), ("jpeg", "msgpack"), ("jpeg", "json"), ("png", "msgpack"),

@@ -17,10 +17,10 @@ import cv2
 import numpy as np
 
 from vla_client.cameras import CameraRig, VideoFileCamera, open_camera, parse_camera_args
-from vla_client.errors import InvalidObservationError
+from vla_client.cameras.scene import SyntheticScene, camera_names
+from vla_client.errors import InvalidObservationError, RecordingError
 from vla_client.observation import Observation
-from vla_client.recording import RecordingError, load_observations
-from vla_client.scene import SyntheticScene, camera_names
+from vla_client.recording import load_observations
 
 
 def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = True) -> None:

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from vla_client.client.core import RequestBook, TransportKind, resolve_options, transport_kind
-from vla_client.codecs import Encoding
-from vla_client.protocol import Wire
+from vla_client.protocol import Encoding, Wire
 from vla_client.transports.retry import RetryPolicy
 
 if TYPE_CHECKING:

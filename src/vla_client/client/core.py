@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from vla_client.client.result import ActionResult, Timings
-from vla_client.codecs import Encoding, frame_digest
+from vla_client.codecs import frame_digest
 from vla_client.errors import (
     CodecError,
     DeadlineExceededError,
@@ -28,6 +28,7 @@ from vla_client.observation import Observation
 from vla_client.protocol import (
     CONTENT_TYPES,
     MSGPACK_CONTENT_TYPE,
+    Encoding,
     Wire,
     dumps,
     loads,

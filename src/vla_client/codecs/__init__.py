@@ -8,14 +8,6 @@ from vla_client.codecs.arrays import pixel_list_to_array, tensor_payload_to_arra
 from vla_client.codecs.b64 import b64decode_text, b64encode_text
 from vla_client.codecs.digest import frame_digest
 from vla_client.codecs.frames import as_rgb_frame
-from vla_client.codecs.image_value import (
-    ENCODINGS,
-    WIRES,
-    Encoding,
-    Wire,
-    decode_image_value,
-    encode_image_value,
-)
 from vla_client.codecs.images import (
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
@@ -29,16 +21,10 @@ from vla_client.codecs.msgpack_numpy import packb, unpackb
 __all__ = [
     "DEFAULT_JPEG_QUALITY",
     "DEFAULT_MAX_PIXELS",
-    "ENCODINGS",
-    "WIRES",
-    "Encoding",
-    "Wire",
     "as_rgb_frame",
     "b64decode_text",
     "b64encode_text",
     "decode_image_bytes",
-    "decode_image_value",
-    "encode_image_value",
     "encode_jpeg",
     "encode_png",
     "frame_digest",

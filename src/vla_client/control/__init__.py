@@ -9,7 +9,7 @@ callable shaped like `ActionClient.infer`.
 
 from vla_client.control.chunk import ActionSource, ChunkExecutor, cross_fade
 from vla_client.control.loop import ControlLoop
-from vla_client.control.safety import SafetyGate, UnsafeActionError
+from vla_client.control.safety import SafetyGate
 from vla_client.control.sim import SimRobot
 from vla_client.control.stats import (
     ExecutorStats,
@@ -19,7 +19,8 @@ from vla_client.control.stats import (
     percentiles,
 )
 from vla_client.control.types import Action, ApplyAction, InferFn, Observe
-from vla_client.control.watchdog import ServerSilentError, Watchdog, WatchdogTrip
+from vla_client.control.watchdog import Watchdog, WatchdogTrip
+from vla_client.errors import ServerSilentError, UnsafeActionError
 
 __all__ = [
     "Action",

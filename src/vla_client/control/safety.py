@@ -15,17 +15,13 @@ import numpy as np
 import numpy.typing as npt
 
 from vla_client.control.types import Action
-from vla_client.errors import VLAClientError
+from vla_client.errors import UnsafeActionError
 
 if TYPE_CHECKING:
     from vla_client.protocol import ActionMetadata
 
 OnViolation = Literal["clip", "reject"]
 Limit = float | npt.ArrayLike
-
-
-class UnsafeActionError(VLAClientError):
-    """An action or chunk failed a safety check, and nothing of it was sent to the robot."""
 
 
 class SafetyGate:

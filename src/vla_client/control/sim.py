@@ -3,7 +3,7 @@
 `SimRobot` is a set of joints driven by velocity commands: each applied action is integrated
 over one control period. Its observations carry the joint positions as state and monotonic
 capture times, like a real robot's would, with frames from any renderer (the synthetic scenes
-in `vla_client.scene`, say).
+in `vla_client.cameras.scene`, say).
 """
 
 from __future__ import annotations

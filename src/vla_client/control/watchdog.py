@@ -24,15 +24,11 @@ import numpy as np
 import numpy.typing as npt
 
 from vla_client.control.types import Action
-from vla_client.errors import VLAClientError
+from vla_client.errors import ServerSilentError
 
 log = logging.getLogger(__name__)
 
 Behaviour = Literal["hold", "stop", "finish_chunk"]
-
-
-class ServerSilentError(VLAClientError):
-    """The server sent no chunk within the watchdog timeout and the behaviour is ``stop``."""
 
 
 @dataclass(frozen=True)

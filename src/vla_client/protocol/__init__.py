@@ -3,6 +3,12 @@
 Shared by client and server; knows nothing of either.
 """
 
+from vla_client.protocol.image_forms import (
+    ENCODINGS,
+    Encoding,
+    decode_image_value,
+    encode_image_value,
+)
 from vla_client.protocol.models import (
     ActionEnvelope,
     ActionInput,
@@ -26,6 +32,7 @@ from vla_client.protocol.wire import (
     CONTENT_TYPES,
     JSON_CONTENT_TYPE,
     MSGPACK_CONTENT_TYPE,
+    WIRES,
     Wire,
     dumps,
     loads,
@@ -35,8 +42,10 @@ from vla_client.protocol.wire import (
 
 __all__ = [
     "CONTENT_TYPES",
+    "ENCODINGS",
     "JSON_CONTENT_TYPE",
     "MSGPACK_CONTENT_TYPE",
+    "WIRES",
     "ActionEnvelope",
     "ActionInput",
     "ActionMetadata",
@@ -44,6 +53,7 @@ __all__ = [
     "ActionRequest",
     "DecodeLimits",
     "DecodedRequest",
+    "Encoding",
     "ObservationPayload",
     "RuntimeOptions",
     "SamplingParameters",
@@ -51,9 +61,11 @@ __all__ = [
     "build_envelope",
     "build_raw",
     "build_request",
+    "decode_image_value",
     "decode_payload",
     "decode_request",
     "dumps",
+    "encode_image_value",
     "encode_request",
     "loads",
     "new_request_id",

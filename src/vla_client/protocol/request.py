@@ -20,14 +20,12 @@ from pydantic import ValidationError
 from vla_client.codecs import (
     DEFAULT_JPEG_QUALITY,
     DEFAULT_MAX_PIXELS,
-    Encoding,
-    decode_image_value,
-    encode_image_value,
     map_frames,
     tensor_payload_to_array,
 )
 from vla_client.errors import CodecError, PayloadTooLargeError
 from vla_client.observation import Observation
+from vla_client.protocol.image_forms import Encoding, decode_image_value, encode_image_value
 from vla_client.protocol.models import (
     ActionInput,
     ActionRequest,

@@ -16,6 +16,7 @@ from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholde
 from vla_client.errors import CodecError, UnsupportedContentTypeError
 
 Wire = Literal["json", "msgpack"]
+WIRES: tuple[Wire, ...] = ("json", "msgpack")
 JSON_CONTENT_TYPE = "application/json"
 MSGPACK_CONTENT_TYPE = msgpack_numpy.CONTENT_TYPE
 _PIXEL_SCAN_MIN_BYTES = 64 * 1024

@@ -6,10 +6,10 @@ Importing this package imports FastAPI and uvicorn; `vla_client` itself never do
 
 from vla_client.server.app import create_app
 from vla_client.server.config import ServerConfig
+from vla_client.server.inference import Runner, ThreadRunner
 from vla_client.server.local import LocalServer
 from vla_client.server.policies import POLICIES, ReferencePolicy, make_policy
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
-from vla_client.server.runner import Runner, ThreadRunner
 
 __all__ = [
     "POLICIES",

@@ -23,7 +23,12 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
+from vla_client.errors import (
+    CodecError,
+    InferenceError,
+    PayloadTooLargeError,
+    UnsupportedContentTypeError,
+)
 from vla_client.protocol import (
     CONTENT_TYPES,
     DecodedRequest,
@@ -38,11 +43,11 @@ from vla_client.protocol import (
 )
 from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
+from vla_client.server.inference import RequestMemory, Runner, ThreadRunner
 from vla_client.server.limits import read_body
 from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.policy import Policy, metadata_document
-from vla_client.server.runner import InferenceError, RequestMemory, Runner, ThreadRunner
 from vla_client.server.steps import infer_with_timeout, policy_input, reply_document
 from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner

@@ -13,9 +13,9 @@ from fastapi import HTTPException
 
 from vla_client.codecs import frame_digest
 from vla_client.protocol import DecodedRequest, build_envelope, build_raw, new_request_id
+from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
 from vla_client.server.policy import Policy, PolicyInput
-from vla_client.server.runner import RequestMemory, Runner
 
 
 async def infer_with_timeout(

@@ -26,11 +26,11 @@ from typing import Any, Literal
 from fastapi import FastAPI, HTTPException, WebSocket, WebSocketDisconnect
 from starlette.concurrency import run_in_threadpool
 
-from vla_client.errors import PayloadTooLargeError, VLAClientError
+from vla_client.errors import InferenceError, PayloadTooLargeError, VLAClientError
 from vla_client.protocol import DecodedRequest, decode_payload, dumps, loads
 from vla_client.server.config import ServerConfig
+from vla_client.server.inference import Runner
 from vla_client.server.policy import Policy
-from vla_client.server.runner import InferenceError, Runner
 from vla_client.server.steps import infer_with_timeout, policy_input, reply_document
 
 log = logging.getLogger("vla_client.server")

@@ -13,8 +13,8 @@ serve several entrypoint processes (`vla_client.server.api_servers`): each has i
 and pipe, and the worker merges their waiting batches into one policy call.
 """
 
-from vla_client.server.worker.runner import WorkerRunner
+from vla_client.errors import WorkerStartError
+from vla_client.server.worker.dispatch import WorkerRunner
 from vla_client.server.worker.shm import SEGMENT_PREFIX
-from vla_client.server.worker.supervisor import WorkerStartError
 
 __all__ = ["SEGMENT_PREFIX", "WorkerRunner", "WorkerStartError"]

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from vla_client.errors import WorkerStartError
 from vla_client.server.policy import Policy
 from vla_client.server.worker.messages import (
     Batch,
@@ -39,10 +40,6 @@ from vla_client.server.worker.messages import (
     decode_reply,
     encode,
 )
-
-
-class WorkerStartError(RuntimeError):
-    """The worker exited or reported an error before it was ready."""
 
 
 class WorkerChannel:

@@ -1,14 +1,9 @@
 import numpy as np
 import pytest
 
-from vla_client.codecs import (
-    ENCODINGS,
-    b64encode_text,
-    decode_image_value,
-    encode_image_value,
-    encode_png,
-)
+from vla_client.codecs import b64encode_text, encode_png
 from vla_client.errors import CodecError, PayloadTooLargeError
+from vla_client.protocol import ENCODINGS, decode_image_value, encode_image_value
 
 
 @pytest.mark.parametrize("encoding", [e for e in ENCODINGS if e != "jpeg"])

@@ -8,15 +8,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from vla_client.errors import InvalidObservationError, ProtocolError
-from vla_client.observation import Observation
-from vla_client.preprocess import (
+from vla_client.cameras.preprocess import (
     FramePreprocessor,
     center_crop_resize,
     parse_image_size,
     resize_with_pad,
 )
-from vla_client.scene import SyntheticScene
+from vla_client.cameras.scene import SyntheticScene
+from vla_client.errors import InvalidObservationError, ProtocolError
+from vla_client.observation import Observation
 
 
 def openpi_resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:

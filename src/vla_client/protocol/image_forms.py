@@ -24,11 +24,10 @@ from vla_client.codecs.images import (
     encode_png,
 )
 from vla_client.errors import CodecError, PayloadTooLargeError
+from vla_client.protocol.wire import Wire
 
 Encoding = Literal["png", "jpeg", "raw", "pixels"]
-Wire = Literal["json", "msgpack"]
 ENCODINGS: tuple[Encoding, ...] = ("png", "jpeg", "raw", "pixels")
-WIRES: tuple[Wire, ...] = ("json", "msgpack")
 
 
 def encode_image_value(

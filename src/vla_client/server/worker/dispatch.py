@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from vla_client.errors import InferenceError, WorkerStartError
 from vla_client.server.config import WorkerSettings
+from vla_client.server.inference import RequestMemory, policy_failure_detail
 from vla_client.server.policy import Policy, PolicyInput
-from vla_client.server.runner import InferenceError, RequestMemory, policy_failure_detail
 from vla_client.server.worker.messages import (
     STATE_KEY,
     Batch,
@@ -42,7 +43,7 @@ from vla_client.server.worker.shm import (
     view,
     write_arrays,
 )
-from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess, WorkerStartError
+from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess
 
 log = logging.getLogger("vla_client.server.worker")
 

@@ -16,19 +16,10 @@ from typing import Protocol
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
+from vla_client.errors import InferenceError
 from vla_client.server.policy import Policy, PolicyInput
 
 log = logging.getLogger("vla_client.server")
-
-
-class InferenceError(Exception):
-    """A request the runner could not serve: 503 (busy, worker down), 500 (policy failed)..."""
-
-    def __init__(self, status_code: int, detail: str, *, retry_after: float | None = None) -> None:
-        super().__init__(detail)
-        self.status_code = status_code
-        self.detail = detail
-        self.retry_after = retry_after
 
 
 class RequestMemory(Protocol):
