@@ -164,7 +164,7 @@ def run_client(
     transport, encoding, wire = MIXES[client % len(MIXES)]
     with ActionClient(
         client_url(base_url, transport), encoding=encoding, wire=wire,  # type: ignore[arg-type]
-        timeout=timeout, api_key=api_key,
+        timeout_s=timeout, api_key=api_key,
     ) as session:  # fmt: skip
         seqs = range(first_seq, first_seq + requests)
         try:

@@ -2,77 +2,54 @@
 
 The public API is small: build an `Observation`, send it with `ActionClient` (or
 `AsyncActionClient`), read `ActionResult.actions`. `encode_request` / `decode_request` give the
-wire bytes for use with any HTTP stack. The reference server lives in `vla_client.server`
-(extra ``server``) and is never imported from here.
+wire bytes for use with any HTTP stack. Every error is a `VLAClientError` (see
+`vla_client.errors` for the tree). The reference server lives in `vla_client.server` (extra
+``server``) and is never imported from here.
+
+Names load on first use (see `vla_client._lazy`): ``import vla_client`` imports nothing heavy,
+and ``from vla_client import Observation`` does not load the HTTP client.
 """
 
-from vla_client.client import (
-    ActionClient,
-    ActionResult,
-    AsyncActionClient,
-    Timings,
-    mismatched_cameras,
-)
-from vla_client.errors import (
-    CameraError,
-    CameraTimeoutError,
-    CodecError,
-    ConnectError,
-    ContractError,
-    DeadlineExceededError,
-    InferenceError,
-    InvalidObservationError,
-    MismatchedReplyError,
-    PayloadTooLargeError,
-    ProtocolError,
-    RecordingError,
-    RequestTimeoutError,
-    ServerError,
-    ServerSilentError,
-    StaleFrameError,
-    StaleObservationError,
-    TransportError,
-    UnsafeActionError,
-    UnsupportedContentTypeError,
-    VLAClientError,
-    WorkerStartError,
-)
-from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, DecodedRequest, decode_request, encode_request
+from typing import TYPE_CHECKING
+
+from vla_client._lazy import lazy_face
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ActionClient",
-    "ActionMetadata",
-    "ActionResult",
-    "AsyncActionClient",
-    "CameraError",
-    "CameraTimeoutError",
-    "CodecError",
-    "ConnectError",
-    "ContractError",
-    "DeadlineExceededError",
-    "DecodedRequest",
-    "InferenceError",
-    "InvalidObservationError",
-    "MismatchedReplyError",
-    "Observation",
-    "PayloadTooLargeError",
-    "ProtocolError",
-    "RecordingError",
-    "RequestTimeoutError",
-    "ServerError",
-    "ServerSilentError",
-    "StaleFrameError",
-    "StaleObservationError",
-    "Timings",
-    "TransportError",
-    "UnsafeActionError",
-    "UnsupportedContentTypeError",
-    "VLAClientError",
-    "WorkerStartError",
-    "decode_request",
-    "encode_request",
-    "mismatched_cameras",
-]
+if TYPE_CHECKING:
+    from vla_client.client.async_client import AsyncActionClient as AsyncActionClient
+    from vla_client.client.checks import mismatched_cameras as mismatched_cameras
+    from vla_client.client.result import ActionResult as ActionResult
+    from vla_client.client.result import Timings as Timings
+    from vla_client.client.sync_client import ActionClient as ActionClient
+    from vla_client.errors import CameraError as CameraError
+    from vla_client.errors import CameraTimeoutError as CameraTimeoutError
+    from vla_client.errors import CodecError as CodecError
+    from vla_client.errors import ConnectError as ConnectError
+    from vla_client.errors import ContractError as ContractError
+    from vla_client.errors import DeadlineExceededError as DeadlineExceededError
+    from vla_client.errors import InferenceError as InferenceError
+    from vla_client.errors import InvalidObservationError as InvalidObservationError
+    from vla_client.errors import MismatchedReplyError as MismatchedReplyError
+    from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
+    from vla_client.errors import ProtocolError as ProtocolError
+    from vla_client.errors import RecordingError as RecordingError
+    from vla_client.errors import RequestTimeoutError as RequestTimeoutError
+    from vla_client.errors import ServerError as ServerError
+    from vla_client.errors import ServerSilentError as ServerSilentError
+    from vla_client.errors import StaleFrameError as StaleFrameError
+    from vla_client.errors import StaleObservationError as StaleObservationError
+    from vla_client.errors import TransportError as TransportError
+    from vla_client.errors import UnsafeActionError as UnsafeActionError
+    from vla_client.errors import UnsupportedContentTypeError as UnsupportedContentTypeError
+    from vla_client.errors import VLAClientError as VLAClientError
+    from vla_client.errors import WorkerStartError as WorkerStartError
+    from vla_client.observation import Observation as Observation
+    from vla_client.protocol.decode import DecodedRequest as DecodedRequest
+    from vla_client.protocol.decode import decode_request as decode_request
+    from vla_client.protocol.models import ActionMetadata as ActionMetadata
+    from vla_client.protocol.request import encode_request as encode_request
+    from vla_client.transports.retry import Backoff as Backoff
+    from vla_client.transports.retry import RetryPolicy as RetryPolicy
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -118,12 +118,20 @@ class ConnectError(TransportError):
     """The server could not be reached (refused, DNS failure, connection dropped).
 
     `sent` is False when the request certainly never left (the connection never opened), so
-    retrying it cannot run the policy twice.
+    retrying it cannot run the policy twice; `retry_after` is how long until a new connection
+    may be tried, when the transport is holding back after failures.
     """
 
-    def __init__(self, *args: object, sent: bool = True, request_id: str | None = None) -> None:
+    def __init__(
+        self,
+        *args: object,
+        sent: bool = True,
+        retry_after: float | None = None,
+        request_id: str | None = None,
+    ) -> None:
         super().__init__(*args, request_id=request_id)
         self.sent = sent
+        self.retry_after = retry_after
 
 
 class RequestTimeoutError(TransportError):

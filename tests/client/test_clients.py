@@ -64,7 +64,7 @@ def test_async_client_matches_sync_client(server_url, observation):
 
 def test_connection_refused_is_a_connect_error(observation):
     with (
-        ActionClient(f"http://127.0.0.1:{free_port()}", timeout=2) as client,
+        ActionClient(f"http://127.0.0.1:{free_port()}", timeout_s=2) as client,
         pytest.raises(ConnectError),
     ):
         client.infer(observation)
@@ -73,7 +73,7 @@ def test_connection_refused_is_a_connect_error(observation):
 def test_slow_server_is_a_timeout(observation):
     with (
         LocalServer(create_app(SlowPolicy())) as server,
-        ActionClient(server.url, timeout=0.3) as client,
+        ActionClient(server.url, timeout_s=0.3) as client,
         pytest.raises(RequestTimeoutError),
     ):
         client.infer(observation)

@@ -106,10 +106,10 @@ def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> None:
 def make_client(kind: str, port: int) -> ActionClient:
     """PNG frames, lossless, so the test recomputes exactly the chunk the server computed."""
     if kind == "http":
-        return ActionClient(f"http://127.0.0.1:{port}", encoding="png", timeout=TIMEOUT_S)
+        return ActionClient(f"http://127.0.0.1:{port}", encoding="png", timeout_s=TIMEOUT_S)
     url = f"ws://127.0.0.1:{port}/v1/actions/realtime"
     transport = WebSocketTransport(
-        url, timeout=TIMEOUT_S, connect_timeout=1.0, backoff=Backoff(initial_s=0.05, max_s=0.3)
+        url, timeout_s=TIMEOUT_S, connect_timeout_s=1.0, backoff=Backoff(initial_s=0.05, max_s=0.3)
     )
     return ActionClient(url, transport=transport, encoding="png")
 

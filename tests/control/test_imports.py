@@ -10,6 +10,7 @@ import sys
 import vla_client.control
 
 ALLOWED = {
+    "vla_client._lazy",
     "vla_client.client.result",
     "vla_client.errors",
     "vla_client.observation",

@@ -2,22 +2,31 @@ import numpy as np
 import pytest
 
 from vla_client.errors import ProtocolError
-from vla_client.protocol import ActionEnvelope, build_envelope, build_raw, read_actions
+from vla_client.protocol import build_envelope, build_raw, read_actions
 
 
-def test_envelope_matches_the_contract():
+def test_envelope_has_sglangs_fields():
     actions = np.arange(6, dtype=np.float32).reshape(3, 2)
     envelope = build_envelope(
         actions, request_id="r", model="m", numpy_values=False, denoise_steps=4
     )
-    parsed = ActionEnvelope.model_validate(envelope)
-    assert parsed.object == "action.generation" and parsed.id == "r"
-    assert parsed.data[0].action.shape == [3, 2] and parsed.data[0].action.dtype == "float32"
-    assert (
-        parsed.usage is not None
-        and parsed.usage.action_horizon == 3
-        and parsed.usage.denoise_steps == 4
-    )
+    assert envelope["object"] == "action.generation" and envelope["id"] == "r"
+    assert isinstance(envelope["created"], int) and envelope["model"] == "m"
+    (datum,) = envelope["data"]
+    assert (datum["index"], datum["input_index"], datum["candidate_index"]) == (0, 0, 0)
+    assert datum["action"] == {
+        "type": "continuous",
+        "dtype": "float32",
+        "shape": [3, 2],
+        "values": [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]],
+    }
+    assert envelope["usage"] == {
+        "batch_size": 1,
+        "action_horizon": 3,
+        "action_dim": 2,
+        "denoise_steps": 4,
+        "prefix_cache_hit": False,
+    }
     got, request_id = read_actions(envelope)
     assert request_id == "r" and got.dtype == np.float32
     np.testing.assert_array_equal(got, actions)

@@ -21,10 +21,10 @@ from worker_doubles import FaultyPolicy
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.errors import InferenceError
 from vla_client.observation import Observation
+from vla_client.protocol import GENERATIONS_PATH as GENERATIONS
 from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.server import PolicyInput, ReferencePolicy
 from vla_client.server.api_servers import SPEC_ENV, kept_worker
-from vla_client.server.app import GENERATIONS_PATH as GENERATIONS
 from vla_client.server.config import WorkerSettings
 from vla_client.server.policies import reference_actions
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner

@@ -6,7 +6,7 @@ import pytest
 from vla_client import Observation
 from vla_client.protocol import encode_request, loads
 from vla_client.protocol.request import build_flat_request
-from vla_client.server.app import _has_encoded_images
+from vla_client.server.pipeline import has_encoded_images
 
 
 @pytest.fixture
@@ -18,24 +18,24 @@ def frames():
 @pytest.mark.parametrize(("encoding", "encoded"), [("raw", False), ("png", True), ("jpeg", True)])
 def test_only_encoded_images_go_to_a_thread(frames, encoding, encoded):
     body, _ = encode_request(Observation(frames, task="t"), encoding=encoding, wire="msgpack")
-    assert _has_encoded_images(loads(body, "msgpack")) is encoded
+    assert has_encoded_images(loads(body, "msgpack")) is encoded
 
 
 def test_flat_openpi_arrays_and_base64_text(frames):
     flat = build_flat_request(Observation(frames, task="t"))
-    assert _has_encoded_images(flat) is False
+    assert has_encoded_images(flat) is False
     body, _ = encode_request(Observation(frames, task="t"), encoding="png", wire="json")
-    assert _has_encoded_images(loads(body, "json")) is True  # base64 text
+    assert has_encoded_images(loads(body, "json")) is True  # base64 text
 
 
 def test_pixel_lists_are_judged_by_their_first_item_not_walked(frames):
     document = {"input": {"observation": {"images": {"top": frames["top"].tolist()}}}}
-    assert _has_encoded_images(document) is False
-    assert _has_encoded_images({"a": [b"\x89PNG" + bytes(2000)]}) is True
+    assert has_encoded_images(document) is False
+    assert has_encoded_images({"a": [b"\x89PNG" + bytes(2000)]}) is True
 
 
 def test_a_deeply_nested_document_is_not_searched_to_the_bottom():
     document: dict[str, object] = {}
     for _ in range(50):
         document = {"x": document}
-    assert _has_encoded_images(document) is True
+    assert has_encoded_images(document) is True

@@ -5,13 +5,13 @@ import numpy as np
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
 from vla_client import encode_request
-from vla_client.errors import InferenceError
-from vla_client.protocol import loads, read_actions
+from vla_client.errors import InferenceError, VLAClientError
+from vla_client.protocol import GENERATIONS_PATH, loads, read_actions
 from vla_client.server import PolicyInput, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.app import GENERATIONS_PATH
 from vla_client.server.policies import reference_actions
 
 
@@ -20,7 +20,9 @@ def test_the_hot_route_is_plain_starlette_and_the_documented_one_stays():
     assert isinstance(app.hot_route, Starlette) and not isinstance(app.hot_route, FastAPI)
     (route,) = app.hot_route.routes
     assert type(route) is Route and route.path == GENERATIONS_PATH and route.methods == {"POST"}
-    assert app.hot_route.exception_handlers.keys() >= {Exception, InferenceError}
+    assert app.hot_route.exception_handlers == app.exception_handlers
+    assert app.exception_handlers.keys() >= {Exception, VLAClientError, HTTPException}
+    assert issubclass(InferenceError, VLAClientError)
     matching = [r for r in app.router.routes if getattr(r, "path", "") == GENERATIONS_PATH]
     assert [type(route) for route in matching] == [APIRoute]
     operation = app.openapi()["paths"][GENERATIONS_PATH]["post"]

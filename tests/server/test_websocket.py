@@ -94,14 +94,16 @@ def test_openpi_replies_raw_with_actions(server: LocalServer) -> None:
     assert "infer_ms" in reply["server_timing"]
 
 
-def test_realtime_error_is_a_map_then_close_1011(server: LocalServer) -> None:
+def test_realtime_error_is_a_map_with_its_status_then_a_close_carrying_it(
+    server: LocalServer,
+) -> None:
     with open_ws(server, "/v1/actions/realtime") as ws:
         ws.recv(timeout=5)
         ws.send(msgpack_numpy.packb({"input": {"observation": {"images": {"a": b"not a png"}}}}))
         error = msgpack_numpy.unpackb(ws.recv(timeout=10))
-        assert set(error) == {"error"}
+        assert set(error) == {"error", "status"} and error["status"] == 400
         assert "input.observation.images.a" in error["error"] and "Traceback" not in error["error"]
-        assert closed_code(ws) == 1011
+        assert closed_code(ws) == 4400
 
 
 def test_text_frame_is_refused(server: LocalServer) -> None:
@@ -109,7 +111,7 @@ def test_text_frame_is_refused(server: LocalServer) -> None:
         ws.recv(timeout=5)
         ws.send("{}")
         assert "binary" in msgpack_numpy.unpackb(ws.recv(timeout=10))["error"]
-        assert closed_code(ws) == 1011
+        assert closed_code(ws) == 4400
 
 
 def test_openpi_error_is_a_text_frame_and_the_server_keeps_serving(server: LocalServer) -> None:
@@ -119,7 +121,7 @@ def test_openpi_error_is_a_text_frame_and_the_server_keeps_serving(server: Local
         message = ws.recv(timeout=10)
         assert isinstance(message, str) and "no camera images" in message
         assert "Traceback" not in message
-        assert closed_code(ws) == 1011
+        assert closed_code(ws) == 4400
     with open_ws(server, "/openpi/policy") as ws:
         ws.recv(timeout=5)
         ws.send(flat_request())

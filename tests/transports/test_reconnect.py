@@ -88,7 +88,7 @@ def run_until(client: ActionClient, step: int, ok: int, seconds: float) -> tuple
 def test_client_reconnects_after_the_server_restarts(port: int) -> None:
     server = start_server(port)
     transport = WebSocketTransport(
-        f"ws://127.0.0.1:{port}", timeout=5.0, connect_timeout=2.0,
+        f"ws://127.0.0.1:{port}", timeout_s=5.0, connect_timeout_s=2.0,
         backoff=Backoff(initial_s=0.05, max_s=0.4),
     )  # fmt: skip
     try:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from typing import Any
 
 import pytest
 
-from vla_client.client import ActionClient
-from vla_client.errors import ConnectError, DeadlineExceededError, InferenceError, ServerError
+from vla_client.client import ActionClient, AsyncActionClient
+from vla_client.errors import (
+    ConnectError,
+    DeadlineExceededError,
+    InferenceError,
+    RequestTimeoutError,
+    ServerError,
+)
 from vla_client.observation import Observation
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.inference import RequestMemory, ThreadRunner
@@ -87,14 +94,48 @@ def test_connect_failures_are_retried_a_bounded_number_of_times(
         assert client.stats.retries == 3
 
 
-def test_http_reply_after_the_deadline_is_discarded(small_observation: Observation) -> None:
-    class SlowRunner(ThreadRunner):
-        async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
-            await asyncio.sleep(0.3)
-            return await super().infer(observation, memory)
+class SlowRunner(ThreadRunner):
+    """Answers after `delay_s`, like a stalled worker."""
 
-    runner = SlowRunner(ReferencePolicy(action_horizon=4, action_dim=3))
-    with serve(runner) as server, ActionClient(server.url, deadline=0.1) as client:
-        with pytest.raises(DeadlineExceededError, match="discarded"):
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
+        self.delay_s = delay_s
+
+    async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
+        await asyncio.sleep(self.delay_s)
+        return await super().infer(observation, memory)
+
+
+def test_the_deadline_bounds_an_http_call_shorter_than_its_timeout(
+    small_observation: Observation,
+) -> None:
+    with (
+        serve(SlowRunner(2.0)) as server,
+        ActionClient(server.url, deadline_s=0.3, timeout_s=4.0) as client,
+    ):
+        start = time.monotonic()
+        with pytest.raises(DeadlineExceededError, match=r"deadline of 0\.3 s"):
             client.infer(small_observation)
+        assert time.monotonic() - start < 1.0  # the deadline, not the timeout or the server
         assert client.stats.late_replies == 1
+
+
+def test_the_deadline_bounds_an_async_http_call(small_observation: Observation) -> None:
+    async def run(url: str) -> float:
+        async with AsyncActionClient(url, deadline_s=0.3, timeout_s=4.0) as client:
+            start = time.monotonic()
+            with pytest.raises(DeadlineExceededError):
+                await client.infer(small_observation)
+            assert client.stats.late_replies == 1
+            return time.monotonic() - start
+
+    with serve(SlowRunner(2.0)) as server:
+        assert asyncio.run(run(server.url)) < 1.0
+
+
+def test_without_a_deadline_the_timeout_is_a_plain_timeout(small_observation: Observation) -> None:
+    with serve(SlowRunner(2.0)) as server, ActionClient(server.url, timeout_s=0.3) as client:
+        with pytest.raises(RequestTimeoutError) as caught:
+            client.infer(small_observation)
+        assert not isinstance(caught.value, DeadlineExceededError)
+        assert caught.value.request_id is None or caught.value.request_id.startswith("act_")

@@ -23,7 +23,6 @@ from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create
 from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport
-from vla_client.transports.websocket import websocket_auth_headers, websocket_url
 
 
 def expected(observation: Observation, horizon: int = 8, dim: int = 5) -> np.ndarray:
@@ -35,32 +34,6 @@ def expected(observation: Observation, horizon: int = 8, dim: int = 5) -> np.nda
 
 def ws_url(server: LocalServer) -> str:
     return f"ws://127.0.0.1:{server.port}"
-
-
-@pytest.mark.parametrize(
-    ("url", "endpoint", "want"),
-    [
-        ("ws://h:1", None, ("ws://h:1/v1/actions/realtime", "realtime")),
-        ("http://h:1/", "openpi", ("ws://h:1/openpi/policy", "openpi")),
-        ("https://h/proxy", None, ("wss://h/proxy/v1/actions/realtime", "realtime")),
-        ("wss://h/openpi/policy", None, ("wss://h/openpi/policy", "openpi")),
-    ],
-)
-def test_websocket_url_picks_the_endpoint_path(url: str, endpoint: Any, want: Any) -> None:
-    assert websocket_url(url, endpoint) == want
-
-
-def test_websocket_url_refuses_contradictions() -> None:
-    with pytest.raises(ValueError, match="openpi endpoint"):
-        websocket_url("ws://h/openpi/policy", "realtime")
-    with pytest.raises(ValueError, match="ws"):
-        websocket_url("ftp://h", None)
-
-
-def test_auth_header_follows_the_endpoint() -> None:
-    assert websocket_auth_headers("openpi", "k") == {"Authorization": "Api-Key k"}
-    assert websocket_auth_headers("realtime", "k") == {"Authorization": "Bearer k"}
-    assert websocket_auth_headers("realtime", None) == {}
 
 
 def test_realtime_round_trips_on_one_connection(
@@ -173,7 +146,7 @@ def test_late_reply_is_never_used_even_without_ids(
         return (0.6 if index == 0 else 0.0), [{"actions": step_actions(index)}]
 
     server: ScriptedServer = scripted(script)
-    with ActionClient(server.url, deadline=0.2) as client:
+    with ActionClient(server.url, deadline_s=0.2) as client:
         with pytest.raises(DeadlineExceededError):
             client.infer(small_observation)
         assert client.stats.late_replies == 1
@@ -190,7 +163,7 @@ def test_async_late_reply_is_never_used(scripted: Any, small_observation: Observ
     server: ScriptedServer = scripted(script)
 
     async def main() -> Any:
-        async with AsyncActionClient(server.url, deadline=0.2) as client:
+        async with AsyncActionClient(server.url, deadline_s=0.2) as client:
             with pytest.raises(DeadlineExceededError):
                 await client.infer(small_observation)
             await asyncio.sleep(0.6)
@@ -207,7 +180,7 @@ def test_stale_observation_is_not_sent(scripted: Any, small_observation: Observa
         small_observation.images,
         capture_times={name: time.monotonic() - 1.0 for name in small_observation.images},
     )
-    with ActionClient(server.url, max_observation_age=0.5) as client:
+    with ActionClient(server.url, max_observation_age_s=0.5) as client:
         with pytest.raises(StaleObservationError):
             client.infer(old)
         assert client.stats.stale_observations == 1 and client.stats.sent == 0
@@ -225,7 +198,9 @@ def test_failed_connects_back_off_instead_of_retrying_every_call(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    transport = WebSocketTransport(f"ws://127.0.0.1:{port}", backoff=Backoff(initial_s=30.0))
+    transport = WebSocketTransport(
+        f"ws://127.0.0.1:{port}", backoff=Backoff(initial_s=30.0, max_s=30.0)
+    )
     with ActionClient("ws://unused", transport=transport) as client:
         with pytest.raises(ConnectError, match="cannot open"):
             client.infer(small_observation)

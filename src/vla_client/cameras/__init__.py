@@ -4,33 +4,28 @@ read together by a `CameraRig` into timestamped `Observation`s.
 Importing this package opens no device and starts no thread; `open()` (or a ``with`` block) does.
 """
 
-from vla_client.cameras.base import Camera, CameraBase, Frame
-from vla_client.cameras.discovery import CameraDevice, Mode, list_devices
-from vla_client.cameras.image_folder import ImageFolderCamera
-from vla_client.cameras.opencv import OpenCVCamera
-from vla_client.cameras.rig import CameraRig, RigCapture
-from vla_client.cameras.spec import open_camera, open_cameras, parse_camera_args
-from vla_client.cameras.synthetic import SyntheticCamera
-from vla_client.cameras.video_file import VideoFileCamera
-from vla_client.errors import CameraError, CameraTimeoutError, StaleFrameError
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Camera",
-    "CameraBase",
-    "CameraDevice",
-    "CameraError",
-    "CameraRig",
-    "CameraTimeoutError",
-    "Frame",
-    "ImageFolderCamera",
-    "Mode",
-    "OpenCVCamera",
-    "RigCapture",
-    "StaleFrameError",
-    "SyntheticCamera",
-    "VideoFileCamera",
-    "list_devices",
-    "open_camera",
-    "open_cameras",
-    "parse_camera_args",
-]
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.cameras.base import Camera as Camera
+    from vla_client.cameras.base import CameraBase as CameraBase
+    from vla_client.cameras.base import Frame as Frame
+    from vla_client.cameras.discovery import CameraDevice as CameraDevice
+    from vla_client.cameras.discovery import Mode as Mode
+    from vla_client.cameras.discovery import list_devices as list_devices
+    from vla_client.cameras.image_folder import ImageFolderCamera as ImageFolderCamera
+    from vla_client.cameras.opencv import OpenCVCamera as OpenCVCamera
+    from vla_client.cameras.rig import CameraRig as CameraRig
+    from vla_client.cameras.rig import RigCapture as RigCapture
+    from vla_client.cameras.spec import open_camera as open_camera
+    from vla_client.cameras.spec import open_cameras as open_cameras
+    from vla_client.cameras.spec import parse_camera_args as parse_camera_args
+    from vla_client.cameras.synthetic import SyntheticCamera as SyntheticCamera
+    from vla_client.cameras.video_file import VideoFileCamera as VideoFileCamera
+    from vla_client.errors import CameraError as CameraError
+    from vla_client.errors import CameraTimeoutError as CameraTimeoutError
+    from vla_client.errors import StaleFrameError as StaleFrameError
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

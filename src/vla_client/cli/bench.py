@@ -146,7 +146,7 @@ def run_matrix(
             result = PathResult(encoding, wire, transport)
             try:
                 with ActionClient(_transport_url(url, transport), encoding=encoding, wire=wire,
-                                  timeout=timeout, api_key=api_key) as client:  # fmt: skip
+                                  timeout_s=timeout, api_key=api_key) as client:  # fmt: skip
                     frames = itertools.cycle(observations)
                     for _ in range(warmup):
                         client.infer(next(frames))

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     with LocalServer(create_app(ReferencePolicy())) as server:
         print(f"reference server on {server.url}; {args.cameras} synthetic cameras 360x640\n")
         for encoding, wire in PATHS:
-            with ActionClient(server.url, encoding=encoding, wire=wire, timeout=60) as client:
+            with ActionClient(server.url, encoding=encoding, wire=wire, timeout_s=60) as client:
                 results, lossless = [], True
                 for t in range(args.repeat):
                     observation = Observation(

@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with ActionClient(args.url, timeout=args.timeout, api_key=args.api_key) as client:
+        with ActionClient(args.url, timeout_s=args.timeout, api_key=args.api_key) as client:
             metadata = client.metadata()
     except VLAClientError as exc:
         return fail(str(exc))

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("--repeat must be at least 1")
     try:
         client = ActionClient(
-            args.url, encoding=args.encoding, wire=args.wire, timeout=args.timeout,
+            args.url, encoding=args.encoding, wire=args.wire, timeout_s=args.timeout,
             api_key=args.api_key, jpeg_quality=args.jpeg_quality,
         )  # fmt: skip
         args.wire = client.options.wire  # what the client chose for this URL

@@ -1,8 +1,18 @@
-"""Clients for the action API: `ActionClient` (blocking) and `AsyncActionClient` (asyncio)."""
+"""Clients for the action API: `ActionClient` (blocking) and `AsyncActionClient` (asyncio).
 
-from vla_client.client.async_client import AsyncActionClient
-from vla_client.client.core import mismatched_cameras
-from vla_client.client.result import ActionResult, Timings
-from vla_client.client.sync_client import ActionClient
+`core` holds what both share (options, encoding a request, reading its reply, counters); each
+client adds only how it waits on its transport.
+"""
 
-__all__ = ["ActionClient", "ActionResult", "AsyncActionClient", "Timings", "mismatched_cameras"]
+from typing import TYPE_CHECKING
+
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.client.async_client import AsyncActionClient as AsyncActionClient
+    from vla_client.client.checks import mismatched_cameras as mismatched_cameras
+    from vla_client.client.result import ActionResult as ActionResult
+    from vla_client.client.result import Timings as Timings
+    from vla_client.client.sync_client import ActionClient as ActionClient
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

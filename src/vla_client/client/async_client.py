@@ -8,17 +8,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vla_client.client.base import ClientBase
-from vla_client.client.core import (
-    AsyncReplyStream,
-    PreparedRequest,
-    runtime_options,
-)
+from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
 from vla_client.errors import MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata
-from vla_client.transports.base import AsyncTransport, Reply
-from vla_client.transports.http import AsyncHTTPTransport, raise_for_status
+from vla_client.protocol import ActionMetadata, Reply
+from vla_client.transports.base import AsyncReplyStream, AsyncTransport
+from vla_client.transports.http import AsyncHTTPTransport
 from vla_client.transports.retry import aretrying
 
 if TYPE_CHECKING:
@@ -56,41 +52,39 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
         """One inference, as `ActionClient.infer`."""
         book = self._book
         prepared = await asyncio.to_thread(
-            book.prepare,
-            observation,
-            parameters,
-            runtime_options(runtime, return_digest),
-            request_id,
+            book.prepare, observation, parameters, runtime_block(runtime, return_digest), request_id
         )
         start = time.perf_counter()
-        reply = await self._send(prepared)
+        received = await aretrying(
+            lambda: self._attempt(prepared),
+            self.retry,
+            budget_s=book.budget(prepared),
+            on_retry=book.retried,
+        )
         while True:
             try:
-                return book.finish(prepared, reply, (time.perf_counter() - start) * 1000)
+                return book.finish(prepared, received, (time.perf_counter() - start) * 1000)
             except MismatchedReplyError:
                 if self._stream is None:
                     raise
-                with book.waiting(prepared) as timeout:
-                    reply = await self._stream.receive(timeout=timeout)
-            except ServerError:
-                if self._stream is not None:
-                    await self._stream.reset()
-                raise
+                with book.waiting(prepared) as timeout_s:
+                    reply = await self._stream.receive(timeout_s=timeout_s)
+                received = await self._read(prepared, reply)
 
-    async def _send(self, prepared: PreparedRequest) -> Reply:
-        body, content_type, accept = prepared.body, prepared.content_type, prepared.accept
-        if self._stream is not None:
-            with self._book.waiting(prepared) as timeout:
-                return await self._stream.exchange(body, content_type, accept, timeout=timeout)
+    async def _attempt(self, prepared: PreparedRequest) -> Received:
+        with self._book.waiting(prepared) as timeout_s:
+            reply = await self._transport.exchange(
+                prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
+            )
+        return await self._read(prepared, reply)
 
-        async def attempt() -> Reply:
-            reply = await self._transport.exchange(body, content_type, accept)
-            raise_for_status(reply)
-            return reply
-
-        return await aretrying(
-            attempt, self.retry, budget_s=self._book.budget(prepared), on_retry=self._book.retried
-        )
+    async def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:
+        try:
+            return self._book.read(prepared, reply)
+        except ServerError:
+            if self._stream is not None:  # the server ends a websocket after an error
+                await self._stream.reset()
+            raise
 
     async def close(self) -> None:
         """Close the connection (pool)."""

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
+from urllib.parse import urlsplit
 
-from vla_client.client.core import RequestBook, TransportKind, resolve_options, transport_kind
-from vla_client.protocol import Encoding, Wire
+from vla_client.client.core import (
+    RequestBook,
+    TransportKind,
+    check_seconds,
+    resolve_options,
+    transport_kind,
+)
+from vla_client.protocol import Encoding, Endpoint, Wire, check_endpoint
 from vla_client.transports.retry import RetryPolicy
-
-if TYPE_CHECKING:
-    from vla_client.transports.websocket import Endpoint
 
 TransportT = TypeVar("TransportT")
 StreamT = TypeVar("StreamT")
@@ -35,25 +39,30 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         *,
         encoding: Encoding | None = None,
         wire: Wire | None = None,
-        timeout: float = 10.0,
+        timeout_s: float = 10.0,
         api_key: str | None = None,
         jpeg_quality: int = 90,
         transport: TransportT | TransportKind | None = None,
         endpoint: Endpoint | None = None,
-        max_observation_age: float | None = None,
-        deadline: float | None = None,
+        max_observation_age_s: float | None = None,
+        deadline_s: float | None = None,
         retry: RetryPolicy | None = None,
     ) -> None:
+        check_seconds("timeout_s", timeout_s)
+        if endpoint is not None:
+            check_endpoint(endpoint)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
-            kind = transport_kind(base_url, cast("TransportKind | None", transport))
+            kind = transport_kind(urlsplit(base_url).scheme, transport, endpoint)
             if kind == "websocket":
                 opened = self._websocket_type()(
-                    base_url, endpoint=endpoint, timeout=timeout, api_key=api_key
+                    base_url, endpoint=endpoint, timeout_s=timeout_s, api_key=api_key
                 )
             else:
-                opened = self._http_type(base_url, timeout=timeout, api_key=api_key)
+                opened = self._http_type(base_url, timeout_s=timeout_s, api_key=api_key)
             transport = cast("TransportT", opened)
         self._transport: TransportT = transport
         self._stream: StreamT | None = (
@@ -66,9 +75,10 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
                 encoding=encoding,
                 wire=wire,
                 jpeg_quality=jpeg_quality,
-                max_observation_age=max_observation_age,
-                deadline=deadline,
-            )
+                max_observation_age_s=max_observation_age_s,
+                deadline_s=deadline_s,
+            ),
+            timeout_s,
         )
         self.options = self._book.options
         self.stats = self._book.stats

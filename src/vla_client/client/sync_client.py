@@ -7,17 +7,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vla_client.client.base import ClientBase
-from vla_client.client.core import (
-    PreparedRequest,
-    ReplyStream,
-    runtime_options,
-)
+from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
 from vla_client.errors import MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata
-from vla_client.transports.base import Reply, Transport
-from vla_client.transports.http import HTTPTransport, raise_for_status
+from vla_client.protocol import ActionMetadata, Reply
+from vla_client.transports.base import ReplyStream, Transport
+from vla_client.transports.http import HTTPTransport
 from vla_client.transports.retry import retrying
 
 if TYPE_CHECKING:
@@ -27,28 +23,32 @@ if TYPE_CHECKING:
 class ActionClient(ClientBase[Transport, ReplyStream]):
     """Send observations to a policy server and get action chunks back.
 
-    >>> with ActionClient("http://127.0.0.1:8000", encoding="png") as client:
-    ...     result = client.infer(Observation({"wrist": frame}, state=q, task="pick up the cup"))
-    ...     result.actions  # float32 [H, D]
+    Example::
 
-    A ``ws://`` URL (or ``transport="websocket"``) keeps one websocket open instead:
-    ``/v1/actions/realtime`` by default, or openpi's ``/openpi/policy`` with
+        with ActionClient("http://127.0.0.1:8000", encoding="png") as client:
+            observation = Observation({"wrist": frame}, state=q, task="pick up the cup")
+            result = client.infer(observation)
+            result.actions  # float32 [H, D]
+
+    A ``ws://`` URL (or ``transport="websocket"``, or an `endpoint`) keeps one websocket open
+    instead: ``/v1/actions/realtime`` by default, or openpi's ``/openpi/policy`` with
     ``endpoint="openpi"``, which sends the flat openpi observation. Websockets carry msgpack.
-    HTTP requests are retried per `retry` when the connection never opened or the server
-    answered 503 with Retry-After. `stats` counts what was refused or discarded.
+    Requests are retried per `retry` when the connection never opened or the server answered
+    503 with Retry-After, over either transport. `stats` counts what was refused or discarded.
 
     Args:
         base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
-        timeout: Seconds to wait for a reply.
+        timeout_s: Seconds to wait for a reply.
         api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
-        jpeg_quality: JPEG quality for ``encoding="jpeg"``.
+        jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
         endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.
-        max_observation_age: Seconds; older observations raise `StaleObservationError` unsent.
-        deadline: Seconds from `infer`; a later reply raises `DeadlineExceededError`.
-        retry: How HTTP requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
+        max_observation_age_s: Older observations raise `StaleObservationError`, unsent.
+        deadline_s: Seconds from `infer`; no reply by then raises `DeadlineExceededError`,
+            whatever the transport, retries included.
+        retry: How requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
     """
 
     _stream_type = ReplyStream
@@ -80,37 +80,39 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         """
         book = self._book
         prepared = book.prepare(
-            observation, parameters, runtime_options(runtime, return_digest), request_id
+            observation, parameters, runtime_block(runtime, return_digest), request_id
         )
         start = time.perf_counter()
-        reply = self._send(prepared)
+        received = retrying(
+            lambda: self._attempt(prepared),
+            self.retry,
+            budget_s=book.budget(prepared),
+            on_retry=book.retried,
+        )
         while True:
             try:
-                return book.finish(prepared, reply, (time.perf_counter() - start) * 1000)
+                return book.finish(prepared, received, (time.perf_counter() - start) * 1000)
             except MismatchedReplyError:
                 if self._stream is None:
                     raise
-                with book.waiting(prepared) as timeout:
-                    reply = self._stream.receive(timeout=timeout)
-            except ServerError:
-                if self._stream is not None:
-                    self._stream.reset()
-                raise
+                with book.waiting(prepared) as timeout_s:
+                    reply = self._stream.receive(timeout_s=timeout_s)
+                received = self._read(prepared, reply)
 
-    def _send(self, prepared: PreparedRequest) -> Reply:
-        body, content_type, accept = prepared.body, prepared.content_type, prepared.accept
-        if self._stream is not None:
-            with self._book.waiting(prepared) as timeout:
-                return self._stream.exchange(body, content_type, accept, timeout=timeout)
+    def _attempt(self, prepared: PreparedRequest) -> Received:
+        with self._book.waiting(prepared) as timeout_s:
+            reply = self._transport.exchange(
+                prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
+            )
+        return self._read(prepared, reply)
 
-        def attempt() -> Reply:
-            reply = self._transport.exchange(body, content_type, accept)
-            raise_for_status(reply)
-            return reply
-
-        return retrying(
-            attempt, self.retry, budget_s=self._book.budget(prepared), on_retry=self._book.retried
-        )
+    def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:
+        try:
+            return self._book.read(prepared, reply)
+        except ServerError:
+            if self._stream is not None:  # the server ends a websocket after an error
+                self._stream.reset()
+            raise
 
     def close(self) -> None:
         """Close the connection (pool)."""

@@ -7,39 +7,29 @@ at a fixed rate and measures its jitter. Nothing here depends on a transport: `i
 callable shaped like `ActionClient.infer`.
 """
 
-from vla_client.control.chunk import ActionSource, ChunkExecutor, cross_fade
-from vla_client.control.loop import ControlLoop
-from vla_client.control.safety import SafetyGate
-from vla_client.control.sim import SimRobot
-from vla_client.control.stats import (
-    ExecutorStats,
-    LatencySample,
-    LoopStats,
-    Percentiles,
-    percentiles,
-)
-from vla_client.control.types import Action, ApplyAction, InferFn, Observe
-from vla_client.control.watchdog import Watchdog, WatchdogTrip
-from vla_client.errors import ServerSilentError, UnsafeActionError
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Action",
-    "ActionSource",
-    "ApplyAction",
-    "ChunkExecutor",
-    "ControlLoop",
-    "ExecutorStats",
-    "InferFn",
-    "LatencySample",
-    "LoopStats",
-    "Observe",
-    "Percentiles",
-    "SafetyGate",
-    "ServerSilentError",
-    "SimRobot",
-    "UnsafeActionError",
-    "Watchdog",
-    "WatchdogTrip",
-    "cross_fade",
-    "percentiles",
-]
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.control.chunk import ActionSource as ActionSource
+    from vla_client.control.chunk import ChunkExecutor as ChunkExecutor
+    from vla_client.control.chunk import cross_fade as cross_fade
+    from vla_client.control.loop import ControlLoop as ControlLoop
+    from vla_client.control.safety import SafetyGate as SafetyGate
+    from vla_client.control.sim import SimRobot as SimRobot
+    from vla_client.control.stats import ExecutorStats as ExecutorStats
+    from vla_client.control.stats import LatencySample as LatencySample
+    from vla_client.control.stats import LoopStats as LoopStats
+    from vla_client.control.stats import Percentiles as Percentiles
+    from vla_client.control.stats import percentiles as percentiles
+    from vla_client.control.types import Action as Action
+    from vla_client.control.types import ApplyAction as ApplyAction
+    from vla_client.control.types import InferFn as InferFn
+    from vla_client.control.types import Observe as Observe
+    from vla_client.control.watchdog import Watchdog as Watchdog
+    from vla_client.control.watchdog import WatchdogTrip as WatchdogTrip
+    from vla_client.errors import ServerSilentError as ServerSilentError
+    from vla_client.errors import UnsafeActionError as UnsafeActionError
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -1,75 +1,65 @@
-"""The action API's wire protocol: typed documents, request encode/decode, reply build/read.
+"""The action API's wire protocol: where it lives, what its documents look like, how failures
+travel. Shared by client and server; knows nothing of either.
 
-Shared by client and server; knows nothing of either.
+- `endpoints`: the paths, websocket URLs and API-key headers;
+- `wire`: bodies as JSON or msgpack, by content type;
+- `image_forms`: the forms an image takes on the wire, to and from a frame;
+- `request`: building and encoding requests on the robot;
+- `decode`: decoding requests at a server's entrypoint, every image to an ndarray;
+- `response`: building replies on the server, reading them on the client;
+- `status`: failures as HTTP statuses and websocket close codes, both ways;
+- `models`: typed request and metadata documents.
 """
 
-from vla_client.protocol.image_forms import (
-    ENCODINGS,
-    Encoding,
-    decode_image_value,
-    encode_image_value,
-)
-from vla_client.protocol.models import (
-    ActionEnvelope,
-    ActionInput,
-    ActionMetadata,
-    ActionRawResponse,
-    ActionRequest,
-    ObservationPayload,
-    RuntimeOptions,
-    SamplingParameters,
-)
-from vla_client.protocol.request import (
-    DecodedRequest,
-    DecodeLimits,
-    build_request,
-    decode_payload,
-    decode_request,
-    encode_request,
-)
-from vla_client.protocol.response import build_envelope, build_raw, new_request_id, read_actions
-from vla_client.protocol.wire import (
-    CONTENT_TYPES,
-    JSON_CONTENT_TYPE,
-    MSGPACK_CONTENT_TYPE,
-    WIRES,
-    Wire,
-    dumps,
-    loads,
-    wants_msgpack,
-    wire_for_content_type,
-)
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "CONTENT_TYPES",
-    "ENCODINGS",
-    "JSON_CONTENT_TYPE",
-    "MSGPACK_CONTENT_TYPE",
-    "WIRES",
-    "ActionEnvelope",
-    "ActionInput",
-    "ActionMetadata",
-    "ActionRawResponse",
-    "ActionRequest",
-    "DecodeLimits",
-    "DecodedRequest",
-    "Encoding",
-    "ObservationPayload",
-    "RuntimeOptions",
-    "SamplingParameters",
-    "Wire",
-    "build_envelope",
-    "build_raw",
-    "build_request",
-    "decode_image_value",
-    "decode_payload",
-    "decode_request",
-    "dumps",
-    "encode_image_value",
-    "encode_request",
-    "loads",
-    "new_request_id",
-    "read_actions",
-    "wants_msgpack",
-    "wire_for_content_type",
-]
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.protocol.decode import DecodedRequest as DecodedRequest
+    from vla_client.protocol.decode import DecodeLimits as DecodeLimits
+    from vla_client.protocol.decode import decode_payload as decode_payload
+    from vla_client.protocol.decode import decode_request as decode_request
+    from vla_client.protocol.endpoints import ENDPOINT_PATHS as ENDPOINT_PATHS
+    from vla_client.protocol.endpoints import ENDPOINTS as ENDPOINTS
+    from vla_client.protocol.endpoints import GENERATIONS_PATH as GENERATIONS_PATH
+    from vla_client.protocol.endpoints import HEALTH_PATH as HEALTH_PATH
+    from vla_client.protocol.endpoints import METADATA_PATH as METADATA_PATH
+    from vla_client.protocol.endpoints import OPENPI_ROOT_PATH as OPENPI_ROOT_PATH
+    from vla_client.protocol.endpoints import Endpoint as Endpoint
+    from vla_client.protocol.endpoints import auth_headers as auth_headers
+    from vla_client.protocol.endpoints import check_endpoint as check_endpoint
+    from vla_client.protocol.endpoints import websocket_url as websocket_url
+    from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
+    from vla_client.protocol.image_forms import Encoding as Encoding
+    from vla_client.protocol.image_forms import decode_image_value as decode_image_value
+    from vla_client.protocol.image_forms import encode_image_value as encode_image_value
+    from vla_client.protocol.models import ActionInput as ActionInput
+    from vla_client.protocol.models import ActionMetadata as ActionMetadata
+    from vla_client.protocol.models import ActionRequest as ActionRequest
+    from vla_client.protocol.models import ObservationPayload as ObservationPayload
+    from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
+    from vla_client.protocol.models import SamplingParameters as SamplingParameters
+    from vla_client.protocol.request import build_flat_request as build_flat_request
+    from vla_client.protocol.request import build_request as build_request
+    from vla_client.protocol.request import encode_request as encode_request
+    from vla_client.protocol.response import Reply as Reply
+    from vla_client.protocol.response import build_envelope as build_envelope
+    from vla_client.protocol.response import build_raw as build_raw
+    from vla_client.protocol.response import new_request_id as new_request_id
+    from vla_client.protocol.response import read_actions as read_actions
+    from vla_client.protocol.response import read_reply as read_reply
+    from vla_client.protocol.status import ErrorStatus as ErrorStatus
+    from vla_client.protocol.status import error_status as error_status
+    from vla_client.protocol.status import status_from_close as status_from_close
+    from vla_client.protocol.wire import CONTENT_TYPES as CONTENT_TYPES
+    from vla_client.protocol.wire import JSON_CONTENT_TYPE as JSON_CONTENT_TYPE
+    from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE as MSGPACK_CONTENT_TYPE
+    from vla_client.protocol.wire import WIRES as WIRES
+    from vla_client.protocol.wire import Wire as Wire
+    from vla_client.protocol.wire import dumps as dumps
+    from vla_client.protocol.wire import loads as loads
+    from vla_client.protocol.wire import wants_msgpack as wants_msgpack
+    from vla_client.protocol.wire import wire_for_content_type as wire_for_content_type
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

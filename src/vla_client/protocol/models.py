@@ -1,8 +1,10 @@
-"""Typed models of the action API's wire documents (contract: sglang-action-api.md).
+"""Typed models of the action API's request and metadata documents.
 
 Requests: `ActionRequest` -> `ActionInput` -> `ObservationPayload`, plus `parameters` and
-`RuntimeOptions`. Replies: `ActionEnvelope` (the default), `ActionRawResponse`
-(``runtime.response_format: "raw"``) and `ActionMetadata` (GET /v1/actions/metadata).
+`RuntimeOptions`; the models also give the request's JSON schema for the OpenAPI document.
+`ActionMetadata` is GET /v1/actions/metadata, which tells a client what the policy expects.
+Replies are plain documents, described in `vla_client.protocol.response`: they are built per
+request on the server, where a model would only add a copy.
 
 Every model allows extra fields: SGLang's pipelines add their own keys (cache, parallel,
 Cosmos3 options) and a client must not break on them. Image values are typed `Any` because they
@@ -13,9 +15,11 @@ pixels.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from vla_client.errors import CodecError
 
 
 class _Open(BaseModel):
@@ -107,57 +111,6 @@ class ActionRequest(_Open):
         return payload
 
 
-class ActionValue(_Open):
-    """One action chunk inside the envelope."""
-
-    type: str = "continuous"
-    dtype: str = "float32"
-    shape: list[int]
-    values: Any
-
-
-class ActionDatum(_Open):
-    """One entry of the envelope's ``data`` list (one per batch element)."""
-
-    index: int = 0
-    input_index: int = 0
-    candidate_index: int = 0
-    action: ActionValue
-
-
-class Usage(_Open):
-    """What the request cost, as the envelope reports it."""
-
-    batch_size: int = 1
-    action_horizon: int
-    action_dim: int
-    denoise_steps: int | None = None
-    prefix_cache_hit: bool = False
-
-
-class ActionEnvelope(_Open):
-    """The default reply of POST /v1/actions/generations."""
-
-    id: str
-    object: Literal["action.generation"] = "action.generation"
-    created: int
-    model: str | None = None
-    data: list[ActionDatum]
-    usage: Usage | None = None
-    timings: dict[str, float] | None = None
-    digests: dict[str, dict[str, Any]] | None = None
-
-
-class ActionRawResponse(_Open):
-    """The reply with ``runtime.response_format: "raw"`` (and openpi's reply shape)."""
-
-    request_id: str | None = None
-    actions: Any
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    timings: dict[str, float] | None = None
-    digests: dict[str, dict[str, Any]] | None = None
-
-
 class MetadataInput(_Open):
     """What the policy expects to receive."""
 
@@ -187,3 +140,25 @@ class ActionMetadata(_Open):
     output: MetadataOutput = Field(default_factory=MetadataOutput)
     defaults: dict[str, Any] = Field(default_factory=dict)
     capabilities: dict[str, Any] = Field(default_factory=dict)
+
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def validate_block(model: type[ModelT], raw: Any, name: str) -> ModelT:
+    """`raw` (the request's `name` block) as `model`, or a `CodecError` naming the bad field."""
+    if not isinstance(raw, dict):
+        raise CodecError(f"{name} must be an object", field=name)
+    if not raw:  # the usual case; the defaults need no validating
+        return model.model_construct()
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise CodecError(validation_message(exc, name)) from None
+
+
+def validation_message(exc: ValidationError, root: str) -> str:
+    """The first error of `exc`, as ``root.field: message``."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in (root, *first["loc"]))
+    return f"{where}: {first['msg']}"

@@ -1,77 +1,34 @@
-"""Action requests: build and encode them on the robot, decode them at the server's entrypoint.
+"""Build and encode action requests on the robot: the one builder every client uses.
 
-`decode_request` is the whole lesson of the seed write-up in one function: whatever form the
-images arrived in (base64 PNG/JPEG, pixel lists, tensor payloads, msgpack arrays, flat openpi
-keys), every one is a C-contiguous HxWx3 uint8 ndarray before anything else touches the request,
-so no Python object tree ever crosses a process boundary. Every request SGLang's
-``/v1/actions/generations`` accepts is accepted here; what SGLang would turn into a 500 or a
-silent wrong answer is a `CodecError` naming the field.
+Two documents can carry an observation. The action request (POST /v1/actions/generations, and
+every frame of the realtime websocket)::
+
+    {"request_id": "act_...",
+     "input": {"task": "...", "observation": {"images": {camera: <image value>},
+                                              "state": [...], "capture_times": {camera: s}}},
+     "parameters": {"action_horizon": 16, ...}, "runtime": {"return_timing": true, ...}}
+
+and openpi's flat observation (the ``/openpi/policy`` websocket), with ``observation.images.<cam>``
+and ``observation.state`` keys, ``prompt`` and the sampling parameters at the top level. Image
+values take the form `encoding` gives them on `wire` (see `vla_client.protocol.image_forms`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
-from pydantic import ValidationError
-
-from vla_client.codecs import (
-    DEFAULT_JPEG_QUALITY,
-    DEFAULT_MAX_PIXELS,
-    map_frames,
-    tensor_payload_to_array,
-)
-from vla_client.errors import CodecError, PayloadTooLargeError
+from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
 from vla_client.observation import Observation
-from vla_client.protocol.image_forms import Encoding, decode_image_value, encode_image_value
+from vla_client.protocol.image_forms import Encoding, encode_image_value
 from vla_client.protocol.models import (
     ActionInput,
     ActionRequest,
     ObservationPayload,
     RuntimeOptions,
-    SamplingParameters,
+    validate_block,
 )
-from vla_client.protocol.wire import CONTENT_TYPES, Wire, dumps, loads, wire_for_content_type
-
-# Keys a flat (openpi-style) observation may carry as sampling parameters.
-FLAT_PARAMETER_KEYS = frozenset(
-    {"action_horizon", "action_dim", "num_inference_steps", "seed", "guidance_scale",
-     "guidance_scale_action", "output_format"}
-)  # fmt: skip
-_FLAT_IMAGE_PREFIXES = ("observation.images.", "images.", "observation/")
-_STATE_KEYS = ("state", "observation.state", "observation/state")
-
-
-@dataclass(frozen=True)
-class DecodeLimits:
-    """Bounds on what one request may make the server decode."""
-
-    max_cameras: int = 16
-    max_image_pixels: int = DEFAULT_MAX_PIXELS
-
-
-@dataclass(frozen=True)
-class DecodedRequest:
-    """A request with every image an ndarray: what a server hands to its policy."""
-
-    images: dict[str, np.ndarray]
-    state: np.ndarray | None
-    task: str
-    request_id: str | None
-    parameters: SamplingParameters
-    runtime: RuntimeOptions
-    wire: Wire
-    flat: bool = False
-    capture_times: dict[str, float] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def output_format(self) -> Literal["list", "numpy"]:
-        """runtime, then parameters, then the wire's default (numpy for msgpack)."""
-        chosen = self.runtime.output_format or self.parameters.output_format
-        return chosen or ("numpy" if self.wire == "msgpack" else "list")
+from vla_client.protocol.wire import CONTENT_TYPES, Wire, dumps
 
 
 def build_request(
@@ -84,27 +41,28 @@ def build_request(
     runtime: Mapping[str, Any] | None = None,
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
 ) -> ActionRequest:
-    """The typed request for `observation`, with each frame encoded as `encoding` for `wire`."""
+    """The typed request for `observation`, with each frame encoded as `encoding` for `wire`.
+
+    Raises `CodecError` for a `runtime` block the API does not allow.
+    """
+    runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
     images = encode_images(observation, encoding, wire, jpeg_quality)
     state: Any = observation.state
     if state is not None and wire == "json":
         state = state.tolist()
-    try:
-        return ActionRequest(
-            request_id=request_id,
-            input=ActionInput(
-                task=observation.task,
-                observation=ObservationPayload(
-                    images=images,
-                    state=state,
-                    capture_times=dict(observation.capture_times) or None,
-                ),
+    return ActionRequest(
+        request_id=request_id,
+        input=ActionInput(
+            task=observation.task,
+            observation=ObservationPayload(
+                images=images,
+                state=state,
+                capture_times=dict(observation.capture_times) or None,
             ),
-            parameters=dict(parameters or {}),
-            runtime=RuntimeOptions.model_validate(dict(runtime or {})),
-        )
-    except ValidationError as exc:
-        raise CodecError(_validation_message(exc, "runtime")) from None
+        ),
+        parameters=dict(parameters or {}),
+        runtime=runtime_options,
+    )
 
 
 def build_flat_request(
@@ -115,7 +73,7 @@ def build_flat_request(
     parameters: Mapping[str, Any] | None = None,
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
 ) -> dict[str, Any]:
-    """The openpi flat observation (contract 2.8) for msgpack: what ``/openpi/policy`` takes.
+    """openpi's flat observation for msgpack: what ``/openpi/policy`` takes.
 
     ``observation.images.<cam>`` (an HxWx3 uint8 ndarray with ``raw``, the only form openpi's
     own servers read), ``observation.state`` (float32), ``prompt``, the sampling `parameters`
@@ -155,203 +113,34 @@ def encode_request(
     parameters: Mapping[str, Any] | None = None,
     runtime: Mapping[str, Any] | None = None,
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
+    flat: bool = False,
 ) -> tuple[bytes, str]:
     """Encode `observation` as a request body; returns ``(body, content_type)``.
 
     Usable with any HTTP stack: POST the body to ``/v1/actions/generations`` with that
-    Content-Type.
+    Content-Type. With `flat`, the body is openpi's flat observation (msgpack only, and no
+    runtime block: openpi's servers have none).
     """
-    request = build_request(
-        observation,
-        encoding=encoding,
-        wire=wire,
-        request_id=request_id,
-        parameters=parameters,
-        runtime=runtime,
-        jpeg_quality=jpeg_quality,
-    )
-    return dumps(request.to_payload(), wire), CONTENT_TYPES[wire]
-
-
-def decode_request(
-    body: bytes | memoryview, content_type: str | None, *, limits: DecodeLimits | None = None
-) -> DecodedRequest:
-    """Parse a request body and decode every image to an ndarray. Raises `CodecError`."""
-    wire = wire_for_content_type(content_type)
-    return decode_payload(loads(body, wire), wire, limits=limits)
-
-
-def decode_payload(
-    payload: Any, wire: Wire, *, limits: DecodeLimits | None = None
-) -> DecodedRequest:
-    """`decode_request` for an already parsed document (websocket messages arrive this way)."""
-    limits = limits or DecodeLimits()
-    if not isinstance(payload, dict):
-        raise CodecError(
-            f"request must be a JSON object or msgpack map, got {type(payload).__name__}"
-        )
-    flat = "input" not in payload
     if flat:
-        observation, prefix = dict(payload), ""
-        task: Any = None
-        parameters_raw: Any = {k: payload[k] for k in FLAT_PARAMETER_KEYS if k in payload}
-        runtime_raw: Any = {}
+        if wire != "msgpack":
+            raise ValueError("openpi's flat observation travels as msgpack only")
+        if runtime:
+            raise ValueError("openpi's flat observation has no runtime block; drop runtime options")
+        payload = build_flat_request(
+            observation,
+            encoding=encoding,
+            request_id=request_id,
+            parameters=parameters,
+            jpeg_quality=jpeg_quality,
+        )
     else:
-        observation, task = _unwrap_input(payload["input"])
-        prefix = "input.observation."
-        parameters_raw = _or_empty(payload.get("parameters"))
-        runtime_raw = _or_empty(payload.get("runtime"))
-        if not isinstance(runtime_raw, dict):
-            raise CodecError("runtime must be an object", field="runtime")
-        if "return_timing" in payload and "return_timing" not in runtime_raw:
-            runtime_raw = {**runtime_raw, "return_timing": payload["return_timing"]}
-    if task is None:
-        task = observation.pop("prompt", None) or observation.pop("task", None) or ""
-    if not isinstance(task, str):
-        raise CodecError("task must be a string", field="input.task")
-    images = _decode_images(_pop_images(observation, prefix, limits), limits)
-    state = _decode_state(observation, prefix)
-    capture_times = _capture_times(observation.pop("capture_times", None), prefix)
-    return DecodedRequest(
-        images=images,
-        state=state,
-        task=task,
-        request_id=_request_id(payload),
-        parameters=_validate(SamplingParameters, parameters_raw, "parameters"),
-        runtime=_validate(RuntimeOptions, runtime_raw, "runtime"),
-        wire=wire,
-        flat=flat,
-        capture_times=capture_times,
-        extras={k: v for k, v in observation.items() if k not in FLAT_PARAMETER_KEYS},
-    )
-
-
-def _unwrap_input(value: Any) -> tuple[dict[str, Any], Any]:
-    if not isinstance(value, dict):
-        raise CodecError("input must be an object", field="input")
-    observation = _or_empty(value.get("observation"))
-    if not isinstance(observation, dict):
-        raise CodecError("observation must be an object", field="input.observation")
-    observation = dict(observation)
-    for key in ("images", "state", "noise", "image"):
-        if value.get(key) is not None:
-            observation[key] = value[key]
-    task = value.get("task")
-    return observation, task if task is not None else value.get("prompt")
-
-
-def _or_empty(value: Any) -> Any:
-    return {} if value is None else value
-
-
-def _pop_images(
-    observation: dict[str, Any], prefix: str, limits: DecodeLimits
-) -> dict[str, tuple[str, Any]]:
-    """Camera name -> (field path, wire value), removed from `observation`."""
-    found: dict[str, tuple[str, Any]] = {}
-    images = observation.pop("images", None)
-    if images is not None:
-        if not isinstance(images, dict):
-            raise CodecError(
-                "images must be an object keyed by camera name", field=f"{prefix}images"
-            )
-        for name, value in images.items():
-            found[str(name)] = (f"{prefix}images.{name}", value)
-    for key in [
-        k for k in observation if isinstance(k, str) and k.startswith(_FLAT_IMAGE_PREFIXES)
-    ]:
-        if key.startswith("observation/") and not _looks_like_image(observation[key]):
-            continue
-        name = key.split("/", 1)[1] if key.startswith("observation/") else key.rsplit(".", 1)[1]
-        found[name] = (prefix + key, observation.pop(key))
-    single = observation.pop("image", None)
-    if isinstance(single, list) and single and _looks_like_image(single[0]):
-        found.update({f"image_{i}": (f"{prefix}image.{i}", v) for i, v in enumerate(single)})
-    elif single is not None:
-        found["image"] = (f"{prefix}image", single)
-    if len(found) > limits.max_cameras:
-        raise PayloadTooLargeError(
-            f"{len(found)} cameras, over the limit of {limits.max_cameras}", field=f"{prefix}images"
-        )
-    return found
-
-
-def _looks_like_image(value: Any) -> bool:
-    return isinstance(value, dict | bytes) or (
-        isinstance(value, np.ndarray) and value.ndim in (2, 3)
-    )
-
-
-def _decode_images(
-    values: dict[str, tuple[str, Any]], limits: DecodeLimits
-) -> dict[str, np.ndarray]:
-    def decode(name: str) -> np.ndarray:
-        return decode_image_value(
-            values[name][1], field=values[name][0], max_pixels=limits.max_image_pixels
-        )
-
-    names = list(values)
-    # Only encoded images (bytes, base64 text) decode without the GIL; for arrays and lists
-    # the hop to a thread and back costs more than it could save.
-    if any(isinstance(value, bytes | str) for _, value in values.values()):
-        return dict(zip(names, map_frames(decode, names), strict=True))
-    return {name: decode(name) for name in names}
-
-
-def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:
-    for key in _STATE_KEYS:
-        value = observation.pop(key, None)
-        if value is None:
-            continue
-        field_name = prefix + key
-        if isinstance(value, dict):
-            value = tensor_payload_to_array(value, field=field_name)
-        try:
-            with np.errstate(over="ignore"):  # too-large values become inf, refused below
-                state = np.asarray(value, dtype=np.float32).reshape(-1)
-        except (ValueError, TypeError, OverflowError):
-            raise CodecError("state must be a list of numbers", field=field_name) from None
-        if not np.isfinite(state).all():
-            raise CodecError("state contains NaN or infinity", field=field_name)
-        return state
-    return None
-
-
-def _capture_times(value: Any, prefix: str) -> dict[str, float]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(
-        isinstance(t, int | float) and not isinstance(t, bool) for t in value.values()
-    ):
-        raise CodecError(
-            "capture_times must map camera names to seconds", field=f"{prefix}capture_times"
-        )
-    return {str(k): float(v) for k, v in value.items()}
-
-
-def _request_id(payload: dict[str, Any]) -> str | None:
-    value = payload.get("request_id")
-    if value is None:
-        value = payload.get("id")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise CodecError("request_id must be a string", field="request_id")
-    return str(value)
-
-
-def _validate(model: Any, raw: Any, name: str) -> Any:
-    if not isinstance(raw, dict):
-        raise CodecError(f"{name} must be an object", field=name)
-    if not raw:  # the usual case; the defaults need no validating
-        return model.model_construct()
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        raise CodecError(_validation_message(exc, name)) from None
-
-
-def _validation_message(exc: ValidationError, root: str) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in (root, *first["loc"]))
-    return f"{where}: {first['msg']}"
+        payload = build_request(
+            observation,
+            encoding=encoding,
+            wire=wire,
+            request_id=request_id,
+            parameters=parameters,
+            runtime=runtime,
+            jpeg_quality=jpeg_quality,
+        ).to_payload()
+    return dumps(payload, wire), CONTENT_TYPES[wire]

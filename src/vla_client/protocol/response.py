@@ -1,19 +1,99 @@
 """Action replies: built by servers, read back by clients.
 
-The envelope is SGLang's `action_generation_response`; the raw form is its
-`action_raw_response`; openpi's websocket replies are raw-shaped dicts with ``actions``.
-`read_actions` accepts all three, so one client works against every server that speaks the API.
+A reply is one of three documents. The envelope (the default)::
+
+    {"id": "act_...", "object": "action.generation", "created": <unix s>, "model": "...",
+     "data": [{"index": 0, "input_index": 0, "candidate_index": 0,
+               "action": {"type": "continuous", "dtype": "float32", "shape": [H, D],
+                          "values": [[...]] or an ndarray}}, ...one entry per batch element],
+     "usage": {"batch_size", "action_horizon", "action_dim", "denoise_steps",
+               "prefix_cache_hit"},
+     "timings"?: {"preprocess_ms", ...}, "digests"?: {camera: {"shape", "dtype", "sha256"}}}
+
+The raw form (``runtime.response_format: "raw"``), which is also what openpi's websocket
+answers: ``{"request_id", "actions": [H, D], "parameters": {...}, "timings"?}``. And an error
+(see `vla_client.protocol.status`). `read_reply` turns whatever came back into a document or the
+matching error, `read_actions` takes the chunk out of either success form, so one client works
+against every server that speaks the API.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import orjson
 
-from vla_client.errors import ProtocolError
+from vla_client.errors import CodecError, ProtocolError, ServerError
+from vla_client.protocol.status import parse_retry_after
+from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE, loads, wire_for_content_type
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One reply as a transport received it: status, content type, body bytes and headers.
+
+    A websocket frame becomes a reply too: a binary frame is a 200 in msgpack, a text frame an
+    error whose status the connection's close code gave.
+    """
+
+    status: int
+    content_type: str
+    content: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def read_reply(reply: Reply, *, request_id: str | None = None) -> Any:
+    """The parsed document of a successful reply; raises for every kind of failure.
+
+    `ServerError` for an error status (with the server's ``detail`` and ``Retry-After``) or a
+    websocket error map; `ProtocolError` for a body that cannot be parsed. `request_id` is the
+    request the reply answers, carried by the error.
+    """
+    if reply.status >= 400:
+        raise ServerError(
+            reply.status,
+            _detail(reply),
+            retry_after=parse_retry_after(reply.headers.get("retry-after")),
+            request_id=request_id,
+        )
+    try:
+        wire = wire_for_content_type(reply.content_type or MSGPACK_CONTENT_TYPE)
+        document = loads(reply.content, wire)
+    except CodecError as exc:
+        raise ProtocolError(
+            f"cannot read the server's reply: {exc}", request_id=request_id
+        ) from None
+    if isinstance(document, dict) and "error" in document and not _has_actions(document):
+        status = document.get("status")
+        raise ServerError(
+            status if isinstance(status, int) and 400 <= status < 600 else 500,
+            str(document["error"]),
+            retry_after=parse_retry_after(document.get("retry_after")),
+            request_id=request_id,
+        )
+    return document
+
+
+def _has_actions(document: dict[Any, Any]) -> bool:
+    return "actions" in document or "data" in document
+
+
+def _detail(reply: Reply) -> str:
+    """The ``detail`` of a JSON error body, else the body as text."""
+    text = reply.content.decode("utf-8", "replace").strip()
+    try:
+        document = orjson.loads(reply.content)
+    except orjson.JSONDecodeError:
+        return text or f"HTTP {reply.status}"
+    if isinstance(document, dict) and "detail" in document:
+        detail = document["detail"]
+        return detail if isinstance(detail, str) else orjson.dumps(detail).decode()
+    return text or f"HTTP {reply.status}"
 
 
 def new_request_id() -> str:

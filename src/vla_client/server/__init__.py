@@ -4,24 +4,22 @@ that execute them (an inference worker process by default, a thread with ``in_pr
 Importing this package imports FastAPI and uvicorn; `vla_client` itself never does.
 """
 
-from vla_client.server.app import create_app
-from vla_client.server.config import ServerConfig
-from vla_client.server.inference import Runner, ThreadRunner
-from vla_client.server.local import LocalServer
-from vla_client.server.policies import POLICIES, ReferencePolicy, make_policy
-from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "POLICIES",
-    "LocalServer",
-    "Policy",
-    "PolicyInput",
-    "PolicySpec",
-    "ReferencePolicy",
-    "Runner",
-    "ServerConfig",
-    "ThreadRunner",
-    "create_app",
-    "make_policy",
-    "metadata_document",
-]
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.server.app import create_app as create_app
+    from vla_client.server.config import ServerConfig as ServerConfig
+    from vla_client.server.inference import Runner as Runner
+    from vla_client.server.inference import ThreadRunner as ThreadRunner
+    from vla_client.server.local import LocalServer as LocalServer
+    from vla_client.server.policies import POLICIES as POLICIES
+    from vla_client.server.policies import ReferencePolicy as ReferencePolicy
+    from vla_client.server.policies import make_policy as make_policy
+    from vla_client.server.policy import Policy as Policy
+    from vla_client.server.policy import PolicyInput as PolicyInput
+    from vla_client.server.policy import PolicySpec as PolicySpec
+    from vla_client.server.policy import metadata_document as metadata_document
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

@@ -61,8 +61,9 @@ class Policy(ABC):
         """Release resources (device memory, files)."""
 
 
-def metadata_document(spec: PolicySpec, *, model: str) -> dict[str, Any]:
-    """The GET /v1/actions/metadata body for `spec` (SGLang's generic layout)."""
+def metadata_document(spec: PolicySpec, *, model: str, websockets: bool = True) -> dict[str, Any]:
+    """The GET /v1/actions/metadata body for `spec` (SGLang's generic layout); `websockets`
+    says whether the server also serves the realtime and openpi websockets."""
     return {
         "object": "action.metadata",
         "model": model,
@@ -82,8 +83,8 @@ def metadata_document(spec: PolicySpec, *, model: str) -> dict[str, Any]:
         },
         "defaults": {"num_inference_steps": spec.num_inference_steps},
         "capabilities": {
-            "realtime_websocket": False,
-            "openpi_websocket": False,
+            "realtime_websocket": websockets,
+            "openpi_websocket": websockets,
             "batch_inputs": False,
             "multiple_candidates": False,
             "return_digest": True,

@@ -1,35 +1,25 @@
 """Transports carry encoded requests to a server: HTTP, and websockets beside it.
 
-The websocket transports need the ``websocket`` extra, so they load on first use
-(``vla_client.transports.WebSocketTransport``) rather than with this package.
+The websocket transports need the ``websocket`` extra; like every name here they load on first
+use (``vla_client.transports.WebSocketTransport``), not with the package.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from vla_client.transports.base import AsyncTransport, Reply, Transport
-from vla_client.transports.http import AsyncHTTPTransport, HTTPTransport
-from vla_client.transports.retry import NO_RETRY, Backoff, RetryPolicy
+from vla_client._lazy import lazy_face
 
-_WEBSOCKET_NAMES = ("AsyncWebSocketTransport", "WebSocketStats", "WebSocketTransport")
+if TYPE_CHECKING:
+    from vla_client.transports.base import AsyncReplyStream as AsyncReplyStream
+    from vla_client.transports.base import AsyncTransport as AsyncTransport
+    from vla_client.transports.base import ReplyStream as ReplyStream
+    from vla_client.transports.base import Transport as Transport
+    from vla_client.transports.http import AsyncHTTPTransport as AsyncHTTPTransport
+    from vla_client.transports.http import HTTPTransport as HTTPTransport
+    from vla_client.transports.retry import NO_RETRY as NO_RETRY
+    from vla_client.transports.retry import Backoff as Backoff
+    from vla_client.transports.retry import RetryPolicy as RetryPolicy
+    from vla_client.transports.websocket import AsyncWebSocketTransport as AsyncWebSocketTransport
+    from vla_client.transports.websocket import WebSocketStats as WebSocketStats
+    from vla_client.transports.websocket import WebSocketTransport as WebSocketTransport
 
-__all__ = [
-    "NO_RETRY",
-    "AsyncHTTPTransport",
-    "AsyncTransport",
-    "AsyncWebSocketTransport",
-    "Backoff",
-    "HTTPTransport",
-    "Reply",
-    "RetryPolicy",
-    "Transport",
-    "WebSocketStats",
-    "WebSocketTransport",
-]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WEBSOCKET_NAMES:
-        from vla_client.transports import websocket
-
-        return getattr(websocket, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

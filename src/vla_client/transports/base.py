@@ -1,38 +1,34 @@
-"""What a client needs from a transport: the server's metadata and one request/reply exchange.
+"""What a client needs from a transport: the server's metadata and request/reply exchanges.
 
 HTTP POSTs each request to ``/v1/actions/generations``; a websocket sends it as one frame on a
-persistent connection. Both fit `Transport`, so `ActionClient` has one `infer` for all of them.
+persistent connection. Both fit `Transport` (or `AsyncTransport`), so `ActionClient` has one
+`infer` for all of them. A transport moves bytes and maps its own failures to `ConnectError` and
+`RequestTimeoutError`; it never judges a reply (`vla_client.protocol.read_reply` does that,
+once, for every transport).
+
+A transport that keeps one connection for many requests (a websocket) is also a
+`ReplyStream`: it can read on past a reply that belongs to another request, and drop its
+connection when a reply can no longer be trusted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-GENERATIONS_PATH = "/v1/actions/generations"
-METADATA_PATH = "/v1/actions/metadata"
-HEALTH_PATH = "/health"
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One reply as received: status, content type and body bytes."""
-
-    status: int
-    content_type: str
-    content: bytes
-    headers: Mapping[str, str] = field(default_factory=dict)
+from vla_client.protocol import Reply
 
 
 class Transport(Protocol):
     """A blocking transport."""
 
     def metadata(self) -> Any:
-        """The server's metadata document (parsed)."""
+        """The server's metadata document (parsed); raises `ServerError` for an error reply."""
 
-    def exchange(self, body: bytes, content_type: str, accept: str) -> Reply:
-        """Send one request body and return its reply."""
+    def exchange(
+        self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
+    ) -> Reply:
+        """Send one request body and return its reply, waiting at most `timeout_s` seconds
+        (default: the transport's own timeout)."""
 
     def close(self) -> None:
         """Release connections."""
@@ -44,8 +40,30 @@ class AsyncTransport(Protocol):
     async def metadata(self) -> Any:
         """The server's metadata document (parsed)."""
 
-    async def exchange(self, body: bytes, content_type: str, accept: str) -> Reply:
-        """Send one request body and return its reply."""
+    async def exchange(
+        self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
+    ) -> Reply:
+        """Send one request body and return its reply within `timeout_s` seconds."""
 
     async def close(self) -> None:
         """Release connections."""
+
+
+@runtime_checkable
+class ReplyStream(Protocol):
+    """A transport with one connection for many requests, whose replies arrive in order."""
+
+    def receive(self, *, timeout_s: float | None = None) -> Reply:
+        """The next reply on the current connection (after one that was skipped)."""
+
+    def reset(self) -> None:
+        """Drop the connection; the next exchange opens a new one."""
+
+
+@runtime_checkable
+class AsyncReplyStream(Protocol):
+    """`ReplyStream` for asyncio."""
+
+    async def receive(self, *, timeout_s: float | None = None) -> Reply: ...
+
+    async def reset(self) -> None: ...

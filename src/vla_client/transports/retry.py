@@ -1,8 +1,10 @@
-"""Bounded retries for HTTP and the backoff schedule websocket reconnects share.
+"""Bounded retries for every transport, and the backoff schedule websocket reconnects share.
 
 Only two failures are retried, because only they are known not to have run the policy on a
 stale observation or to be worth waiting for: a connection that never opened (refused, DNS,
-connect timeout), and a 503 that says when to come back (``Retry-After``). Retries stop after
+connect timeout: `ConnectError` with ``sent=False``), and a 503 that says when to come back
+(``Retry-After``). A read timeout, a dropped connection, a 500 or a 4xx is raised at once: the
+policy may have run, or the same request would fail again. Retries stop after
 `max_attempts` attempts or when the next wait would pass `max_total_s` (or the caller's
 budget, such as a request's deadline), whichever comes first.
 """
@@ -15,9 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-import httpx
-
-from vla_client.errors import ServerError, TransportError
+from vla_client.errors import ConnectError, ServerError, TransportError
 
 T = TypeVar("T")
 
@@ -47,13 +47,9 @@ class RetryPolicy:
         """Seconds to wait before attempt ``attempts + 1``, or None to give up and raise."""
         if attempts >= self.max_attempts:
             return None
-        if is_connect_failure(error):
-            delay = self.backoff.delay(attempts)
-        elif (
-            isinstance(error, ServerError)
-            and error.status_code == 503
-            and error.retry_after is not None
-        ):
+        if isinstance(error, ConnectError) and not error.sent:
+            delay = max(self.backoff.delay(attempts), error.retry_after or 0.0)
+        elif isinstance(error, ServerError) and error.retryable and error.retry_after is not None:
             delay = error.retry_after
         else:
             return None
@@ -61,13 +57,6 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(max_attempts=1)
-
-
-def is_connect_failure(error: Exception) -> bool:
-    """A connection that never opened (refused, DNS, connect timeout): nothing was sent."""
-    return isinstance(error, TransportError) and isinstance(
-        error.__cause__, httpx.ConnectError | httpx.ConnectTimeout
-    )
 
 
 def retrying(

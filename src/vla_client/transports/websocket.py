@@ -1,10 +1,11 @@
 """Websocket transports: one persistent connection, one binary msgpack frame each way.
 
-Two endpoints use this framing (contract section 5): ``/v1/actions/realtime`` takes the HTTP
-request body and answers with the envelope, and openpi's ``/openpi/policy`` takes the flat
-observation and answers with the raw dict. Either way the server's first frame is its metadata,
-then every request gets exactly one reply, in order. An error arrives as a text frame or an
-``{"error": ...}`` map, after which the server closes the connection (1011).
+Two endpoints use this framing: ``/v1/actions/realtime`` takes the HTTP request body and answers
+with the envelope, and openpi's ``/openpi/policy`` takes the flat observation and answers with
+the raw dict. Either way the server's first frame is its metadata, then every request gets
+exactly one reply, in order. An error arrives as an ``{"error": ...}`` map or a text frame, after
+which the server closes the connection; the close code carries the status (see
+`vla_client.protocol.status`), which this transport puts on the `Reply` of a text frame.
 
 Two rules keep a late reply from ever being taken for a newer request's: a connection whose reply
 timed out is closed rather than read on, and a reply with the wrong request id is skipped by the
@@ -21,8 +22,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Generic, TypeVar
 
 from websockets.asyncio.client import ClientConnection as AsyncConnection
 from websockets.asyncio.client import connect as async_connect
@@ -38,14 +38,9 @@ from vla_client.errors import (
     ServerError,
     VLAClientError,
 )
-from vla_client.transports.base import Reply
+from vla_client.protocol import Endpoint, Reply, auth_headers, status_from_close, websocket_url
 from vla_client.transports.retry import Backoff
 
-Endpoint = Literal["realtime", "openpi"]
-ENDPOINT_PATHS: dict[Endpoint, str] = {
-    "realtime": "/v1/actions/realtime",
-    "openpi": "/openpi/policy",
-}
 DEFAULT_MAX_SIZE = 16 * 1024 * 1024
 """Largest reply frame accepted; an action chunk is a few KiB, metadata less."""
 CLOSE_TIMEOUT_S = 1.0
@@ -55,34 +50,6 @@ _CONNECT_ERRORS = (
     OSError, TimeoutError, asyncio.TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed,
     CodecError,
 )  # fmt: skip
-
-
-def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str, Endpoint]:
-    """The ``ws(s)://`` URL to open and the endpoint it speaks.
-
-    ``http(s)`` becomes ``ws(s)``. A URL already ending in an endpoint's path is used as given
-    (and names the endpoint); otherwise `endpoint`'s path (realtime by default) is appended.
-    """
-    parts = urlsplit(base_url)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    if scheme not in ("ws", "wss"):
-        raise ValueError(f"a websocket URL needs ws(s):// or http(s)://, got {base_url!r}")
-    path = parts.path.rstrip("/")
-    named = [name for name, known in ENDPOINT_PATHS.items() if path.endswith(known)]
-    if named:
-        if endpoint is not None and endpoint != named[0]:
-            raise ValueError(f"URL path {path!r} is the {named[0]} endpoint, not {endpoint}")
-        return urlunsplit((scheme, parts.netloc, path, parts.query, "")), named[0]
-    chosen: Endpoint = endpoint or "realtime"
-    url = urlunsplit((scheme, parts.netloc, path + ENDPOINT_PATHS[chosen], parts.query, ""))
-    return url, chosen
-
-
-def websocket_auth_headers(endpoint: Endpoint, api_key: str | None) -> dict[str, str]:
-    """openpi's ``Api-Key <key>`` on the openpi endpoint, SGLang's ``Bearer <key>`` on realtime."""
-    if not api_key:
-        return {}
-    return {"Authorization": f"{'Api-Key' if endpoint == 'openpi' else 'Bearer'} {api_key}"}
 
 
 @dataclass
@@ -101,6 +68,7 @@ class ReconnectGate:
         self.backoff = backoff
         self._clock = clock
         self.failures = 0
+        self.last_failure = ""
         self._retry_at = 0.0
 
     def check(self, url: str) -> None:
@@ -108,11 +76,14 @@ class ReconnectGate:
         wait = self._retry_at - self._clock()
         if self.failures and wait > 0:
             raise ConnectError(
-                f"cannot reach {url} ({self.failures} failed connects); next try in {wait:.2f} s"
+                f"{self.last_failure} ({self.failures} failed connects); next try in {wait:.2f} s",
+                sent=False,
+                retry_after=wait,
             )
 
-    def failed(self) -> None:
+    def failed(self, reason: str) -> None:
         self.failures += 1
+        self.last_failure = reason
         self._retry_at = self._clock() + self.backoff.delay(self.failures)
 
     def succeeded(self) -> None:
@@ -122,9 +93,9 @@ class ReconnectGate:
 class _Link(Generic[ConnectionT, LockT]):
     """What the sync and async transports share: URL, headers, backoff, counters, error mapping.
 
-    `timeout` is the default wait for a reply and `connect_timeout` (default `timeout`) for the
-    handshake and metadata frame; `api_key` becomes the endpoint's Authorization header, added
-    to `headers`; `backoff` paces reconnects after a failed connect.
+    `timeout_s` is the default wait for a reply and `connect_timeout_s` (default `timeout_s`) for
+    the handshake and metadata frame; `api_key` becomes the endpoint's Authorization header,
+    added to `headers`; `backoff` paces reconnects after a failed connect.
     """
 
     def __init__(
@@ -132,17 +103,17 @@ class _Link(Generic[ConnectionT, LockT]):
         url: str,
         *,
         endpoint: Endpoint | None = None,
-        timeout: float = 10.0,
-        connect_timeout: float | None = None,
+        timeout_s: float = 10.0,
+        connect_timeout_s: float | None = None,
         api_key: str | None = None,
         headers: dict[str, str] | None = None,
         max_size: int = DEFAULT_MAX_SIZE,
         backoff: Backoff | None = None,
     ) -> None:
         self.url, self.endpoint = websocket_url(url, endpoint)
-        self.timeout = timeout
-        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
-        self.headers = {**websocket_auth_headers(self.endpoint, api_key), **(headers or {})}
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = timeout_s if connect_timeout_s is None else connect_timeout_s
+        self.headers = {**auth_headers(api_key, self.endpoint), **(headers or {})}
         self.max_size = max_size
         self.gate = ReconnectGate(backoff or Backoff())
         self.stats = WebSocketStats()
@@ -160,7 +131,7 @@ class _Link(Generic[ConnectionT, LockT]):
             "additional_headers": self.headers,
             "compression": None,
             "max_size": self.max_size,
-            "open_timeout": self.connect_timeout,
+            "open_timeout": self.connect_timeout_s,
             "close_timeout": CLOSE_TIMEOUT_S,
         }
 
@@ -173,29 +144,45 @@ class _Link(Generic[ConnectionT, LockT]):
         self.stats.connects += 1
 
     def connect_failed(self, exc: Exception) -> VLAClientError:
-        self.gate.failed()
-        self.stats.connect_failures += 1
+        """The error for a connection that did not open; nothing was sent on it."""
+        error: VLAClientError
         if isinstance(exc, InvalidStatus):
             body = exc.response.body.decode("utf-8", "replace").strip() if exc.response.body else ""
-            return ServerError(exc.response.status_code, body or f"handshake refused on {self.url}")
-        if isinstance(exc, VLAClientError):
-            return exc
-        return ConnectError(f"cannot open {self.url}: {exc or type(exc).__name__}")
+            error = ServerError(
+                exc.response.status_code, body or f"handshake refused on {self.url}"
+            )
+        elif isinstance(exc, ConnectError):
+            error = exc
+        else:
+            error = ConnectError(f"cannot open {self.url}: {exc or type(exc).__name__}", sent=False)
+        self.gate.failed(str(error))
+        self.stats.connect_failures += 1
+        return error
 
     def lost(self, exc: ConnectionClosed) -> ConnectError:
         self.stats.drops += 1
         return ConnectError(f"connection to {self.url} lost: {exc}")
 
-    def timed_out(self, timeout: float) -> RequestTimeoutError:
+    def timed_out(self, timeout_s: float) -> RequestTimeoutError:
         self.stats.drops += 1
-        return RequestTimeoutError(f"no reply from {self.url} within {timeout:.3g} s")
+        return RequestTimeoutError(f"no reply from {self.url} within {timeout_s:.3g} s")
+
+    def wait(self, timeout_s: float | None) -> float:
+        return self.timeout_s if timeout_s is None else timeout_s
 
 
-def frame_reply(frame: str | bytes) -> Reply:
-    """A reply frame as a `Reply`: a text frame is the server's error message (status 500)."""
-    if isinstance(frame, str):
-        return Reply(status=500, content_type="text/plain", content=frame.encode())
-    return Reply(status=200, content_type=msgpack_numpy.CONTENT_TYPE, content=frame)
+def frame_reply(frame: str | bytes, closed: ConnectionClosed | None = None) -> Reply:
+    """A reply frame as a `Reply`.
+
+    A text frame is the server's error message; its status comes from the close that follows
+    it (`closed`), 500 when there is none.
+    """
+    if isinstance(frame, bytes):
+        return Reply(status=200, content_type=msgpack_numpy.CONTENT_TYPE, content=frame)
+    close = closed.rcvd if closed is not None else None
+    status = status_from_close(close.code if close else None, close.reason if close else None)
+    headers = {} if status.retry_after is None else {"retry-after": f"{status.retry_after:g}"}
+    return Reply(status.status, "text/plain", frame.encode(), headers)
 
 
 class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
@@ -212,9 +199,9 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
             return self.server_metadata
 
     def exchange(
-        self, body: bytes, content_type: str, accept: str, *, timeout: float | None = None
+        self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
-        """Send one frame and return the next reply; `timeout` overrides the default wait."""
+        """Send one frame and return the next reply; `timeout_s` overrides the default wait."""
         with self._lock:
             conn = self._connected()
             try:
@@ -222,14 +209,14 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
             except ConnectionClosed as exc:
                 self._drop()
                 raise self.lost(exc) from exc
-            return self._recv(conn, timeout)
+            return self._recv(conn, timeout_s)
 
-    def receive(self, *, timeout: float | None = None) -> Reply:
+    def receive(self, *, timeout_s: float | None = None) -> Reply:
         """The next reply frame on the current connection (after a reply that was skipped)."""
         with self._lock:
             if self._conn is None:
                 raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
-            return self._recv(self._conn, timeout)
+            return self._recv(self._conn, timeout_s)
 
     def reset(self) -> None:
         """Forget the connection (the server ends it after an error); the next call reconnects."""
@@ -251,15 +238,15 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(conn.recv(timeout=self.connect_timeout))
+            self.opened(conn.recv(timeout=self.connect_timeout_s))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             conn.close()
             raise self.connect_failed(exc) from exc
         self._conn = conn
         return conn
 
-    def _recv(self, conn: ClientConnection, timeout: float | None) -> Reply:
-        wait = self.timeout if timeout is None else timeout
+    def _recv(self, conn: ClientConnection, timeout_s: float | None) -> Reply:
+        wait = self.wait(timeout_s)
         try:
             frame = conn.recv(timeout=wait)
         except TimeoutError:
@@ -268,9 +255,17 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
         except ConnectionClosed as exc:
             self._drop()
             raise self.lost(exc) from exc
-        if isinstance(frame, str):
-            self._drop()
-        return frame_reply(frame)
+        if isinstance(frame, bytes):
+            return frame_reply(frame)
+        closed = None
+        try:
+            conn.recv(timeout=CLOSE_TIMEOUT_S)
+        except ConnectionClosed as exc:
+            closed = exc
+        except TimeoutError:
+            pass
+        self._drop()
+        return frame_reply(frame, closed)
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -291,7 +286,7 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
             return self.server_metadata
 
     async def exchange(
-        self, body: bytes, content_type: str, accept: str, *, timeout: float | None = None
+        self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
         async with self._lock:
             conn = await self._connected()
@@ -300,13 +295,13 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
             except ConnectionClosed as exc:
                 await self._drop()
                 raise self.lost(exc) from exc
-            return await self._recv(conn, timeout)
+            return await self._recv(conn, timeout_s)
 
-    async def receive(self, *, timeout: float | None = None) -> Reply:
+    async def receive(self, *, timeout_s: float | None = None) -> Reply:
         async with self._lock:
             if self._conn is None:
                 raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
-            return await self._recv(self._conn, timeout)
+            return await self._recv(self._conn, timeout_s)
 
     async def reset(self) -> None:
         async with self._lock:
@@ -326,15 +321,15 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(await asyncio.wait_for(conn.recv(), self.connect_timeout))
+            self.opened(await asyncio.wait_for(conn.recv(), self.connect_timeout_s))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             await conn.close()
             raise self.connect_failed(exc) from exc
         self._conn = conn
         return conn
 
-    async def _recv(self, conn: AsyncConnection, timeout: float | None) -> Reply:
-        wait = self.timeout if timeout is None else timeout
+    async def _recv(self, conn: AsyncConnection, timeout_s: float | None) -> Reply:
+        wait = self.wait(timeout_s)
         try:
             frame = await asyncio.wait_for(conn.recv(), wait)
         except asyncio.TimeoutError:
@@ -343,9 +338,17 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
         except ConnectionClosed as exc:
             await self._drop()
             raise self.lost(exc) from exc
-        if isinstance(frame, str):
-            await self._drop()
-        return frame_reply(frame)
+        if isinstance(frame, bytes):
+            return frame_reply(frame)
+        closed = None
+        try:
+            await asyncio.wait_for(conn.recv(), CLOSE_TIMEOUT_S)
+        except ConnectionClosed as exc:
+            closed = exc
+        except asyncio.TimeoutError:
+            pass
+        await self._drop()
+        return frame_reply(frame, closed)
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None

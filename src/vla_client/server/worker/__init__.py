@@ -13,8 +13,13 @@ serve several entrypoint processes (`vla_client.server.api_servers`): each has i
 and pipe, and the worker merges their waiting batches into one policy call.
 """
 
-from vla_client.errors import WorkerStartError
-from vla_client.server.worker.dispatch import WorkerRunner
-from vla_client.server.worker.shm import SEGMENT_PREFIX
+from typing import TYPE_CHECKING
 
-__all__ = ["SEGMENT_PREFIX", "WorkerRunner", "WorkerStartError"]
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.errors import WorkerStartError as WorkerStartError
+    from vla_client.server.worker.dispatch import WorkerRunner as WorkerRunner
+    from vla_client.server.worker.shm import SEGMENT_PREFIX as SEGMENT_PREFIX
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)

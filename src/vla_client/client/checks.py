@@ -1,0 +1,26 @@
+"""Checks of a reply against the observation that was sent."""
+
+from __future__ import annotations
+
+from vla_client.client.result import ActionResult
+from vla_client.codecs import frame_digest
+from vla_client.errors import ProtocolError
+from vla_client.observation import Observation
+
+
+def mismatched_cameras(observation: Observation, result: ActionResult) -> list[str]:
+    """Cameras whose decoded pixels on the server differ from what was sent (needs digests).
+
+    Send with ``return_digest=True``: the server then reports, per camera, the shape, dtype and
+    SHA-256 of the pixels it decoded, which lossless encodings must reproduce exactly.
+    """
+    if result.digests is None:
+        raise ProtocolError(
+            "the reply carries no digests; send with return_digest=True",
+            request_id=result.request_id,
+        )
+    return [
+        name
+        for name, frame in observation.images.items()
+        if result.digests.get(name) != frame_digest(frame)
+    ]

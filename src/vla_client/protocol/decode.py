@@ -1,0 +1,227 @@
+"""Decode action requests at the server's entrypoint: every image to an ndarray, at once.
+
+Whatever form the images arrived in (base64 PNG/JPEG, pixel lists, tensor payloads, msgpack
+arrays, flat openpi keys), `decode_request` makes every one a C-contiguous HxWx3 uint8 ndarray
+before anything else touches the request. Nested pixel lists are millions of Python ints; one
+ndarray costs almost nothing to hand to another process, so no Python object tree ever crosses a
+process boundary. Every request SGLang's ``/v1/actions/generations`` accepts is accepted here;
+what SGLang would turn into a 500 or a silent wrong answer is a `CodecError` naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from vla_client.codecs import DEFAULT_MAX_PIXELS, map_frames, tensor_payload_to_array
+from vla_client.errors import CodecError, PayloadTooLargeError
+from vla_client.protocol.image_forms import decode_image_value
+from vla_client.protocol.models import RuntimeOptions, SamplingParameters, validate_block
+from vla_client.protocol.wire import Wire, loads, wire_for_content_type
+
+FLAT_PARAMETER_KEYS = frozenset(
+    {"action_horizon", "action_dim", "num_inference_steps", "seed", "guidance_scale",
+     "guidance_scale_action", "output_format"}
+)  # fmt: skip
+"""Keys a flat (openpi-style) observation may carry as sampling parameters."""
+_FLAT_IMAGE_PREFIXES = ("observation.images.", "images.", "observation/")
+_STATE_KEYS = ("state", "observation.state", "observation/state")
+
+
+@dataclass(frozen=True)
+class DecodeLimits:
+    """Bounds on what one request may make the server decode."""
+
+    max_cameras: int = 16
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
+
+
+@dataclass(frozen=True)
+class DecodedRequest:
+    """A request with every image an ndarray: what a server hands to its policy."""
+
+    images: dict[str, np.ndarray]
+    state: np.ndarray | None
+    task: str
+    request_id: str | None
+    parameters: SamplingParameters
+    runtime: RuntimeOptions
+    wire: Wire
+    flat: bool = False
+    capture_times: dict[str, float] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def output_format(self) -> Literal["list", "numpy"]:
+        """runtime, then parameters, then the wire's default (numpy for msgpack)."""
+        chosen = self.runtime.output_format or self.parameters.output_format
+        return chosen or ("numpy" if self.wire == "msgpack" else "list")
+
+
+def decode_request(
+    body: bytes | memoryview, content_type: str | None, *, limits: DecodeLimits | None = None
+) -> DecodedRequest:
+    """Parse a request body and decode every image to an ndarray. Raises `CodecError`."""
+    wire = wire_for_content_type(content_type)
+    return decode_payload(loads(body, wire), wire, limits=limits)
+
+
+def decode_payload(
+    payload: Any, wire: Wire, *, limits: DecodeLimits | None = None
+) -> DecodedRequest:
+    """`decode_request` for an already parsed document (websocket messages arrive this way)."""
+    limits = limits or DecodeLimits()
+    if not isinstance(payload, dict):
+        raise CodecError(
+            f"request must be a JSON object or msgpack map, got {type(payload).__name__}"
+        )
+    flat = "input" not in payload
+    if flat:
+        observation, prefix = dict(payload), ""
+        task: Any = None
+        parameters_raw: Any = {k: payload[k] for k in FLAT_PARAMETER_KEYS if k in payload}
+        runtime_raw: Any = {}
+    else:
+        observation, task = _unwrap_input(payload["input"])
+        prefix = "input.observation."
+        parameters_raw = _or_empty(payload.get("parameters"))
+        runtime_raw = _or_empty(payload.get("runtime"))
+        if not isinstance(runtime_raw, dict):
+            raise CodecError("runtime must be an object", field="runtime")
+        if "return_timing" in payload and "return_timing" not in runtime_raw:
+            runtime_raw = {**runtime_raw, "return_timing": payload["return_timing"]}
+    if task is None:
+        task = observation.pop("prompt", None) or observation.pop("task", None) or ""
+    if not isinstance(task, str):
+        raise CodecError("task must be a string", field="input.task")
+    images = _decode_images(_pop_images(observation, prefix, limits), limits)
+    state = _decode_state(observation, prefix)
+    capture_times = _capture_times(observation.pop("capture_times", None), prefix)
+    return DecodedRequest(
+        images=images,
+        state=state,
+        task=task,
+        request_id=_request_id(payload),
+        parameters=validate_block(SamplingParameters, parameters_raw, "parameters"),
+        runtime=validate_block(RuntimeOptions, runtime_raw, "runtime"),
+        wire=wire,
+        flat=flat,
+        capture_times=capture_times,
+        extras={k: v for k, v in observation.items() if k not in FLAT_PARAMETER_KEYS},
+    )
+
+
+def _unwrap_input(value: Any) -> tuple[dict[str, Any], Any]:
+    if not isinstance(value, dict):
+        raise CodecError("input must be an object", field="input")
+    observation = _or_empty(value.get("observation"))
+    if not isinstance(observation, dict):
+        raise CodecError("observation must be an object", field="input.observation")
+    observation = dict(observation)
+    for key in ("images", "state", "noise", "image"):
+        if value.get(key) is not None:
+            observation[key] = value[key]
+    task = value.get("task")
+    return observation, task if task is not None else value.get("prompt")
+
+
+def _or_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _pop_images(
+    observation: dict[str, Any], prefix: str, limits: DecodeLimits
+) -> dict[str, tuple[str, Any]]:
+    """Camera name -> (field path, wire value), removed from `observation`."""
+    found: dict[str, tuple[str, Any]] = {}
+    images = observation.pop("images", None)
+    if images is not None:
+        if not isinstance(images, dict):
+            raise CodecError(
+                "images must be an object keyed by camera name", field=f"{prefix}images"
+            )
+        for name, value in images.items():
+            found[str(name)] = (f"{prefix}images.{name}", value)
+    for key in [
+        k for k in observation if isinstance(k, str) and k.startswith(_FLAT_IMAGE_PREFIXES)
+    ]:
+        if key.startswith("observation/") and not _looks_like_image(observation[key]):
+            continue
+        name = key.split("/", 1)[1] if key.startswith("observation/") else key.rsplit(".", 1)[1]
+        found[name] = (prefix + key, observation.pop(key))
+    single = observation.pop("image", None)
+    if isinstance(single, list) and single and _looks_like_image(single[0]):
+        found.update({f"image_{i}": (f"{prefix}image.{i}", v) for i, v in enumerate(single)})
+    elif single is not None:
+        found["image"] = (f"{prefix}image", single)
+    if len(found) > limits.max_cameras:
+        raise PayloadTooLargeError(
+            f"{len(found)} cameras, over the limit of {limits.max_cameras}", field=f"{prefix}images"
+        )
+    return found
+
+
+def _looks_like_image(value: Any) -> bool:
+    return isinstance(value, dict | bytes) or (
+        isinstance(value, np.ndarray) and value.ndim in (2, 3)
+    )
+
+
+def _decode_images(
+    values: dict[str, tuple[str, Any]], limits: DecodeLimits
+) -> dict[str, np.ndarray]:
+    def decode(name: str) -> np.ndarray:
+        return decode_image_value(
+            values[name][1], field=values[name][0], max_pixels=limits.max_image_pixels
+        )
+
+    names = list(values)
+    # Only encoded images (bytes, base64 text) decode without the GIL; for arrays and lists
+    # the hop to a thread and back costs more than it could save.
+    if any(isinstance(value, bytes | str) for _, value in values.values()):
+        return dict(zip(names, map_frames(decode, names), strict=True))
+    return {name: decode(name) for name in names}
+
+
+def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:
+    for key in _STATE_KEYS:
+        value = observation.pop(key, None)
+        if value is None:
+            continue
+        field_name = prefix + key
+        if isinstance(value, dict):
+            value = tensor_payload_to_array(value, field=field_name)
+        try:
+            with np.errstate(over="ignore"):  # too-large values become inf, refused below
+                state = np.asarray(value, dtype=np.float32).reshape(-1)
+        except (ValueError, TypeError, OverflowError):
+            raise CodecError("state must be a list of numbers", field=field_name) from None
+        if not np.isfinite(state).all():
+            raise CodecError("state contains NaN or infinity", field=field_name)
+        return state
+    return None
+
+
+def _capture_times(value: Any, prefix: str) -> dict[str, float]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(
+        isinstance(t, int | float) and not isinstance(t, bool) for t in value.values()
+    ):
+        raise CodecError(
+            "capture_times must map camera names to seconds", field=f"{prefix}capture_times"
+        )
+    return {str(k): float(v) for k, v in value.items()}
+
+
+def _request_id(payload: dict[str, Any]) -> str | None:
+    value = payload.get("request_id")
+    if value is None:
+        value = payload.get("id")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise CodecError("request_id must be a string", field="request_id")
+    return str(value)

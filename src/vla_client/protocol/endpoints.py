@@ -1,0 +1,67 @@
+"""Where the action API lives: its paths, its websocket URLs and how a key is presented.
+
+Four routes make the API. Over HTTP, ``POST /v1/actions/generations`` takes one request and
+answers with its action chunk, and ``GET /v1/actions/metadata`` describes the policy. Two
+websockets keep a connection open instead: ``/v1/actions/realtime`` takes the same request
+documents as HTTP, and ``/openpi/policy`` takes openpi's flat observation dicts. openpi's own
+client connects to ``/`` unless given a path, so a server speaking openpi answers there too.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+GENERATIONS_PATH = "/v1/actions/generations"
+METADATA_PATH = "/v1/actions/metadata"
+HEALTH_PATH = "/health"
+
+Endpoint = Literal["realtime", "openpi"]
+ENDPOINTS: tuple[Endpoint, ...] = ("realtime", "openpi")
+ENDPOINT_PATHS: dict[Endpoint, str] = {
+    "realtime": "/v1/actions/realtime",
+    "openpi": "/openpi/policy",
+}
+OPENPI_ROOT_PATH = "/"
+
+
+def check_endpoint(endpoint: str) -> Endpoint:
+    """`endpoint` itself when it names a websocket endpoint, else `ValueError` naming them."""
+    if endpoint not in ENDPOINTS:
+        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}; got {endpoint!r}")
+    return endpoint
+
+
+def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str, Endpoint]:
+    """The ``ws(s)://`` URL to open and the endpoint it speaks.
+
+    ``http(s)`` becomes ``ws(s)``. A URL already ending in an endpoint's path is used as given
+    (and names the endpoint); otherwise `endpoint`'s path (realtime by default) is appended.
+    """
+    if endpoint is not None:
+        check_endpoint(endpoint)
+    parts = urlsplit(base_url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    if scheme not in ("ws", "wss"):
+        raise ValueError(f"a websocket URL needs ws(s):// or http(s)://, got {base_url!r}")
+    path = parts.path.rstrip("/")
+    named = [name for name, known in ENDPOINT_PATHS.items() if path.endswith(known)]
+    if named:
+        if endpoint is not None and endpoint != named[0]:
+            raise ValueError(f"URL path {path!r} is the {named[0]} endpoint, not {endpoint}")
+        return urlunsplit((scheme, parts.netloc, path, parts.query, "")), named[0]
+    chosen: Endpoint = endpoint or "realtime"
+    url = urlunsplit((scheme, parts.netloc, path + ENDPOINT_PATHS[chosen], parts.query, ""))
+    return url, chosen
+
+
+def auth_headers(api_key: str | None, endpoint: Endpoint | None = None) -> dict[str, str]:
+    """The ``Authorization`` header for `api_key`, or nothing without a key.
+
+    SGLang's ``--api-key`` expects ``Bearer <key>``; openpi's websocket client sends
+    ``Api-Key <key>``, so that form is used on the openpi endpoint.
+    """
+    if not api_key:
+        return {}
+    scheme = "Api-Key" if endpoint == "openpi" else "Bearer"
+    return {"Authorization": f"{scheme} {api_key}"}

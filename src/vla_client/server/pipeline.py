@@ -1,0 +1,213 @@
+"""The request pipeline: one path from request bytes to reply document, for every route.
+
+Every request takes the same steps, whichever route it came in by (POST generations, the
+realtime websocket, openpi's websocket)::
+
+    decode  ->  check against the policy  ->  run (the runner, under a time limit)  ->  reply
+
+`Pipeline.decode` turns a body into a `DecodedRequest` (every image an ndarray), and
+`Pipeline.answer` does the rest and returns the reply document. Failures are the domain's own
+errors (`CodecError` and its kin for bad input, `InvalidObservationError` for an observation
+the policy cannot take, `InferenceError` from the runner); the routes only move bytes in and
+out and turn those errors into a status at their edge (`failure`). The metadata document is
+computed here once, with what the server offers, and never edited afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Literal
+
+from starlette.concurrency import run_in_threadpool
+
+from vla_client.codecs import frame_digest
+from vla_client.errors import InferenceError, InvalidObservationError
+from vla_client.protocol import (
+    DecodedRequest,
+    ErrorStatus,
+    build_envelope,
+    build_raw,
+    decode_payload,
+    decode_request,
+    dumps,
+    error_status,
+    loads,
+    new_request_id,
+    wire_for_content_type,
+)
+from vla_client.server.config import ServerConfig
+from vla_client.server.inference import RequestMemory, Runner
+from vla_client.server.limits import within
+from vla_client.server.policy import Policy, PolicyInput, metadata_document
+
+log = logging.getLogger("vla_client.server")
+
+ReplyForm = Literal["asked", "envelope", "raw"]
+"""Which reply document: what the request's ``runtime.response_format`` asks (HTTP), or a fixed
+form (the realtime websocket answers with the envelope, openpi's with the raw form)."""
+
+_ENCODED_IMAGE_MIN_BYTES = 1024  # smaller images decode in microseconds, inline is fine
+_MAX_SEARCH_DEPTH = 6  # deeper documents go to a thread rather than being searched
+
+
+class Pipeline:
+    """The steps every request of a server takes: `policy` run through `runner`."""
+
+    def __init__(self, policy: Policy, runner: Runner, config: ServerConfig) -> None:
+        self.policy = policy
+        self.runner = runner
+        self.config = config
+        self.metadata = metadata_document(policy.spec, model=config.model_name, websockets=True)
+        self.handshake = dumps(self.metadata, "msgpack")
+        """The metadata as the first frame of every websocket connection."""
+
+    async def decode(self, body: bytes | memoryview, content_type: str | None) -> DecodedRequest:
+        """`decode_request`, in a worker thread only where that lets the event loop run meanwhile.
+
+        Unpacking msgpack and turning its arrays or lists into frames holds the GIL, so a thread
+        would only add its hop and wake-up; encoded images are decoded by OpenCV without the
+        GIL, so those bodies (and every JSON body: base64 and image decoding) go to a thread.
+        """
+        limits = self.config.limits
+        wire = wire_for_content_type(content_type)
+        if wire == "json":
+            return await run_in_threadpool(decode_request, body, content_type, limits=limits)
+        payload = loads(body, wire)
+        if not has_encoded_images(payload):
+            return decode_payload(payload, wire, limits=limits)
+        return await run_in_threadpool(decode_payload, payload, wire, limits=limits)
+
+    async def answer(
+        self,
+        decoded: DecodedRequest,
+        *,
+        form: ReplyForm,
+        started: float,
+        memory: RequestMemory | None = None,
+    ) -> dict[str, Any]:
+        """Check `decoded` against the policy, run it and build its reply document.
+
+        `started` is the `time.perf_counter()` at which the request arrived (for the timings);
+        `memory` is what the runner lent the request's body, if anything.
+        """
+        preprocess_ms = (time.perf_counter() - started) * 1000
+        observation = policy_input(decoded, self.policy)
+        timeout_s = self.config.infer_timeout_s
+        try:
+            actions, stage_timings = await within(timeout_s, self.runner.infer(observation, memory))
+        except asyncio.TimeoutError:  # a distinct class before Python 3.11
+            raise InferenceError(504, f"inference did not finish within {timeout_s:g} s") from None
+        post_start = time.perf_counter()
+        if decoded.runtime.return_digest:  # hashing every frame takes milliseconds
+            reply = await run_in_threadpool(self.reply_document, decoded, actions, form)
+        else:  # a few hundred values: cheaper than the hop to a thread and back
+            reply = self.reply_document(decoded, actions, form)
+        if decoded.runtime.return_timing:
+            end = time.perf_counter()
+            reply["timings"] = {
+                "preprocess_ms": preprocess_ms,
+                **stage_timings,
+                "postprocess_ms": (end - post_start) * 1000,
+                "total_ms": (end - started) * 1000,
+            }
+        return reply
+
+    def reply_document(
+        self, decoded: DecodedRequest, actions: Any, form: ReplyForm
+    ) -> dict[str, Any]:
+        """The envelope or raw reply for `decoded`, with digests when asked."""
+        spec = self.policy.spec
+        request_id = decoded.request_id or new_request_id()
+        numpy_values = decoded.wire == "msgpack" or decoded.output_format == "numpy"
+        extra: dict[str, Any] = {}
+        if decoded.runtime.return_digest:
+            extra["digests"] = {name: frame_digest(frame) for name, frame in decoded.images.items()}
+        chosen = decoded.runtime.response_format if form == "asked" else form
+        if chosen == "raw":
+            return build_raw(
+                actions,
+                request_id=request_id,
+                numpy_values=numpy_values,
+                parameters={"num_inference_steps": spec.num_inference_steps},
+                extra=extra,
+            )
+        return build_envelope(
+            actions,
+            request_id=request_id,
+            model=self.config.model_name,
+            numpy_values=numpy_values,
+            denoise_steps=decoded.parameters.num_inference_steps or spec.num_inference_steps,
+            extra=extra,
+        )
+
+
+def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
+    """The arrays-only observation for `policy`; `InvalidObservationError` naming unknown or
+    missing cameras, or a state of the wrong size."""
+    spec = policy.spec
+    if not decoded.images:
+        raise InvalidObservationError(
+            "input.observation.images: the observation has no camera images"
+        )
+    if spec.camera_names:
+        unknown = sorted(set(decoded.images) - set(spec.camera_names))
+        missing = sorted(set(spec.camera_names) - set(decoded.images))
+        if unknown or missing:
+            raise InvalidObservationError(
+                f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
+                f"this policy takes {list(spec.camera_names)}"
+            )
+    if (
+        decoded.state is not None
+        and spec.state_dim is not None
+        and decoded.state.size != spec.state_dim
+    ):
+        raise InvalidObservationError(
+            f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}"
+        )
+    parameters = decoded.parameters
+    return PolicyInput(
+        images=decoded.images,
+        state=decoded.state,
+        task=decoded.task,
+        action_horizon=parameters.action_horizon,
+        num_inference_steps=parameters.num_inference_steps,
+        seed=parameters.seed,
+    )
+
+
+def failure(exc: BaseException, request_id: str | None) -> ErrorStatus:
+    """What the client is told about `exc`, logged once here for every route.
+
+    Bad input is logged quietly; a policy failure with its cause; anything unexpected (a bug)
+    with its traceback, while the client gets only the request id to quote.
+    """
+    status = error_status(exc)
+    if status is None:
+        request_id = request_id or new_request_id()
+        log.error("unhandled error (request %s)", request_id, exc_info=exc)
+        return ErrorStatus(500, f"internal server error (request {request_id})")
+    if status.status == 500:
+        log.error("%s (request %s)", status.detail, request_id, exc_info=exc.__cause__)
+    else:
+        log.info("request %s refused: %s", request_id, status.detail)
+    return status
+
+
+def has_encoded_images(value: Any, depth: int = 0) -> bool:
+    """Whether an unpacked msgpack document carries bytes or text big enough to be an image.
+
+    Dicts are searched a few levels deep; a list is judged by its first item, so pixel lists
+    are never walked.
+    """
+    if isinstance(value, bytes | str):
+        return len(value) > _ENCODED_IMAGE_MIN_BYTES
+    if not isinstance(value, dict | list) or not value:
+        return False
+    if depth > _MAX_SEARCH_DEPTH:
+        return True
+    if isinstance(value, dict):
+        return any(has_encoded_images(item, depth + 1) for item in value.values())
+    return has_encoded_images(value[0], depth + 1)
