@@ -53,7 +53,7 @@ class InvalidObservationError(VLAClientError, ValueError):
 class ContractError(InvalidObservationError):
     """An observation that does not fit what the server announced in its metadata.
 
-    `field` is the part of the contract (``input.image_keys``, ``input.state_dim``,
+    `field` is the part of the metadata it breaks (``input.image_keys``, ``input.state_dim``,
     ``input.image_size``), `expected` what the server announced, `given` what the observation
     has. Nothing was sent.
     """

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from typing import Any
 
 import pytest
+from runners import FlakyRunner, SlowRunner, serve
 
 from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.errors import (
@@ -18,29 +18,7 @@ from vla_client.errors import (
     ServerError,
 )
 from vla_client.observation import Observation
-from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.inference import RequestMemory, ThreadRunner
-from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, RetryPolicy
-
-
-class FlakyRunner(ThreadRunner):
-    """Fails the first `failures` requests with `error`, then runs the policy."""
-
-    def __init__(self, error: InferenceError, failures: int) -> None:
-        super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
-        self.error, self.failures, self.calls = error, failures, 0
-
-    async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
-        self.calls += 1
-        if self.calls <= self.failures:
-            raise self.error
-        return await super().infer(observation, memory)
-
-
-def serve(runner: ThreadRunner) -> LocalServer:
-    config = ServerConfig(in_process=True)
-    return LocalServer(create_app(runner.policy, config, runner=runner))
 
 
 def test_backoff_grows_and_is_capped() -> None:
@@ -92,18 +70,6 @@ def test_connect_failures_are_retried_a_bounded_number_of_times(
         with pytest.raises(ConnectError):
             client.infer(small_observation)
         assert client.stats.retries == 3
-
-
-class SlowRunner(ThreadRunner):
-    """Answers after `delay_s`, like a stalled worker."""
-
-    def __init__(self, delay_s: float) -> None:
-        super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
-        self.delay_s = delay_s
-
-    async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
-        await asyncio.sleep(self.delay_s)
-        return await super().infer(observation, memory)
 
 
 def test_the_deadline_bounds_an_http_call_shorter_than_its_timeout(

@@ -10,11 +10,16 @@ The check is an ASGI middleware rather than a route dependency so that routes ad
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Iterable, Mapping
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vla_client.server.quiet_logs import RateLimitedLog
+
 OPEN_PATHS = frozenset({"/health"})
+REFUSALS = RateLimitedLog(logging.getLogger("vla_client.server.auth"))
+"""One line for the first refusal, then one per interval with the count: a flood stays quiet."""
 _SCHEMES = ("bearer", "api-key")
 _REFUSAL = b'{"detail":"missing or invalid API key"}'
 
@@ -48,7 +53,10 @@ class APIKeyMiddleware:
         }
         if check_api_key(headers, self.api_key):
             await self.app(scope, receive, send)
-        elif scope["type"] == "http":
+            return
+        client = scope.get("client") or ("?", 0)
+        REFUSALS.info(f"refused {scope['type']} {scope['path']} from {client[0]}: no valid API key")
+        if scope["type"] == "http":
             await _refuse_http(send, "http.response")
         elif "websocket.http.response" in scope.get("extensions", {}):
             await _refuse_http(send, "websocket.http.response")

@@ -1,0 +1,42 @@
+"""Runners that misbehave on purpose, and a server around one, for the retry and error tests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from vla_client.errors import InferenceError
+from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server.inference import RequestMemory, ThreadRunner
+from vla_client.server.policy import PolicyInput
+
+
+class FlakyRunner(ThreadRunner):
+    """Fails the first `failures` requests with `error`, then runs the policy."""
+
+    def __init__(self, error: InferenceError, failures: int) -> None:
+        super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
+        self.error, self.failures, self.calls = error, failures, 0
+
+    async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return await super().infer(observation, memory)
+
+
+class SlowRunner(ThreadRunner):
+    """Answers after `delay_s`, like a stalled worker."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(ReferencePolicy(action_horizon=4, action_dim=3))
+        self.delay_s = delay_s
+
+    async def infer(self, observation: PolicyInput, memory: RequestMemory | None = None) -> Any:
+        await asyncio.sleep(self.delay_s)
+        return await super().infer(observation, memory)
+
+
+def serve(runner: ThreadRunner) -> LocalServer:
+    config = ServerConfig(in_process=True)
+    return LocalServer(create_app(runner.policy, config, runner=runner))
