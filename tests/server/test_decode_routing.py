@@ -5,7 +5,7 @@ import pytest
 
 from vla_client import Observation
 from vla_client.protocol import encode_request, loads
-from vla_client.protocol.request import build_flat_request
+from vla_client.protocol.request import build_openpi_request
 from vla_client.server.pipeline import has_encoded_images
 
 
@@ -22,7 +22,7 @@ def test_only_encoded_images_go_to_a_thread(frames, encoding, encoded):
 
 
 def test_flat_openpi_arrays_and_base64_text(frames):
-    flat = build_flat_request(Observation(frames, task="t"))
+    flat = build_openpi_request(Observation(frames, task="t"))
     assert has_encoded_images(flat) is False
     body, _ = encode_request(Observation(frames, task="t"), encoding="png", wire="json")
     assert has_encoded_images(loads(body, "json")) is True  # base64 text

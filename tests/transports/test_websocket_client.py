@@ -19,6 +19,7 @@ from vla_client.errors import (
     StaleObservationError,
 )
 from vla_client.observation import Observation
+from vla_client.protocol import FLAT
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
@@ -58,7 +59,7 @@ def test_openpi_endpoint_sends_the_flat_observation(
     reference_server: LocalServer, small_observation: Observation
 ) -> None:
     with ActionClient(ws_url(reference_server), endpoint="openpi") as client:
-        assert client.options.flat and client.options.encoding == "raw"
+        assert client.options.layout is FLAT and client.options.encoding == "raw"
         result = client.infer(small_observation, request_id="flat-1")
     assert result.request_id == "flat-1"
     assert "actions" in result.raw and "data" not in result.raw

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vla_client.client.base import ClientBase
 from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
-from vla_client.errors import MismatchedReplyError, ServerError
+from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply
 from vla_client.transports.base import AsyncReplyStream, AsyncTransport
@@ -51,8 +53,14 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
     ) -> ActionResult:
         """One inference, as `ActionClient.infer`."""
         book = self._book
+        deadline_at = book.deadline_at()
+        fitter = book.fitter(await self._server_contract(deadline_at))
         prepared = await asyncio.to_thread(
-            book.prepare, observation, parameters, runtime_block(runtime, return_digest), request_id
+            partial(book.prepare, fitter=fitter, deadline_at=deadline_at),
+            observation,
+            parameters,
+            runtime_block(runtime, return_digest),
+            request_id,
         )
         start = time.perf_counter()
         received = await aretrying(
@@ -71,11 +79,46 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
                     reply = await self._stream.receive(timeout_s=timeout_s)
                 received = await self._read(prepared, reply)
 
+    async def _server_contract(self, deadline_at: float | None) -> Mapping[str, Any] | None:
+        """The metadata to fit observations to: None with ``check_contract=False``; on a
+        websocket, the current connection's (connecting if needed, so a reconnect is checked
+        afresh); over HTTP, read once and again after a connection failed. Reading it is
+        retried as requests are."""
+        source = self._contract_source()
+        if source == "none":
+            return None
+        if source == "http" and self._http_metadata is not None:
+            return self._http_metadata
+        budget_s = None if deadline_at is None else deadline_at - time.monotonic()
+        return await aretrying(
+            lambda: self._read_contract(source, deadline_at),
+            self.retry,
+            budget_s=budget_s,
+            on_retry=self._book.retried,
+        )
+
+    async def _read_contract(self, source: str, deadline_at: float | None) -> Mapping[str, Any]:
+        timeout_s = self._book.wait_until(deadline_at)
+        if source == "stream":
+            return self._metadata_document(await self._transport.metadata(timeout_s=timeout_s))
+        try:
+            document = await self._transport.metadata(timeout_s=timeout_s)
+        except ServerError as exc:
+            if exc.status_code != 404:  # a server without metadata announces nothing
+                raise
+            document = None
+        self._http_metadata = self._metadata_document(document)
+        return self._http_metadata
+
     async def _attempt(self, prepared: PreparedRequest) -> Received:
-        with self._book.waiting(prepared) as timeout_s:
-            reply = await self._transport.exchange(
-                prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
-            )
+        try:
+            with self._book.waiting(prepared) as timeout_s:
+                reply = await self._transport.exchange(
+                    prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
+                )
+        except ConnectError:
+            self._http_metadata = None  # the server may have come back as another
+            raise
         return await self._read(prepared, reply)
 
     async def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:

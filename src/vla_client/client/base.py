@@ -8,18 +8,27 @@ websocket transports follow.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from vla_client.client.core import (
     RequestBook,
+    Resize,
     TransportKind,
     check_seconds,
     resolve_options,
     transport_kind,
 )
-from vla_client.protocol import Encoding, Endpoint, Wire, check_endpoint
+from vla_client.errors import ProtocolError
+from vla_client.protocol import (
+    Encoding,
+    Endpoint,
+    LayoutFunction,
+    OpenpiLayout,
+    Wire,
+    check_endpoint,
+)
 from vla_client.transports.retry import RetryPolicy
 
 TransportT = TypeVar("TransportT")
@@ -47,6 +56,11 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         max_observation_age_s: float | None = None,
         deadline_s: float | None = None,
         retry: RetryPolicy | None = None,
+        layout: str | OpenpiLayout | LayoutFunction | None = None,
+        camera_map: Mapping[str, str] | None = None,
+        resize: Resize = "auto",
+        image_size: tuple[int, int] | None = None,
+        check_contract: bool = True,
     ) -> None:
         check_seconds("timeout_s", timeout_s)
         if endpoint is not None:
@@ -71,17 +85,42 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         self._book = RequestBook(
             resolve_options(
                 websocket=self._stream is not None,
-                flat=getattr(transport, "endpoint", None) == "openpi",
+                openpi=getattr(transport, "endpoint", None) == "openpi",
+                layout=layout,
                 encoding=encoding,
                 wire=wire,
                 jpeg_quality=jpeg_quality,
                 max_observation_age_s=max_observation_age_s,
                 deadline_s=deadline_s,
+                camera_map=dict(camera_map or {}),
+                resize=resize,
+                image_size=image_size,
+                check_contract=check_contract,
             ),
             timeout_s,
         )
         self.options = self._book.options
         self.stats = self._book.stats
+        self._http_metadata: Mapping[str, Any] | None = None
+        """The server's metadata as last read over HTTP; forgotten when a connection fails."""
+
+    def _contract_source(self) -> Literal["none", "stream", "http"]:
+        """Where the metadata to check against comes from: nowhere (checks off), the current
+        websocket connection's first frame, or a GET that is kept until a connection fails."""
+        if not self.options.check_contract:
+            return "none"
+        return "stream" if self._stream is not None else "http"
+
+    def _metadata_document(self, document: Any) -> Mapping[str, Any]:
+        """`document` if it is metadata at all; servers that announce nothing give ``{}``."""
+        if document is None:
+            return {}
+        if not isinstance(document, Mapping):
+            raise ProtocolError(
+                f"the server's metadata is malformed: expected an object, got "
+                f"{type(document).__name__}"
+            )
+        return document
 
     @property
     def transport(self) -> TransportT:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from vla_client.cameras.preprocess import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
 from vla_client.errors import (
     DeadlineExceededError,
@@ -27,15 +28,25 @@ from vla_client.errors import (
 from vla_client.observation import Observation
 from vla_client.protocol import (
     ENCODINGS,
+    FLAT,
     WIRES,
     Encoding,
+    LayoutFunction,
+    OpenpiLayout,
     Reply,
     Wire,
     encode_request,
     new_request_id,
+    openpi_layout,
     read_actions,
     read_reply,
 )
+
+Resize = Literal["auto", "pad", "crop", "none"]
+RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
+"""How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
+refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
+`FramePreprocessor` does them, whatever the server says."""
 
 TransportKind = Literal["http", "websocket"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
@@ -43,18 +54,39 @@ TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
 
 @dataclass(frozen=True)
 class ClientOptions:
-    """How a client encodes (image encoding, wire, JPEG quality, openpi's flat form) and when it
-    gives up: observations older than `max_observation_age_s` are not sent, and a reply more
-    than `deadline_s` after `infer` was called is not used."""
+    """How a client fits and encodes an observation, and when it gives up.
+
+    Fitting (see `FramePreprocessor`): `camera_map` renames the robot's cameras to the
+    server's, frames are resized to the server's image size with `resize` (or to `image_size`
+    when given), and with `check_contract` the observation is checked against the server's
+    metadata before anything is encoded. Encoding: image `encoding`, `wire`, `jpeg_quality`,
+    and for openpi's endpoint the request `layout`. Giving up: observations older than
+    `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
+    """
 
     encoding: Encoding = "png"
     wire: Wire = "json"
     jpeg_quality: int = 90
-    flat: bool = False
+    layout: OpenpiLayout | LayoutFunction | None = None
     max_observation_age_s: float | None = None
     deadline_s: float | None = None
+    camera_map: Mapping[str, str] = field(default_factory=dict)
+    resize: Resize = "auto"
+    image_size: tuple[int, int] | None = None
+    check_contract: bool = True
 
     def __post_init__(self) -> None:
+        if self.resize not in RESIZES:
+            raise ValueError(f"resize must be one of {', '.join(RESIZES)}; got {self.resize!r}")
+        check_camera_map(self.camera_map)
+        if self.image_size is not None and (
+            len(self.image_size) != 2 or not all(isinstance(n, int) for n in self.image_size)
+        ):
+            raise ValueError(f"image_size must be (height, width), got {self.image_size!r}")
+        if self.image_size is not None and min(self.image_size) < MIN_SIDE:
+            raise ValueError(f"image_size {self.image_size} is under {MIN_SIDE} pixels a side")
+        if not isinstance(self.check_contract, bool):
+            raise ValueError(f"check_contract must be True or False, got {self.check_contract!r}")
         if self.encoding not in ENCODINGS:
             raise ValueError(
                 f"encoding must be one of {', '.join(ENCODINGS)}; got {self.encoding!r}"
@@ -63,8 +95,15 @@ class ClientOptions:
             raise ValueError(f"wire must be one of {', '.join(WIRES)}; got {self.wire!r}")
         if isinstance(self.jpeg_quality, bool) or not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality!r}")
-        if self.flat and self.wire != "msgpack":
-            raise ValueError("openpi's flat observation travels as msgpack only")
+        if self.layout is not None:
+            if self.wire != "msgpack":
+                raise ValueError("openpi requests travel as msgpack only")
+            layout = self.layout
+            if isinstance(layout, OpenpiLayout) and layout is not FLAT and self.encoding != "raw":
+                raise ValueError(
+                    f"openpi layout {layout.name!r} sends raw arrays, as openpi's policies "
+                    f"read them; encoding must be 'raw', got {self.encoding!r}"
+                )
         for name in ("max_observation_age_s", "deadline_s"):
             check_seconds(name, getattr(self, name), optional=True)
 
@@ -108,23 +147,33 @@ def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> 
 def resolve_options(
     *,
     websocket: bool,
-    flat: bool,
+    openpi: bool,
+    layout: str | OpenpiLayout | LayoutFunction | None,
     encoding: Encoding | None,
     wire: Wire | None,
-    jpeg_quality: int,
-    max_observation_age_s: float | None,
-    deadline_s: float | None,
+    **options: Any,
 ) -> ClientOptions:
-    """Defaults per transport: websockets carry msgpack, openpi's endpoint raw ndarrays."""
+    """Defaults per transport: websockets carry msgpack, openpi's endpoint raw ndarrays in the
+    flat layout. The other `options` are `ClientOptions` fields, passed on."""
     if websocket and wire == "json":
         raise ValueError("websocket frames are msgpack; leave wire unset or pass wire='msgpack'")
+    if layout is not None and not openpi:
+        raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
+    chosen: OpenpiLayout | LayoutFunction | None = None
+    if openpi:
+        if layout is None or isinstance(layout, str | OpenpiLayout):
+            chosen = openpi_layout(layout or "flat")
+        elif callable(layout):
+            chosen = layout
+        else:
+            raise TypeError(
+                f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
+            )
     return ClientOptions(
-        encoding=encoding or ("raw" if flat else "png"),
+        encoding=encoding or ("raw" if openpi else "png"),
         wire=wire or ("msgpack" if websocket else "json"),
-        jpeg_quality=jpeg_quality,
-        flat=flat,
-        max_observation_age_s=max_observation_age_s,
-        deadline_s=deadline_s,
+        layout=chosen,
+        **options,
     )
 
 
@@ -136,6 +185,7 @@ class PreparedRequest:
     content_type: str
     accept: str
     request_id: str
+    fit_ms: float
     encode_ms: float
     deadline_at: float | None = None
     """`time.monotonic()` after which a reply is not used."""
@@ -178,6 +228,35 @@ class RequestBook:
         self.options = options
         self.timeout_s = timeout_s
         self.stats = ClientStats()
+        self._own_fit = FramePreprocessor(
+            size=options.image_size,
+            fit="pad" if options.resize == "auto" else options.resize,
+            camera_map=options.camera_map,
+        )
+        self._fitted: tuple[Mapping[str, Any], FramePreprocessor] | None = None
+
+    def deadline_at(self) -> float | None:
+        """`time.monotonic()` after which a request starting now gets no reply."""
+        deadline_s = self.options.deadline_s
+        return None if deadline_s is None else time.monotonic() + deadline_s
+
+    def fitter(self, metadata: Mapping[str, Any] | None) -> FramePreprocessor:
+        """What fits observations to the server's `metadata` (None: to the options alone).
+
+        Built once per metadata document, so once per connection on a websocket.
+        """
+        if metadata is None:
+            return self._own_fit
+        if self._fitted is not None and self._fitted[0] is metadata:
+            return self._fitted[1]
+        options = self.options
+        fitter = FramePreprocessor.from_metadata(metadata, options.camera_map, "none")
+        fit: Fit = options.resize if options.resize != "auto" else "none"
+        if options.resize == "auto" and (fitter.size_required or options.image_size):
+            fit = "pad"
+        fitter = replace(fitter, fit=fit, size=options.image_size or fitter.size)
+        self._fitted = (metadata, fitter)
+        return fitter
 
     def prepare(
         self,
@@ -185,11 +264,15 @@ class RequestBook:
         parameters: Mapping[str, Any],
         runtime: Mapping[str, Any] | None,
         request_id: str | None,
+        *,
+        fitter: FramePreprocessor,
+        deadline_at: float | None,
     ) -> PreparedRequest:
-        """Encode `observation`; the request gets `request_id` or a fresh id.
+        """Fit `observation` with `fitter`, encode it; the request gets `request_id` or a
+        fresh id.
 
         Raises `StaleObservationError` for an observation older than ``max_observation_age_s``
-        (counted), before anything is encoded.
+        (counted) and `ContractError` for one that does not fit, before anything is encoded.
         """
         if not isinstance(observation, Observation):
             raise TypeError(f"infer() takes an Observation, got {type(observation).__name__}")
@@ -199,8 +282,9 @@ class RequestBook:
         except StaleObservationError:
             self.stats.stale_observations += 1
             raise
+        fit_start = time.perf_counter()
+        observation = fitter(observation)
         start = time.perf_counter()
-        deadline_at = None if options.deadline_s is None else time.monotonic() + options.deadline_s
         request_id = request_id or new_request_id()
         body, content_type = encode_request(
             observation,
@@ -210,7 +294,7 @@ class RequestBook:
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=options.jpeg_quality,
-            flat=options.flat,
+            openpi=options.layout,
         )
         self.stats.sent += 1
         return PreparedRequest(
@@ -218,9 +302,21 @@ class RequestBook:
             content_type=content_type,
             accept=content_type if options.wire == "msgpack" else "application/json",
             request_id=request_id,
+            fit_ms=(start - fit_start) * 1000,
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
         )
+
+    def wait_until(self, deadline_at: float | None) -> float | None:
+        """The wait allowed before `deadline_at`: None (the transport's timeout) when that is
+        shorter; raises `DeadlineExceededError` once the deadline has passed."""
+        if deadline_at is None:
+            return None
+        left = deadline_at - time.monotonic()
+        if left <= 0:
+            self.stats.late_replies += 1
+            raise DeadlineExceededError("the request's deadline passed before it was sent")
+        return left if left < self.timeout_s else None
 
     def budget(self, prepared: PreparedRequest) -> float | None:
         """Seconds left before the deadline (None: no deadline); raises once it has passed."""
@@ -297,6 +393,7 @@ class RequestBook:
             actions=actions,
             request_id=prepared.request_id,
             timings=Timings(
+                fit_ms=prepared.fit_ms,
                 encode_ms=prepared.encode_ms,
                 round_trip_ms=round_trip_ms,
                 decode_ms=received.read_ms + (time.perf_counter() - start) * 1000,

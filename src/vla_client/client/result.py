@@ -12,9 +12,11 @@ import numpy as np
 class Timings:
     """Milliseconds per stage, client-side and as the server reported them.
 
-    `round_trip_ms` runs from the first byte sent to the last byte received; `network_ms` is that
-    minus the server's own `total_ms` when the server reports one, which needs no synchronised
-    clocks. `server` holds the server's timings verbatim (`preprocess_ms`, `inference_ms`, ...).
+    `fit_ms` is what fitting the observation to the server took (renaming, resizing to its
+    image size); `round_trip_ms` runs from the first byte sent to the last byte received;
+    `network_ms` is that minus the server's own `total_ms` when the server reports one, which
+    needs no synchronised clocks. `server` holds the server's timings verbatim
+    (`preprocess_ms`, `inference_ms`, ...).
     """
 
     encode_ms: float
@@ -23,11 +25,12 @@ class Timings:
     bytes_sent: int
     bytes_received: int
     server: dict[str, float] = field(default_factory=dict)
+    fit_ms: float = 0.0
 
     @property
     def total_ms(self) -> float:
-        """Client encode + round trip + decode."""
-        return self.encode_ms + self.round_trip_ms + self.decode_ms
+        """Client fit + encode + round trip + decode."""
+        return self.fit_ms + self.encode_ms + self.round_trip_ms + self.decode_ms
 
     @property
     def network_ms(self) -> float | None:

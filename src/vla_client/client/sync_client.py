@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vla_client.client.base import ClientBase
 from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
-from vla_client.errors import MismatchedReplyError, ServerError
+from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply
 from vla_client.transports.base import ReplyStream, Transport
@@ -79,8 +80,15 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         websocket a reply to another request is skipped and the next one read.
         """
         book = self._book
+        deadline_at = book.deadline_at()
+        fitter = book.fitter(self._server_contract(deadline_at))
         prepared = book.prepare(
-            observation, parameters, runtime_block(runtime, return_digest), request_id
+            observation,
+            parameters,
+            runtime_block(runtime, return_digest),
+            request_id,
+            fitter=fitter,
+            deadline_at=deadline_at,
         )
         start = time.perf_counter()
         received = retrying(
@@ -99,11 +107,46 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
                     reply = self._stream.receive(timeout_s=timeout_s)
                 received = self._read(prepared, reply)
 
+    def _server_contract(self, deadline_at: float | None) -> Mapping[str, Any] | None:
+        """The metadata to fit observations to: None with ``check_contract=False``; on a
+        websocket, the current connection's (connecting if needed, so a reconnect is checked
+        afresh); over HTTP, read once and again after a connection failed. Reading it is
+        retried as requests are."""
+        source = self._contract_source()
+        if source == "none":
+            return None
+        if source == "http" and self._http_metadata is not None:
+            return self._http_metadata
+        budget_s = None if deadline_at is None else deadline_at - time.monotonic()
+        return retrying(
+            lambda: self._read_contract(source, deadline_at),
+            self.retry,
+            budget_s=budget_s,
+            on_retry=self._book.retried,
+        )
+
+    def _read_contract(self, source: str, deadline_at: float | None) -> Mapping[str, Any]:
+        timeout_s = self._book.wait_until(deadline_at)
+        if source == "stream":
+            return self._metadata_document(self._transport.metadata(timeout_s=timeout_s))
+        try:
+            document = self._transport.metadata(timeout_s=timeout_s)
+        except ServerError as exc:
+            if exc.status_code != 404:  # a server without metadata announces nothing
+                raise
+            document = None
+        self._http_metadata = self._metadata_document(document)
+        return self._http_metadata
+
     def _attempt(self, prepared: PreparedRequest) -> Received:
-        with self._book.waiting(prepared) as timeout_s:
-            reply = self._transport.exchange(
-                prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
-            )
+        try:
+            with self._book.waiting(prepared) as timeout_s:
+                reply = self._transport.exchange(
+                    prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
+                )
+        except ConnectError:
+            self._http_metadata = None  # the server may have come back as another
+            raise
         return self._read(prepared, reply)
 
     def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:

@@ -5,6 +5,7 @@ travel. Shared by client and server; knows nothing of either.
 - `wire`: bodies as JSON or msgpack, by content type;
 - `image_forms`: the forms an image takes on the wire, to and from a frame;
 - `request`: building and encoding requests on the robot;
+- `layouts`: the openpi observation layouts (flat, DROID, LIBERO, ALOHA);
 - `decode`: decoding requests at a server's entrypoint, every image to an ndarray;
 - `response`: building replies on the server, reading them on the client;
 - `status`: failures as HTTP statuses and websocket close codes, both ways;
@@ -34,13 +35,22 @@ if TYPE_CHECKING:
     from vla_client.protocol.image_forms import Encoding as Encoding
     from vla_client.protocol.image_forms import decode_image_value as decode_image_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
+    from vla_client.protocol.layouts import ALOHA as ALOHA
+    from vla_client.protocol.layouts import DROID as DROID
+    from vla_client.protocol.layouts import FLAT as FLAT
+    from vla_client.protocol.layouts import LAYOUTS as LAYOUTS
+    from vla_client.protocol.layouts import LIBERO as LIBERO
+    from vla_client.protocol.layouts import LayoutFunction as LayoutFunction
+    from vla_client.protocol.layouts import OpenpiLayout as OpenpiLayout
+    from vla_client.protocol.layouts import StatePart as StatePart
+    from vla_client.protocol.layouts import openpi_layout as openpi_layout
     from vla_client.protocol.models import ActionInput as ActionInput
     from vla_client.protocol.models import ActionMetadata as ActionMetadata
     from vla_client.protocol.models import ActionRequest as ActionRequest
     from vla_client.protocol.models import ObservationPayload as ObservationPayload
     from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
-    from vla_client.protocol.request import build_flat_request as build_flat_request
+    from vla_client.protocol.request import build_openpi_request as build_openpi_request
     from vla_client.protocol.request import build_request as build_request
     from vla_client.protocol.request import encode_request as encode_request
     from vla_client.protocol.response import Reply as Reply

@@ -112,11 +112,20 @@ class ActionRequest(_Open):
 
 
 class MetadataInput(_Open):
-    """What the policy expects to receive."""
+    """What the policy expects to receive.
+
+    `image_keys` are the camera names it reads (empty: any), `camera_aliases` other names it
+    takes for them, `image_size` its frame size (height, width), refused when different if
+    `image_size_required`; `state_dim` its state length; `openpi_layout` the request layout of
+    its openpi websocket.
+    """
 
     image_keys: list[str] = Field(default_factory=list)
     image_size: list[int] | None = None
+    image_size_required: bool = False
+    camera_aliases: dict[str, str] = Field(default_factory=dict)
     state_dim: int | None = None
+    openpi_layout: str | None = None
 
 
 class MetadataOutput(_Open):

@@ -8,9 +8,10 @@ every frame of the realtime websocket)::
                                               "state": [...], "capture_times": {camera: s}}},
      "parameters": {"action_horizon": 16, ...}, "runtime": {"return_timing": true, ...}}
 
-and openpi's flat observation (the ``/openpi/policy`` websocket), with ``observation.images.<cam>``
-and ``observation.state`` keys, ``prompt`` and the sampling parameters at the top level. Image
-values take the form `encoding` gives them on `wire` (see `vla_client.protocol.image_forms`).
+and an openpi request (the ``/openpi/policy`` websocket), a flat dict whose keys an openpi
+layout names (``observation.images.<cam>``, ``observation.state`` and ``prompt`` by default), the
+sampling parameters at its top level. Image values take the form `encoding` gives them on `wire`
+(see `vla_client.protocol.image_forms`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
 from vla_client.observation import Observation
 from vla_client.protocol.image_forms import Encoding, encode_image_value
+from vla_client.protocol.layouts import FLAT, LayoutFunction, OpenpiLayout
 from vla_client.protocol.models import (
     ActionInput,
     ActionRequest,
@@ -65,29 +67,37 @@ def build_request(
     )
 
 
-def build_flat_request(
+def build_openpi_request(
     observation: Observation,
+    layout: OpenpiLayout | LayoutFunction = FLAT,
     *,
     encoding: Encoding = "raw",
     request_id: str | None = None,
     parameters: Mapping[str, Any] | None = None,
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
 ) -> dict[str, Any]:
-    """openpi's flat observation for msgpack: what ``/openpi/policy`` takes.
+    """The request an openpi policy server takes, in `layout` (see `vla_client.protocol.layouts`).
 
-    ``observation.images.<cam>`` (an HxWx3 uint8 ndarray with ``raw``, the only form openpi's
-    own servers read), ``observation.state`` (float32), ``prompt``, the sampling `parameters`
-    as top-level keys, and ``request_id``, which servers built on this package echo back.
+    Frames travel as `encoding` for msgpack (``raw``: the ndarrays themselves, the only form
+    openpi's own servers read). The sampling `parameters` go in as top-level keys, and
+    ``request_id``, which servers built on this package echo back. A layout function gets the
+    observation and returns the dict; parameters and the request id are added to it.
     """
-    images = encode_images(observation, encoding, "msgpack", jpeg_quality)
-    flat: dict[str, Any] = {f"observation.images.{name}": value for name, value in images.items()}
-    if observation.state is not None:
-        flat["observation.state"] = observation.state
-    flat["prompt"] = observation.task
-    flat.update(parameters or {})
+    if isinstance(layout, OpenpiLayout):
+        request = layout.encode(
+            observation, encode_images(observation, encoding, "msgpack", jpeg_quality)
+        )
+    else:
+        request = layout(observation)
+        if not isinstance(request, dict):
+            raise TypeError(
+                f"an openpi layout function must return a dict, got {type(request).__name__}"
+            )
+        request = dict(request)
+    request.update(parameters or {})
     if request_id is not None:
-        flat["request_id"] = request_id
-    return flat
+        request["request_id"] = request_id
+    return request
 
 
 def encode_images(
@@ -113,21 +123,22 @@ def encode_request(
     parameters: Mapping[str, Any] | None = None,
     runtime: Mapping[str, Any] | None = None,
     jpeg_quality: int = DEFAULT_JPEG_QUALITY,
-    flat: bool = False,
+    openpi: OpenpiLayout | LayoutFunction | None = None,
 ) -> tuple[bytes, str]:
     """Encode `observation` as a request body; returns ``(body, content_type)``.
 
     Usable with any HTTP stack: POST the body to ``/v1/actions/generations`` with that
-    Content-Type. With `flat`, the body is openpi's flat observation (msgpack only, and no
-    runtime block: openpi's servers have none).
+    Content-Type. With an `openpi` layout, the body is an openpi request in that layout
+    (msgpack only, and no runtime block: openpi's servers have none).
     """
-    if flat:
+    if openpi is not None:
         if wire != "msgpack":
-            raise ValueError("openpi's flat observation travels as msgpack only")
+            raise ValueError("openpi requests travel as msgpack only")
         if runtime:
-            raise ValueError("openpi's flat observation has no runtime block; drop runtime options")
-        payload = build_flat_request(
+            raise ValueError("openpi requests have no runtime block; drop runtime options")
+        payload = build_openpi_request(
             observation,
+            openpi,
             encoding=encoding,
             request_id=request_id,
             parameters=parameters,

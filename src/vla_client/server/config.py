@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vla_client.protocol import DecodeLimits
+from vla_client.protocol import DecodeLimits, openpi_layout
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -54,6 +54,11 @@ class ServerConfig:
     idle_timeout_s: int = 5
     max_ws_message_bytes: int = 64 * 1024 * 1024
     max_connections: int | None = 256
+    # The request layout the openpi websocket reads: flat, droid, libero or aloha.
+    openpi_layout: str = "flat"
+
+    def __post_init__(self) -> None:
+        openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
 
 
 def uvicorn_options(config: ServerConfig) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from typing import Any, Literal
 from starlette.concurrency import run_in_threadpool
 
 from vla_client.codecs import frame_digest
-from vla_client.errors import InferenceError, InvalidObservationError
+from vla_client.errors import CodecError, InferenceError, InvalidObservationError
 from vla_client.protocol import (
+    FLAT,
     DecodedRequest,
     ErrorStatus,
     build_envelope,
@@ -35,6 +36,7 @@ from vla_client.protocol import (
     error_status,
     loads,
     new_request_id,
+    openpi_layout,
     wire_for_content_type,
 )
 from vla_client.server.config import ServerConfig
@@ -59,22 +61,35 @@ class Pipeline:
         self.policy = policy
         self.runner = runner
         self.config = config
-        self.metadata = metadata_document(policy.spec, model=config.model_name, websockets=True)
+        self.openpi_layout = openpi_layout(config.openpi_layout)
+        self.metadata = metadata_document(
+            policy.spec,
+            model=config.model_name,
+            websockets=True,
+            openpi_layout=self.openpi_layout.name,
+        )
         self.handshake = dumps(self.metadata, "msgpack")
         """The metadata as the first frame of every websocket connection."""
 
-    async def decode(self, body: bytes | memoryview, content_type: str | None) -> DecodedRequest:
+    async def decode(
+        self, body: bytes | memoryview, content_type: str | None, *, openpi: bool = False
+    ) -> DecodedRequest:
         """`decode_request`, in a worker thread only where that lets the event loop run meanwhile.
 
         Unpacking msgpack and turning its arrays or lists into frames holds the GIL, so a thread
         would only add its hop and wake-up; encoded images are decoded by OpenCV without the
         GIL, so those bodies (and every JSON body: base64 and image decoding) go to a thread.
+        An `openpi` request is read in the server's openpi layout.
         """
         limits = self.config.limits
         wire = wire_for_content_type(content_type)
         if wire == "json":
             return await run_in_threadpool(decode_request, body, content_type, limits=limits)
         payload = loads(body, wire)
+        if openpi and self.openpi_layout is not FLAT:
+            if not isinstance(payload, dict):
+                raise CodecError(f"request must be a msgpack map, got {type(payload).__name__}")
+            payload = self.openpi_layout.to_flat(payload)
         if not has_encoded_images(payload):
             return decode_payload(payload, wire, limits=limits)
         return await run_in_threadpool(decode_payload, payload, wire, limits=limits)
@@ -151,13 +166,23 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         raise InvalidObservationError(
             "input.observation.images: the observation has no camera images"
         )
+    images = {spec.camera_aliases.get(name, name): frame for name, frame in decoded.images.items()}
     if spec.camera_names:
-        unknown = sorted(set(decoded.images) - set(spec.camera_names))
-        missing = sorted(set(spec.camera_names) - set(decoded.images))
+        unknown = sorted(set(images) - set(spec.camera_names))
+        missing = sorted(set(spec.camera_names) - set(images))
         if unknown or missing:
             raise InvalidObservationError(
                 f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
                 f"this policy takes {list(spec.camera_names)}"
+            )
+    if spec.image_size_required and spec.image_size is not None:
+        wrong = {
+            name: list(f.shape[:2]) for name, f in images.items() if f.shape[:2] != spec.image_size
+        }
+        if wrong:
+            raise InvalidObservationError(
+                f"input.observation.images: frames must be {list(spec.image_size)} (height, "
+                f"width); got {wrong}"
             )
     if (
         decoded.state is not None
@@ -169,7 +194,7 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         )
     parameters = decoded.parameters
     return PolicyInput(
-        images=decoded.images,
+        images=images,
         state=decoded.state,
         task=decoded.task,
         action_horizon=parameters.action_horizon,

@@ -29,7 +29,13 @@ class PolicyInput:
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """What a policy takes and gives; `camera_names` empty means any camera names are accepted."""
+    """What a policy takes and gives.
+
+    `camera_names` empty means any camera names are accepted; `camera_aliases` maps other names
+    a client may use (LeRobot's, say) to them. `image_size` is (height, width): with
+    `image_size_required` frames of another size are refused, without it the size is only
+    announced, for clients that resize before sending.
+    """
 
     family: str
     action_horizon: int
@@ -39,6 +45,8 @@ class PolicySpec:
     state_dim: int | None = None
     num_inference_steps: int | None = None
     extra_capabilities: dict[str, Any] = field(default_factory=dict)
+    camera_aliases: dict[str, str] = field(default_factory=dict)
+    image_size_required: bool = False
 
 
 class Policy(ABC):
@@ -61,9 +69,12 @@ class Policy(ABC):
         """Release resources (device memory, files)."""
 
 
-def metadata_document(spec: PolicySpec, *, model: str, websockets: bool = True) -> dict[str, Any]:
+def metadata_document(
+    spec: PolicySpec, *, model: str, websockets: bool = True, openpi_layout: str = "flat"
+) -> dict[str, Any]:
     """The GET /v1/actions/metadata body for `spec` (SGLang's generic layout); `websockets`
-    says whether the server also serves the realtime and openpi websockets."""
+    says whether the server also serves the realtime and openpi websockets, `openpi_layout`
+    which request layout its openpi endpoint reads."""
     return {
         "object": "action.metadata",
         "model": model,
@@ -72,7 +83,10 @@ def metadata_document(spec: PolicySpec, *, model: str, websockets: bool = True) 
         "input": {
             "image_keys": list(spec.camera_names),
             "image_size": list(spec.image_size) if spec.image_size else None,
+            "image_size_required": spec.image_size_required,
+            "camera_aliases": dict(spec.camera_aliases),
             "state_dim": spec.state_dim,
+            "openpi_layout": openpi_layout,
         },
         "output": {
             "action_type": "continuous",

@@ -40,10 +40,10 @@ def register_websocket_routes(app: FastAPI, pipeline: Pipeline) -> None:
     """Serve the realtime and openpi websockets of `pipeline` on `app`."""
 
     async def realtime(websocket: WebSocket) -> None:
-        await serve_connection(websocket, pipeline, "envelope", text_errors=False)
+        await serve_connection(websocket, pipeline, "envelope", openpi=False)
 
     async def openpi(websocket: WebSocket) -> None:
-        await serve_connection(websocket, pipeline, "raw", text_errors=True)
+        await serve_connection(websocket, pipeline, "raw", openpi=True)
 
     app.add_api_websocket_route(ENDPOINT_PATHS["realtime"], realtime)
     for path in (ENDPOINT_PATHS["openpi"], OPENPI_ROOT_PATH):
@@ -51,10 +51,11 @@ def register_websocket_routes(app: FastAPI, pipeline: Pipeline) -> None:
 
 
 async def serve_connection(
-    websocket: WebSocket, pipeline: Pipeline, form: ReplyForm, *, text_errors: bool
+    websocket: WebSocket, pipeline: Pipeline, form: ReplyForm, *, openpi: bool
 ) -> None:
     """The connection loop: metadata first, then one `form` reply per request until either side
-    stops; a failure is reported as a text frame (`text_errors`) or an error map."""
+    stops. On `openpi`'s endpoint requests are read in the server's openpi layout and a failure
+    is a text frame; on realtime it is an error map."""
     await websocket.accept()
     request_id: str | None = None
     try:
@@ -72,7 +73,7 @@ async def serve_connection(
             limit = pipeline.config.max_ws_message_bytes
             if len(frame) > limit:
                 raise PayloadTooLargeError(f"{len(frame)}-byte frame, over the limit of {limit}")
-            decoded = await pipeline.decode(frame, MSGPACK_CONTENT_TYPE)
+            decoded = await pipeline.decode(frame, MSGPACK_CONTENT_TYPE, openpi=openpi)
             request_id = decoded.request_id
             answer_start = time.perf_counter()
             reply = await pipeline.answer(decoded, form=form, started=started)
@@ -87,7 +88,7 @@ async def serve_connection(
     except WebSocketDisconnect:
         return
     except Exception as exc:  # every failure ends the connection with a message, never a crash
-        await _fail(websocket, failure(exc, request_id), text=text_errors)
+        await _fail(websocket, failure(exc, request_id), text=openpi)
 
 
 async def _fail(websocket: WebSocket, status: ErrorStatus, *, text: bool) -> None:

@@ -21,8 +21,12 @@ from vla_client.protocol import Reply
 class Transport(Protocol):
     """A blocking transport."""
 
-    def metadata(self) -> Any:
-        """The server's metadata document (parsed); raises `ServerError` for an error reply."""
+    def metadata(self, *, timeout_s: float | None = None) -> Any:
+        """The server's metadata document (parsed); raises `ServerError` for an error reply.
+
+        A websocket transport returns what the server sent first on the current connection,
+        connecting if there is none; `timeout_s` bounds the wait (default: the transport's).
+        """
 
     def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
@@ -37,8 +41,8 @@ class Transport(Protocol):
 class AsyncTransport(Protocol):
     """An asyncio transport."""
 
-    async def metadata(self) -> Any:
-        """The server's metadata document (parsed)."""
+    async def metadata(self, *, timeout_s: float | None = None) -> Any:
+        """The server's metadata document (parsed), as `Transport.metadata`."""
 
     async def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None

@@ -31,9 +31,9 @@ class HTTPTransport:
             headers={**auth_headers(api_key), **(headers or {})},
         )
 
-    def metadata(self) -> Any:
+    def metadata(self, *, timeout_s: float | None = None) -> Any:
         with _mapped_errors():
-            response = self._client.get(METADATA_PATH)
+            response = self._client.get(METADATA_PATH, timeout=_timeout(timeout_s))
         return read_reply(_reply(response))
 
     def exchange(
@@ -65,9 +65,9 @@ class AsyncHTTPTransport:
             headers={**auth_headers(api_key), **(headers or {})},
         )
 
-    async def metadata(self) -> Any:
+    async def metadata(self, *, timeout_s: float | None = None) -> Any:
         with _mapped_errors():
-            response = await self._client.get(METADATA_PATH)
+            response = await self._client.get(METADATA_PATH, timeout=_timeout(timeout_s))
         return read_reply(_reply(response))
 
     async def exchange(

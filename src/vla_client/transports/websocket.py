@@ -126,12 +126,18 @@ class _Link(Generic[ConnectionT, LockT]):
     def _new_lock() -> LockT:
         """The lock that serves calls one at a time."""
 
-    def connect_options(self) -> dict[str, Any]:
+    def connect_wait(self, timeout_s: float | None) -> float:
+        """The wait for a connection: the connect timeout, or `timeout_s` when shorter."""
+        if timeout_s is None:
+            return self.connect_timeout_s
+        return min(self.connect_timeout_s, timeout_s)
+
+    def connect_options(self, timeout_s: float | None) -> dict[str, Any]:
         return {
             "additional_headers": self.headers,
             "compression": None,
             "max_size": self.max_size,
-            "open_timeout": self.connect_timeout_s,
+            "open_timeout": self.connect_wait(timeout_s),
             "close_timeout": CLOSE_TIMEOUT_S,
         }
 
@@ -192,10 +198,11 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
     def _new_lock() -> threading.Lock:
         return threading.Lock()
 
-    def metadata(self) -> Any:
-        """The metadata frame the server sent on the current connection (connecting if needed)."""
+    def metadata(self, *, timeout_s: float | None = None) -> Any:
+        """The metadata frame the server sent on the current connection (connecting if needed,
+        within `timeout_s` when that is shorter than the connect timeout)."""
         with self._lock:
-            self._connected()
+            self._connected(timeout_s)
             return self.server_metadata
 
     def exchange(
@@ -227,18 +234,18 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
         with self._lock:
             self._drop()
 
-    def _connected(self) -> ClientConnection:
+    def _connected(self, timeout_s: float | None = None) -> ClientConnection:
         if self._conn is not None and self._conn.state is State.OPEN:
             return self._conn
         self._drop()
         self.gate.check(self.url)
         try:
-            conn: ClientConnection = connect(self.url, **self.connect_options())
+            conn: ClientConnection = connect(self.url, **self.connect_options(timeout_s))
             conn.__enter__()  # as `with connect()` would; websockets >= 17.1 warns otherwise
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(conn.recv(timeout=self.connect_timeout_s))
+            self.opened(conn.recv(timeout=self.connect_wait(timeout_s)))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             conn.close()
             raise self.connect_failed(exc) from exc
@@ -280,9 +287,9 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
     def _new_lock() -> asyncio.Lock:
         return asyncio.Lock()
 
-    async def metadata(self) -> Any:
+    async def metadata(self, *, timeout_s: float | None = None) -> Any:
         async with self._lock:
-            await self._connected()
+            await self._connected(timeout_s)
             return self.server_metadata
 
     async def exchange(
@@ -311,17 +318,17 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
         async with self._lock:
             await self._drop()
 
-    async def _connected(self) -> AsyncConnection:
+    async def _connected(self, timeout_s: float | None = None) -> AsyncConnection:
         if self._conn is not None and self._conn.state is State.OPEN:
             return self._conn
         await self._drop()
         self.gate.check(self.url)
         try:
-            conn: AsyncConnection = await async_connect(self.url, **self.connect_options())
+            conn: AsyncConnection = await async_connect(self.url, **self.connect_options(timeout_s))
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(await asyncio.wait_for(conn.recv(), self.connect_timeout_s))
+            self.opened(await asyncio.wait_for(conn.recv(), self.connect_wait(timeout_s)))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             await conn.close()
             raise self.connect_failed(exc) from exc

@@ -26,14 +26,20 @@ class ReferencePolicy(Policy):
         action_dim: int = 7,
         camera_names: tuple[str, ...] = (),
         state_dim: int | None = None,
+        image_size: tuple[int, int] | None = None,
+        image_size_required: bool = False,
+        camera_aliases: dict[str, str] | None = None,
     ) -> None:
         self._spec = PolicySpec(
             family="reference",
             action_horizon=action_horizon,
             action_dim=action_dim,
-            camera_names=camera_names,
+            camera_names=tuple(camera_names),
             state_dim=state_dim,
             num_inference_steps=1,
+            image_size=None if image_size is None else (int(image_size[0]), int(image_size[1])),
+            image_size_required=image_size_required,
+            camera_aliases=dict(camera_aliases or {}),
         )
 
     @property

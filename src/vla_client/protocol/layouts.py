@@ -1,0 +1,191 @@
+"""openpi observation layouts: how an `Observation` becomes the dict an openpi policy reads.
+
+openpi's websocket server hands each message, a plain dict, to its policy's input transform, and
+every robot family reads its own keys. A layout names them: which camera of the observation
+goes under which key (and in which pixel order), how the state vector is split, where the task
+text goes. The client builds requests with `OpenpiLayout.encode`; a server that speaks the
+layout reads them back with `OpenpiLayout.to_flat`, into the flat form every decoder here reads.
+
+The built-in layouts, each matching openpi's example client and policy input transform:
+
+- ``flat`` (the default): ``observation.images.<camera>`` HxWx3 uint8 for any cameras,
+  ``observation.state``, ``prompt``. SGLang's ``/openpi/policy`` reads this.
+- ``droid`` (openpi ``examples/droid``, ``DroidInputs``): cameras ``exterior_image_1_left`` and
+  ``wrist_image_left`` as ``observation/<camera>``, HxWx3 uint8; the state's 8 values split into
+  ``observation/joint_position`` (7) and ``observation/gripper_position`` (1); ``prompt``.
+  Replies carry ``[10, 8]`` chunks (joint velocities and gripper).
+- ``libero`` (``examples/libero``, ``LiberoInputs``): cameras ``image`` and ``wrist_image`` as
+  ``observation/<camera>``, HxWx3 uint8; ``observation/state`` (8); ``prompt``.
+- ``aloha`` (``examples/aloha_real``, ``AlohaInputs``): cameras ``cam_high``, ``cam_low``,
+  ``cam_left_wrist``, ``cam_right_wrist`` in an ``images`` dict, each 3xHxW uint8 (channels
+  first); ``state`` (14); ``prompt``. Replies carry ``[H, 14]`` chunks.
+
+Name the robot's cameras after the layout's with the client's ``camera_map``. Anything else is
+a function from `Observation` to dict, passed where a layout is taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vla_client.errors import CodecError, ContractError
+from vla_client.observation import Observation
+
+FLAT_IMAGE_PREFIX = "observation.images."
+FLAT_STATE_KEY = "observation.state"
+
+
+@dataclass(frozen=True)
+class StatePart:
+    """`size` values of the state vector under `key` (None: all of it, any length)."""
+
+    key: str
+    size: int | None
+
+
+@dataclass(frozen=True)
+class OpenpiLayout:
+    """Where an observation's frames, state and task go in an openpi request.
+
+    `cameras` are the observation's camera names the layout needs (empty: any); each frame
+    goes under ``image_key.format(camera=name)``, inside the dict `images_field` when set, as
+    HxWx3 or, with `channels_first`, 3xHxW uint8. The state is split into `state` in order.
+    """
+
+    name: str
+    cameras: tuple[str, ...]
+    image_key: str
+    state: tuple[StatePart, ...]
+    images_field: str | None = None
+    channels_first: bool = False
+    prompt_key: str = "prompt"
+
+    @property
+    def state_dim(self) -> int | None:
+        """The state length the layout needs, or None when any length goes."""
+        sizes = [part.size for part in self.state]
+        return None if None in sizes else sum(s for s in sizes if s is not None)
+
+    def encode(self, observation: Observation, images: Mapping[str, Any]) -> dict[str, Any]:
+        """The request dict for `observation`, its frames already in wire form (`images`).
+
+        Raises `ContractError` when the observation cannot fill the layout.
+        """
+        self.check(observation)
+        request: dict[str, Any] = {}
+        frames = {
+            self.image_key.format(camera=name): _channels_first(value) if self.channels_first
+            else value
+            for name, value in images.items()
+        }  # fmt: skip
+        if self.images_field is None:
+            request.update(frames)
+        else:
+            request[self.images_field] = frames
+        if observation.state is not None:
+            start = 0
+            for part in self.state:
+                end = len(observation.state) if part.size is None else start + part.size
+                request[part.key] = observation.state[start:end]
+                start = end
+        request[self.prompt_key] = observation.task
+        return request
+
+    def check(self, observation: Observation) -> None:
+        """`ContractError` naming what the observation lacks for this layout."""
+        names = sorted(observation.images)
+        if self.cameras and names != sorted(self.cameras):
+            raise ContractError(
+                f"openpi layout {self.name!r} cameras",
+                sorted(self.cameras),
+                names,
+                "name the robot's cameras after the layout's with camera_map",
+            )
+        expected = self.state_dim
+        given = None if observation.state is None else len(observation.state)
+        if expected is not None and given != expected:
+            split = " + ".join(f"{p.key} ({p.size})" for p in self.state)
+            raise ContractError(
+                f"openpi layout {self.name!r} state", f"{expected} values ({split})", given
+            )
+
+    def to_flat(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """A request in this layout, rewritten into the flat form (``observation.images.*``,
+        ``observation.state``, ``prompt``); other keys are kept. Raises `CodecError`."""
+        flat = {k: v for k, v in request.items() if k != self.prompt_key}
+        source: Any = flat
+        if self.images_field is not None:
+            source = flat.pop(self.images_field, None)
+            if not isinstance(source, dict):
+                raise CodecError(f"{self.images_field} must be a map of camera to image")
+        for name in self.cameras:
+            key = self.image_key.format(camera=name)
+            if key not in source:
+                raise CodecError(f"openpi layout {self.name!r} needs the image {key!r}")
+            value = source.pop(key)
+            flat[FLAT_IMAGE_PREFIX + name] = _channels_last(value) if self.channels_first else value
+        parts = [flat.pop(part.key, None) for part in self.state]
+        if any(part is not None for part in parts):
+            if any(part is None for part in parts):
+                keys = [part.key for part in self.state]
+                raise CodecError(f"openpi layout {self.name!r} needs all of the state keys {keys}")
+            flat[FLAT_STATE_KEY] = _concatenate(parts)
+        if self.prompt_key in request:
+            flat["prompt"] = request[self.prompt_key]
+        return flat
+
+
+def _channels_first(value: Any) -> Any:
+    return (
+        np.ascontiguousarray(np.moveaxis(value, -1, 0)) if isinstance(value, np.ndarray) else value
+    )
+
+
+def _channels_last(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 3 and value.shape[0] in (1, 3, 4):
+        return np.moveaxis(value, 0, -1)
+    raise CodecError("images of this layout must be 3xHxW arrays (channels first)")
+
+
+def _concatenate(parts: list[Any]) -> np.ndarray:
+    try:
+        return np.concatenate([np.asarray(part, dtype=np.float32).reshape(-1) for part in parts])
+    except (TypeError, ValueError):
+        raise CodecError("state parts must be numeric arrays") from None
+
+
+FLAT = OpenpiLayout("flat", (), FLAT_IMAGE_PREFIX + "{camera}", (StatePart(FLAT_STATE_KEY, None),))
+DROID = OpenpiLayout(
+    "droid",
+    ("exterior_image_1_left", "wrist_image_left"),
+    "observation/{camera}",
+    (StatePart("observation/joint_position", 7), StatePart("observation/gripper_position", 1)),
+)
+LIBERO = OpenpiLayout(
+    "libero", ("image", "wrist_image"), "observation/{camera}", (StatePart("observation/state", 8),)
+)
+ALOHA = OpenpiLayout(
+    "aloha",
+    ("cam_high", "cam_low", "cam_left_wrist", "cam_right_wrist"),
+    "{camera}",
+    (StatePart("state", 14),),
+    images_field="images",
+    channels_first=True,
+)
+LAYOUTS: dict[str, OpenpiLayout] = {layout.name: layout for layout in (FLAT, DROID, LIBERO, ALOHA)}
+
+LayoutFunction = Callable[[Observation], dict[str, Any]]
+"""A layout of one's own: the openpi request dict for an observation."""
+
+
+def openpi_layout(layout: str | OpenpiLayout) -> OpenpiLayout:
+    """The layout named `layout` (or `layout` itself); `ValueError` naming the built-ins."""
+    if isinstance(layout, OpenpiLayout):
+        return layout
+    if layout not in LAYOUTS:
+        raise ValueError(f"openpi layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+    return LAYOUTS[layout]
