@@ -6,6 +6,8 @@ Each path gets warm-up requests, then ``--repeat`` timed ones with the same synt
 frames. It prints a table ranked by median end-to-end latency, ``--plot FILE.png`` draws the
 latency distributions and bytes on the wire (needs matplotlib), and ``--save FILE.json`` writes
 the report that ``benchmarks/render_encoding_table.py`` turns into the docs' encoding table.
+Both output paths, matplotlib and the websocket library (for ``--transports ws``) are checked
+before the first request.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 import itertools
 import platform
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -23,8 +25,10 @@ from typing import Any, cast
 import orjson
 
 from vla_client.cameras.scene import SyntheticScene, camera_names
+from vla_client.cli.checks import check_output_file, file_type, require_module
 from vla_client.cli.common import add_connection_options, stage_samples
 from vla_client.cli.output import fail, os_error_message, print_table
+from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.client import ActionClient, ActionResult
 from vla_client.control.stats import percentiles
@@ -33,6 +37,7 @@ from vla_client.observation import Observation
 from vla_client.protocol import ENCODINGS, WIRES, Encoding, Wire
 
 TRANSPORTS = ("http", "ws")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 REPORT_FORMAT = "vla-client.bench"
 
 
@@ -62,34 +67,41 @@ class PathResult:
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "bench",
-        help="measure every encoding x wire x transport, ranked",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "bench", help="measure every encoding x wire x transport, ranked"
     )
     add_connection_options(parser, url_default=None)
-    parser.add_argument("--encodings", default=",".join(ENCODINGS), help="comma-separated subset")
-    parser.add_argument("--wires", default=",".join(WIRES), help="comma-separated subset")
     parser.add_argument(
-        "--transports", default=None, help="http, ws (default: every one installed)"
-    )
-    parser.add_argument("--repeat", type=int, default=10, help="timed requests per path")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed requests per path")
-    parser.add_argument("--cameras", type=int, default=3)
-    parser.add_argument("--height", type=int, default=360)
-    parser.add_argument("--width", type=int, default=640)
-    parser.add_argument("--save", metavar="FILE.json", help="write the report as JSON")
+        "--encodings", type=_subset(ENCODINGS), default=",".join(ENCODINGS),
+        help="comma-separated subset",
+    )  # fmt: skip
     parser.add_argument(
-        "--plot", metavar="FILE.png", help="save latency and size plots (needs matplotlib)"
+        "--wires", type=_subset(WIRES), default=",".join(WIRES), help="comma-separated subset"
     )
+    parser.add_argument(
+        "--transports", type=_subset(TRANSPORTS), default=None,
+        help="comma-separated subset of http, ws (default: every one installed)",
+    )  # fmt: skip
+    parser.add_argument("--repeat", type=positive_int, default=10, help="timed requests per path")
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=2, help="untimed requests per path"
+    )
+    parser.add_argument("--cameras", type=positive_int, default=3, help="synthetic cameras")
+    parser.add_argument("--height", type=positive_int, default=360, help="frame height")
+    parser.add_argument("--width", type=positive_int, default=640, help="frame width")
+    parser.add_argument(
+        "--save", metavar="FILE.json", type=file_type(".json"), help="write the report as JSON"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", type=file_type(*PLOT_SUFFIXES),
+        help="save latency and size plots (needs matplotlib)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         paths = _paths(args)
-        if args.repeat < 1 or args.warmup < 0:
-            raise ValueError("--repeat must be at least 1 and --warmup at least 0")
+        _check_outputs(args, paths)
         observations = bench_observations(args.cameras, args.height, args.width)
         with _server(args.url) as url:
             results = run_matrix(url, paths, observations, repeat=args.repeat, warmup=args.warmup,
@@ -258,14 +270,21 @@ def _print_ranking(results: Sequence[PathResult], url: str) -> None:
     print("\nms; total = client encode + round trip + client decode")
 
 
+def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str]]) -> None:
+    """Everything the run will need at its end, checked before it starts."""
+    if args.save:
+        check_output_file(args.save, "--save")
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+        require_module("matplotlib", "--plot")
+    if any(transport == "ws" for _, _, transport in paths):
+        require_module("websockets", "--transports ws")
+
+
 def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
-    encodings = cast(list[Encoding], _choices(args.encodings, ENCODINGS, "--encodings"))
-    wires = cast(list[Wire], _choices(args.wires, WIRES, "--wires"))
-    transports = (
-        _choices(args.transports, TRANSPORTS, "--transports")
-        if args.transports
-        else installed_transports()
-    )
+    encodings = cast(list[Encoding], args.encodings)
+    wires = cast(list[Wire], args.wires)
+    transports = args.transports or installed_transports()
     # websockets carry msgpack frames only, so json/ws is not a path
     return [
         (encoding, wire, transport)
@@ -274,12 +293,18 @@ def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
     ]
 
 
-def _choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
-    chosen = [item.strip() for item in text.split(",") if item.strip()]
-    unknown = [item for item in chosen if item not in allowed]
-    if unknown or not chosen:
-        raise ValueError(f"{option} takes a comma-separated subset of {', '.join(allowed)}")
-    return chosen
+def _subset(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated, non-empty subset of `allowed`."""
+
+    def parse(text: str) -> list[str]:
+        chosen = [item.strip() for item in text.split(",") if item.strip()]
+        if not chosen or any(item not in allowed for item in chosen):
+            raise argparse.ArgumentTypeError(
+                f"takes a comma-separated subset of {', '.join(allowed)}, got {text!r}"
+            )
+        return chosen
+
+    return parse
 
 
 def installed_transports() -> list[str]:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 
+from vla_client.cli.checks import require_module
+from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionResult
 from vla_client.control.stats import percentiles
 from vla_client.observation import Observation
-from vla_client.protocol import Encoding, Wire, dumps, encode_image_value
+from vla_client.protocol import ENCODINGS, WIRES, Encoding, Wire, dumps, encode_image_value
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -21,20 +23,34 @@ def add_connection_options(
     parser.add_argument(
         "url", nargs="?", default=url_default, help=f"server base URL (default: {shown})"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a reply")
+    parser.add_argument(
+        "--timeout", type=seconds, default=30.0, metavar="SECONDS",
+        help="how long to wait for a reply",
+    )  # fmt: skip
     parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
 
 
 def add_encoding_options(parser: argparse.ArgumentParser) -> None:
     """Image encoding and wire format."""
-    parser.add_argument("--encoding", choices=("png", "jpeg", "raw", "pixels"), default="png")
+    parser.add_argument(
+        "--encoding", choices=ENCODINGS, default="png", help="how images travel in the request"
+    )
     parser.add_argument(
         "--wire",
-        choices=("json", "msgpack"),
+        choices=WIRES,
         default=None,
         help="body format (default: json over HTTP, msgpack over websockets)",
     )
-    parser.add_argument("--jpeg-quality", type=int, default=90)
+    parser.add_argument(
+        "--jpeg-quality", type=jpeg_quality, default=90, metavar="1-100",
+        help="JPEG quality for --encoding jpeg",
+    )  # fmt: skip
+
+
+def check_transport_installed(url: str | None) -> None:
+    """A ``ws://`` URL needs the websockets library: say so before any work starts."""
+    if url is not None and url.startswith(("ws://", "wss://")):
+        require_module("websockets", f"the websocket URL {url}")
 
 
 STAGES: tuple[tuple[str, Callable[[ActionResult], float | None]], ...] = (

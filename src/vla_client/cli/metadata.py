@@ -1,10 +1,15 @@
-"""``vla-client metadata``: print the server's policy description."""
+"""``vla-client metadata``: print the server's policy description as one JSON document.
+
+What the policy takes (camera names, image size, state size) and gives (action horizon and
+dimension): ``GET /v1/actions/metadata``, or for a websocket URL the metadata frame the
+server sends when the connection opens. Pipe it to ``jq`` to pick out a field.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from vla_client.cli.common import add_connection_options
+from vla_client.cli.common import add_connection_options, check_transport_installed
 from vla_client.cli.output import fail, print_json
 from vla_client.client import ActionClient
 from vla_client.errors import VLAClientError
@@ -18,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     try:
+        check_transport_installed(args.url)
         with ActionClient(args.url, timeout=args.timeout, api_key=args.api_key) as client:
             metadata = client.metadata()
     except VLAClientError as exc:

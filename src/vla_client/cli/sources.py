@@ -3,6 +3,7 @@ synthetic cameras.
 
 Every source is an iterator of `Observation`s opened as a context manager, so a command reads
 ``for observation in source`` whatever the frames come from, and cameras are released on any exit.
+A recording given where a camera is expected is refused with the commands that read one.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vla_client.cameras import CameraRig, VideoFileCamera, open_camera, parse_camera_args
+from vla_client.cameras import Camera, CameraRig, VideoFileCamera, open_camera, parse_camera_args
 from vla_client.cameras.scene import SyntheticScene, camera_names
-from vla_client.errors import InvalidObservationError, RecordingError
+from vla_client.cli.parser import positive_int
+from vla_client.errors import CameraError, InvalidObservationError, RecordingError
 from vla_client.observation import Observation
-from vla_client.recording import load_observations
+from vla_client.recording import is_recording, load_observations
 
 
 def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = True) -> None:
@@ -43,11 +45,14 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
         group.add_argument(
             "--obs",
             metavar="FILE",
-            help="replay the observations of a recording ('vla-client record')",
+            help="replay the observations of a recording ('vla-client record', or a server's "
+            "'serve --record'), in order",
         )
-    group.add_argument("--cameras", type=int, default=3, help="number of synthetic cameras")
-    group.add_argument("--height", type=int, default=360, help="synthetic frame height")
-    group.add_argument("--width", type=int, default=640, help="synthetic frame width")
+    group.add_argument(
+        "--cameras", type=positive_int, default=3, help="number of synthetic cameras"
+    )
+    group.add_argument("--height", type=positive_int, default=360, help="synthetic frame height")
+    group.add_argument("--width", type=positive_int, default=640, help="synthetic frame width")
     parser.add_argument(
         "--state", default=None, help="comma-separated state vector, e.g. 0,0.1,0.2"
     )
@@ -74,10 +79,12 @@ def source_kind(args: argparse.Namespace) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """An endless iterator of observations; `length` is the recording's size for ``--obs``."""
+    """An endless iterator of observations; for ``--obs``, `length` is the recording's size and
+    `wall_times` when each of its observations was recorded."""
 
     observations: Iterator[Observation]
     length: int | None = None
+    wall_times: tuple[float, ...] = ()
 
 
 @contextmanager
@@ -86,10 +93,14 @@ def open_source(args: argparse.Namespace) -> Iterator[Source]:
     kind = source_kind(args)
     state = parse_state(args.state)
     if kind == "obs":
-        recorded = [step.observation for step in load_observations(args.obs)]
-        if not recorded:
+        steps = load_observations(args.obs)
+        if not steps:
             raise RecordingError(f"recording {args.obs!r} holds no observations")
-        yield Source(itertools.cycle(recorded), len(recorded))
+        yield Source(
+            itertools.cycle([step.observation for step in steps]),
+            len(steps),
+            tuple(step.wall_time for step in steps),
+        )
     elif kind == "cameras":
         with _camera_rig(args) as rig:
             yield Source(
@@ -114,13 +125,29 @@ def parse_state(text: str | None) -> np.ndarray | None:
         ) from None
 
 
+def camera_for(spec: str) -> Camera:
+    """`open_camera(spec)`, refusing a recording with the commands that do read one."""
+    refuse_recording(spec.partition("?")[0])
+    return open_camera(spec)
+
+
+def refuse_recording(path: str) -> None:
+    """A recording is no camera: say which commands read it (`CameraError`)."""
+    if is_recording(path):
+        raise CameraError(
+            f"{path} is an observation recording, not a camera: replay it with "
+            f"'vla-client send --obs {path}' or see its frames with 'vla-client view {path}'"
+        )
+
+
 def _camera_rig(args: argparse.Namespace) -> CameraRig:
-    cameras = {name: open_camera(spec) for name, spec in parse_camera_args(args.camera).items()}
+    cameras = {name: camera_for(spec) for name, spec in parse_camera_args(args.camera).items()}
     for value in args.video:
         name, sep, path = value.partition("=")
         name, path = (name, path) if sep else ("video", value)
         if name in cameras:
             raise InvalidObservationError(f"camera name {name!r} given twice")
+        refuse_recording(path)
         cameras[name] = VideoFileCamera(path)
     return CameraRig(cameras, timeout_s=5.0, max_age_s=1.0)
 
@@ -138,8 +165,6 @@ def _load_image_file(spec: str) -> tuple[str, np.ndarray]:
 def _synthetic(
     cameras: int, height: int, width: int, state: np.ndarray | None, task: str
 ) -> Iterator[Observation]:
-    if cameras < 1:
-        raise InvalidObservationError("--cameras must be at least 1")
     scenes = {
         name: SyntheticScene(height, width, seed=i) for i, name in enumerate(camera_names(cameras))
     }
