@@ -1,4 +1,4 @@
-"""The ``vla-client`` command: serve, send, record, bench, metadata, demo, cameras.
+"""The ``vla-client`` command: serve, send, record, view, bench, metadata, demo, cameras.
 
 Each subcommand lives in its own module with a `register(subparsers)` function; the module's
 docstring is the command's description in ``--help``. Heavy imports (FastAPI and uvicorn for the
@@ -23,12 +23,12 @@ from collections.abc import Iterator, Sequence
 import cv2
 from pydantic import ValidationError
 
-from vla_client.cli import bench, cameras, demo, metadata, record, send, serve
+from vla_client.cli import bench, cameras, demo, metadata, record, send, serve, view
 from vla_client.cli.output import fail, os_error_message
 from vla_client.cli.parser import USAGE_EXIT, CommandParser, usage_line
 from vla_client.errors import VLAClientError
 
-COMMANDS = (serve, send, record, bench, metadata, demo, cameras)
+COMMANDS = (serve, send, record, view, bench, metadata, demo, cameras)
 
 
 def build_parser() -> argparse.ArgumentParser:
