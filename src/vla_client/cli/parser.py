@@ -13,10 +13,12 @@ import copy
 import math
 import re
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 USAGE_EXIT = 2
 RECORDED = "recorded"
+N = TypeVar("N", int, float)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -61,64 +63,18 @@ def plain(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"\1", text)
 
 
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number above 0."""
-    value = _float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
-    return value
+def _checked(
+    parse: Callable[[str], N], accept: Callable[[N], bool], requirement: str
+) -> Callable[[str], N]:
+    """An argparse type: `parse` the text, then refuse values `accept` says no to."""
 
+    def check(text: str) -> N:
+        value = parse(text)
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
+        return value
 
-def seconds(text: str) -> float:
-    """An argparse type: a time limit, a finite number of seconds above 0."""
-    value = _float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """An argparse type: a finite number, 0 or more."""
-    value = _float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number, 1 or more."""
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: a whole number, 0 or more."""
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return value
-
-
-def jpeg_quality(text: str) -> int:
-    """An argparse type: a JPEG quality, 1 to 100."""
-    value = _int(text)
-    if not 1 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"must be in 1..100, got {text!r}")
-    return value
-
-
-def send_rate(text: str) -> float | str:
-    """An argparse type: ``recorded`` (keep a recording's timing) or requests per second > 0."""
-    if text == RECORDED:
-        return RECORDED
-    try:
-        return positive_float(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(
-            f"takes '{RECORDED}' or a number of requests per second above 0, got {text!r}"
-        ) from None
+    return check
 
 
 def _float(text: str) -> float:
@@ -136,6 +92,27 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+
+
+# argparse types: each refuses a bad value with one line saying what the value must be
+positive_float = _checked(_float, lambda value: value > 0, "a number above 0")
+seconds = _checked(_float, lambda value: value > 0, "a number of seconds above 0")
+non_negative_float = _checked(_float, lambda value: value >= 0, "0 or more")
+positive_int = _checked(_int, lambda value: value >= 1, "at least 1")
+non_negative_int = _checked(_int, lambda value: value >= 0, "0 or more")
+jpeg_quality = _checked(_int, lambda value: 1 <= value <= 100, "in 1..100")
+
+
+def send_rate(text: str) -> float | str:
+    """An argparse type: ``recorded`` (keep a recording's timing) or requests per second > 0."""
+    if text == RECORDED:
+        return RECORDED
+    try:
+        return positive_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"takes '{RECORDED}' or a number of requests per second above 0, got {text!r}"
+        ) from None
 
 
 def _default_shown(action: argparse.Action) -> bool:
