@@ -156,7 +156,10 @@ class RequestRecorder:
         *,
         request_id: str | None = None,
     ) -> None:
-        """Queue one served request for writing; returns at once and never raises for I/O."""
+        """Queue one served request for writing; returns at once and never raises for I/O.
+
+        Does nothing once the recorder is closed or recording has stopped.
+        """
         if self._stopped is not None or self._closed:
             return
         served = ServedRequest(actions, dict(parameters), dict(timings), request_id)

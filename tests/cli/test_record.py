@@ -66,5 +66,5 @@ def test_the_output_folder_is_checked_before_any_camera_opens(cli, tmp_path, err
     run = cli("record", str(path), "--camera", "wrist=/dev/video99", "--frames", "1")
     assert run.code == 1
     assert error_line(run.err) == (
-        f"vla-client: error: FILE {path}: the folder {path.parent} does not exist"
+        f"vla-client: error: the recording {path}: the folder {path.parent} does not exist"
     )

@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     period = 1.0 / args.rate if args.rate else 0.0
     try:
-        check_output_file(args.output, "FILE")
+        check_output_file(args.output, "the recording")
         with (
             open_source(args) as source,
             ObservationWriter(
