@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -157,3 +159,19 @@ def test_a_closed_pipe_ends_quietly(counting_server, output):
 def test_usage_errors_are_one_line_with_exit_2(cli, usage_error):
     assert "unrecognized arguments: --bogus" in usage_error(cli("send", "--bogus"))
     assert "invalid choice: 'png2'" in usage_error(cli("send", "--encoding", "png2"))
+
+
+def test_ctrl_c_stops_without_a_traceback(counting_server):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", "send", counting_server.url, "--repeat", "100",
+         "--rate", "2", "--height", "32", "--width", "32"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while counting_server.requests < 2 and time.monotonic() < deadline:  # it is sending
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "Traceback" not in err and err.strip() == ""
+    assert out == ""

@@ -6,8 +6,8 @@ server, torch, websockets, matplotlib) happen inside the command that needs them
 ``vla-client send`` starts fast and works without the ``server`` extra.
 
 Exit status: 0 done, 1 the command failed (one line on stderr, never a traceback; ``-v`` shows
-the traceback), 2 the command line is wrong (one line, nothing was done). Output cut short by a
-closed pipe (``vla-client send ... | head``) ends quietly.
+the traceback), 2 the command line is wrong (one line, nothing was done), 130 stopped by Ctrl-C.
+Output cut short by a closed pipe (``vla-client send ... | head``) ends quietly.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from vla_client.cli.parser import USAGE_EXIT, CommandParser, usage_line
 from vla_client.errors import VLAClientError
 
 COMMANDS = (serve, send, record, view, bench, metadata, demo, cameras)
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, so a closed pipe is seen now and not at interpreter exit
     except BrokenPipeError:
         return _closed_pipe()
+    except KeyboardInterrupt:  # Ctrl-C: stop as a shell tool does, without a traceback
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")  # past the ^C the terminal echoed
+        return INTERRUPTED_EXIT
     except argparse.ArgumentError as exc:
         sys.stderr.write(usage_line(f"vla-client {args.command}", str(exc)))
         return USAGE_EXIT
