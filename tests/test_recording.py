@@ -10,6 +10,7 @@ from vla_client.recording import (
     ObservationReader,
     ObservationWriter,
     RecordingError,
+    ServedRequest,
     load_action_chunks,
     load_observations,
     save_action_chunks,
@@ -64,3 +65,49 @@ def test_action_chunks_round_trip_without_pickle(tmp_path):
     np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(RecordingError):
         load_action_chunks(tmp_path / "objects.npy")
+
+
+def test_what_a_server_served_round_trips(tmp_path, frames):
+    path = tmp_path / "served.vlaobs"
+    served = ServedRequest(
+        actions=np.arange(20, dtype=np.float32).reshape(4, 5),
+        parameters={"action_horizon": 4, "seed": 3},
+        timings={"preprocess_ms": 1.5, "inference_ms": 7.25},
+        request_id="req-1",
+    )
+    with ObservationWriter(path) as writer:
+        writer.write(Observation(frames, state=[1.0]), wall_time=5.0, served=served)
+        writer.write(Observation(frames), wall_time=6.0)
+    first, second = load_observations(path)
+    assert first.served is not None and second.served is None
+    np.testing.assert_array_equal(first.served.actions, served.actions)
+    assert first.served.actions.dtype == np.float32
+    assert first.served.parameters == served.parameters
+    assert first.served.timings == served.timings
+    assert first.served.request_id == "req-1"
+
+
+def test_wall_times_and_chosen_steps(tmp_path, frames):
+    path = tmp_path / "obs.vlaobs"
+    with ObservationWriter(path, image_format="raw") as writer:
+        for t in range(5):
+            writer.write(Observation({"wrist": frames["wrist"] + t}), wall_time=10.0 + t)
+    with ObservationReader(path) as reader:
+        assert reader.wall_times() == [10.0, 11.0, 12.0, 13.0, 14.0]
+        chosen = list(reader.read({1, 3}))
+        assert [index for index, _ in chosen] == [1, 3]
+        np.testing.assert_array_equal(chosen[1][1].observation.images["wrist"], frames["wrist"] + 3)
+        assert len(list(reader)) == 5  # iterating again starts from the first step
+    path.write_bytes(path.read_bytes()[:-1])
+    with ObservationReader(path) as reader, pytest.raises(RecordingError, match="step 4"):
+        reader.wall_times()
+
+
+def test_a_writer_can_refuse_to_replace_a_file(tmp_path):
+    path = tmp_path / "taken.vlaobs"
+    path.write_bytes(b"keep me")
+    with pytest.raises(FileExistsError):
+        ObservationWriter(path, exclusive=True)
+    assert path.read_bytes() == b"keep me"
+    with pytest.raises(ValueError, match="png, raw"):
+        ObservationWriter(tmp_path / "x.vlaobs", image_format="webp")  # type: ignore[arg-type]

@@ -3,19 +3,25 @@
 A recording starts with the 8 bytes `MAGIC`, then a stream of msgpack documents (the
 openpi/SGLang numpy format of `vla_client.codecs.msgpack_numpy`), each preceded by its length as
 a 4-byte big-endian integer, so a reader can stream it and tell a truncated file from a finished
-one. The first document is a header that names the format and version; every later one is an
-observation: frames, state, task, per-camera capture times and the wall-clock time it was
-recorded. Frames are stored as lossless PNG bytes by default (smaller than raw pixels) or as raw
-arrays (``image_format="raw"``, fastest to write). Nothing is pickled, so reading a file from
-someone else runs no code.
+one. The first document is a header that names the format and version; every later one is a
+step: an observation (frames, state, task, per-camera capture times), the wall-clock time it was
+recorded and, in recordings a server makes, what the server did with it (`ServedRequest`: the
+request's parameters, the actions returned, timings). Frames are stored as lossless PNG bytes by
+default (smaller than raw pixels) or as raw arrays (``image_format="raw"``, fastest to write).
+Nothing is pickled, so reading a file from someone else runs no code.
+
+Writes are unbuffered and a failed write is cut back to the last complete step, so a file whose
+disk filled up still reads to its last whole step.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Container, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, Literal, Self
@@ -30,17 +36,93 @@ from vla_client.observation import Observation
 MAGIC = b"\x89VLAOBS\n"
 FORMAT = "vla-client.observations"
 VERSION = 1
+SUFFIX = ".vlaobs"
+IMAGE_FORMATS = ("png", "raw")
 ImageFormat = Literal["png", "raw"]
 _LENGTH = struct.Struct(">I")
 _MAX_RECORD_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
+class ServedRequest:
+    """What a server did with a recorded observation: the request's `parameters`, the float32
+    `actions` it returned, its `timings` in ms and the request's id."""
+
+    actions: np.ndarray
+    parameters: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
 class RecordedObservation:
-    """One recorded step: the observation and the wall-clock time (`time.time()`) it was written."""
+    """One recorded step: the observation, the wall-clock time (`time.time()`) it was recorded
+    and, in a server's recording, what the server answered (`served`)."""
 
     observation: Observation
     wall_time: float
+    served: ServedRequest | None = None
+
+
+@dataclass(frozen=True)
+class EncodedStep:
+    """A step encoded for a recording (see `encode_step`); `size` is the bytes it takes."""
+
+    data: bytes
+    image_format: ImageFormat
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def encode_step(
+    observation: Observation,
+    *,
+    image_format: ImageFormat = "png",
+    wall_time: float | None = None,
+    served: ServedRequest | None = None,
+    parallel: bool = True,
+) -> EncodedStep:
+    """`observation` as the bytes a recording stores for it, length prefix included.
+
+    Encoding apart from writing lets a caller see a step's size before choosing the file it goes
+    to. `parallel=False` encodes the frames one after another on the calling thread instead of
+    the shared codec threads (a background recorder should not compete with request decoding).
+    """
+    _check_image_format(image_format)
+    names = list(observation.images)
+    values: list[Any]
+    if image_format == "png":
+        frames = [observation.images[name] for name in names]
+        values = map_frames(encode_png, frames) if parallel else [encode_png(f) for f in frames]
+    else:
+        values = [observation.images[name] for name in names]
+    document: dict[str, Any] = {
+        "images": dict(zip(names, values, strict=True)),
+        "state": observation.state,
+        "task": observation.task,
+        "capture_times": dict(observation.capture_times),
+        "wall_time": time.time() if wall_time is None else wall_time,
+    }
+    if served is not None:
+        document["served"] = {
+            "actions": np.asarray(served.actions, dtype=np.float32),
+            "parameters": served.parameters,
+            "timings": served.timings,
+            "request_id": served.request_id,
+        }
+    data = packb(document)
+    return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def is_recording(path: str | Path) -> bool:
+    """True when the file at `path` starts like an observation recording (no other check)."""
+    try:
+        with Path(path).open("rb") as file:
+            return file.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 
 
 class _RecordingFile:
@@ -69,89 +151,179 @@ class ObservationWriter(_RecordingFile):
 
     >>> with ObservationWriter("run.vlaobs") as writer:
     ...     writer.write(observation)
+
+    `exclusive=True` refuses to replace an existing file (`FileExistsError`). `size` is the
+    bytes written so far; every step is on disk (in the OS's hands) when `write` returns.
     """
 
     def __init__(
-        self, path: str | Path, *, image_format: ImageFormat = "png", **metadata: Any
+        self,
+        path: str | Path,
+        *,
+        image_format: ImageFormat = "png",
+        exclusive: bool = False,
+        **metadata: Any,
     ) -> None:
-        if image_format not in ("png", "raw"):
-            raise ValueError(f"image_format must be png or raw, got {image_format!r}")
+        _check_image_format(image_format)
         self.path = Path(path)
         self.image_format = image_format
         self.count = 0
-        self._file = self.path.open("wb")
-        self._file.write(MAGIC)
+        self.size = 0
+        self._file = self.path.open("xb" if exclusive else "wb", buffering=0)
         header = {"format": FORMAT, "version": VERSION, "image_format": image_format}
-        self._write_document({**header, "metadata": metadata, "created": time.time()})
+        document = packb({**header, "metadata": metadata, "created": time.time()})
+        header_bytes = MAGIC + _LENGTH.pack(len(document)) + document
+        try:
+            self._write_all(header_bytes)
+        except OSError:
+            self._file.close()
+            raise
+        self.size = len(header_bytes)
 
-    def write(self, observation: Observation, *, wall_time: float | None = None) -> None:
-        """Append one observation."""
-        names = list(observation.images)
-        if self.image_format == "png":
-            values: list[Any] = map_frames(lambda n: encode_png(observation.images[n]), names)
-        else:
-            values = [observation.images[name] for name in names]
-        self._write_document({
-            "images": dict(zip(names, values, strict=True)),
-            "state": observation.state,
-            "task": observation.task,
-            "capture_times": dict(observation.capture_times),
-            "wall_time": time.time() if wall_time is None else wall_time,
-        })  # fmt: skip
+    def write(
+        self,
+        observation: Observation,
+        *,
+        wall_time: float | None = None,
+        served: ServedRequest | None = None,
+    ) -> None:
+        """Append one observation (and what a server did with it, for a server's recording)."""
+        step = encode_step(
+            observation, image_format=self.image_format, wall_time=wall_time, served=served
+        )
+        self.append(step)
+
+    def append(self, step: EncodedStep) -> None:
+        """Append a step made by `encode_step`; a failed write leaves the file as it was."""
+        if step.image_format != self.image_format:
+            raise ValueError(
+                f"{self.path} stores {self.image_format} frames, the step has {step.image_format}"
+            )
+        try:
+            self._write_all(step.data)
+        except OSError:
+            with contextlib.suppress(OSError):  # keep the file readable to its last whole step
+                os.ftruncate(self._file.fileno(), self.size)
+                self._file.seek(self.size)
+            raise
+        self.size += step.size
         self.count += 1
 
-    def _write_document(self, document: dict[str, Any]) -> None:
-        data = packb(document)
-        self._file.write(_LENGTH.pack(len(data)))
-        self._file.write(data)
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = self._file.write(view)  # an unbuffered write may take only part
+            if not written:
+                raise OSError(f"cannot write to {self.path}")
+            view = view[written:]
 
 
 class ObservationReader(_RecordingFile):
     """Read a recording written by `ObservationWriter`; iterate it for `RecordedObservation`s.
 
     The header is read and checked on construction, so a wrong file fails at once with a
-    `RecordingError` instead of on the first observation.
+    `RecordingError` (one line naming the file and the problem) instead of on the first step.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._name = repr(str(path))
         try:
             self._file = self.path.open("rb")
         except OSError as exc:
-            raise RecordingError(f"cannot open recording {str(path)!r}: {exc.strerror}") from None
-        header = self._read_document() if self._file.read(len(MAGIC)) == MAGIC else None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise RecordingError(f"cannot open recording {self._name}: {exc.strerror}") from None
+        try:
+            header = self._read_header()
+        except RecordingError:
             self._file.close()
-            raise RecordingError(f"{str(path)!r} is not a vla-client observation recording")
-        if header.get("version") != VERSION:
-            self._file.close()
-            raise RecordingError(
-                f"{str(path)!r} is recording version {header.get('version')}; "
-                f"this reader knows {VERSION}"
-            )
+            raise
         self.header: dict[str, Any] = header
         self.metadata: dict[str, Any] = dict(header.get("metadata") or {})
+        self._start = self._file.tell()
 
     def __iter__(self) -> Iterator[RecordedObservation]:
-        while (document := self._read_document()) is not None:
-            yield _to_recorded(document, self.path)
+        for _, step in self.read():
+            yield step
 
-    def _read_document(self) -> Any:
+    def read(
+        self, indices: Container[int] | None = None
+    ) -> Iterator[tuple[int, RecordedObservation]]:
+        """Each step with its position in the file (from 0), from the first step on.
+
+        Steps whose position is not in `indices` are skipped without being decoded.
+        """
+        for index, data in enumerate(self._records()):
+            if indices is None or index in indices:
+                yield index, _to_recorded(self._unpack(data), self._name)
+
+    def wall_times(self) -> list[float]:
+        """When each step was recorded, read without decoding any frame; the whole file is
+        checked on the way (a truncated or corrupt one raises `RecordingError`)."""
+        times = []
+        for index, data in enumerate(self._records()):
+            document = self._unpack(data)
+            try:
+                times.append(float(document["wall_time"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise RecordingError(
+                    f"{self._name} holds a malformed step {index}: no wall time ({exc})"
+                ) from None
+        return times
+
+    def _records(self) -> Iterator[bytes]:
+        self._file.seek(self._start)
+        index = 0
+        while (data := self._read_record(f"step {index}")) is not None:
+            yield data
+            index += 1
+
+    def _read_header(self) -> dict[str, Any]:
+        magic = self._file.read(len(MAGIC))
+        if magic != MAGIC:
+            problem = "it is empty" if not magic else "it does not start like one"
+            raise RecordingError(
+                f"{self._name} is not a vla-client observation recording ({problem})"
+            )
+        data = self._read_record("header")
+        if data is None:
+            raise RecordingError(f"{self._name} is truncated: it ends before its header")
+        header = self._unpack(data)
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise RecordingError(
+                f"{self._name} is not a vla-client observation recording (unknown header)"
+            )
+        version = header.get("version")
+        if isinstance(version, int) and version > VERSION:
+            raise RecordingError(
+                f"{self._name} was written by a newer vla-client (recording format version "
+                f"{version}; this one reads version {VERSION}): upgrade vla-client to read it"
+            )
+        if version != VERSION:
+            raise RecordingError(f"{self._name} has an unknown recording version {version!r}")
+        return header
+
+    def _read_record(self, what: str) -> bytes | None:
+        """The next length-prefixed record, or None at the end of the file; `what` names the
+        record in errors."""
         prefix = self._file.read(_LENGTH.size)
         if not prefix:
             return None
+        truncated = RecordingError(f"{self._name} is truncated: it ends inside its {what}")
         if len(prefix) < _LENGTH.size:
-            raise RecordingError(f"{str(self.path)!r} is truncated")
+            raise truncated
         (length,) = _LENGTH.unpack(prefix)
         if length > _MAX_RECORD_BYTES:
-            raise RecordingError(f"{str(self.path)!r} is corrupt (a {length}-byte record)")
+            raise RecordingError(f"{self._name} is corrupt: its {what} claims {length} bytes")
         data = self._file.read(length)
         if len(data) < length:
-            raise RecordingError(f"{str(self.path)!r} is truncated")
+            raise truncated
+        return data
+
+    def _unpack(self, data: bytes) -> Any:
         try:
             return unpackb(data)
         except CodecError as exc:
-            raise RecordingError(f"{str(self.path)!r} is corrupt: {exc}") from None
+            raise RecordingError(f"{self._name} is corrupt: {exc}") from None
 
 
 def load_observations(path: str | Path) -> list[RecordedObservation]:
@@ -160,26 +332,45 @@ def load_observations(path: str | Path) -> list[RecordedObservation]:
         return list(reader)
 
 
-def _to_recorded(document: Any, path: Path) -> RecordedObservation:
+def _check_image_format(image_format: str) -> None:
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(
+            f"image_format must be one of {', '.join(IMAGE_FORMATS)}, got {image_format!r}"
+        )
+
+
+def _to_recorded(document: Any, name: str) -> RecordedObservation:
     try:
-        images = {
-            name: _frame(value, f"images.{name}") for name, value in document["images"].items()
-        }
+        images = {key: _frame(value, f"images.{key}") for key, value in document["images"].items()}
         observation = Observation(
             images,
             state=document.get("state"),
             task=document.get("task", ""),
             capture_times=document.get("capture_times"),
         )
-        return RecordedObservation(observation, float(document["wall_time"]))
+        served = document.get("served")
+        return RecordedObservation(
+            observation,
+            float(document["wall_time"]),
+            None if served is None else _served(served),
+        )
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise RecordingError(f"{str(path)!r} holds a malformed observation: {exc}") from None
+        raise RecordingError(f"{name} holds a malformed observation: {exc}") from None
 
 
-def _frame(value: Any, field: str) -> np.ndarray:
+def _served(document: dict[str, Any]) -> ServedRequest:
+    return ServedRequest(
+        actions=np.asarray(document["actions"], dtype=np.float32),
+        parameters=dict(document.get("parameters") or {}),
+        timings={str(k): float(v) for k, v in (document.get("timings") or {}).items()},
+        request_id=document.get("request_id"),
+    )
+
+
+def _frame(value: Any, where: str) -> np.ndarray:
     if isinstance(value, bytes):
-        return decode_image_bytes(value, field=field)
-    return as_rgb_frame(np.array(value), field=field)
+        return decode_image_bytes(value, field=where)
+    return as_rgb_frame(np.array(value), field=where)
 
 
 def save_action_chunks(path: str | Path, chunks: list[np.ndarray]) -> None:

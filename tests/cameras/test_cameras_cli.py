@@ -60,7 +60,8 @@ def test_grid_of_configured_cameras(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_bad_camera_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("--camera", "wrist") == 1
-    assert "NAME=SPEC" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert captured.out == "" and "NAME=SPEC" in captured.err
 
 
 def test_frame_grid_keeps_aspect() -> None:

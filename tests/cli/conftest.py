@@ -1,14 +1,18 @@
-"""Servers that misbehave on purpose, and a helper to run the CLI in-process."""
+"""Servers that misbehave on purpose or count what reaches them, and helpers to run the CLI
+in-process and check its error lines."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
 from vla_client.cli import main
+from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server.policy import PolicyInput
 
 
 @dataclass
@@ -35,8 +39,6 @@ def slow_server_url() -> Iterator[str]:
     """A server that takes 2 s to answer any generation request, for timeout exits."""
     from fastapi import FastAPI
 
-    from vla_client.server import LocalServer
-
     app = FastAPI()
 
     @app.post("/v1/actions/generations")
@@ -52,8 +54,6 @@ def slow_server_url() -> Iterator[str]:
 def bad_metadata_url() -> Iterator[str]:
     """A server that answers the action API with documents that break the contract."""
     from fastapi import FastAPI
-
-    from vla_client.server import LocalServer
 
     app = FastAPI()
 
@@ -72,8 +72,6 @@ def bad_metadata_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def wrist_only_url() -> Iterator[str]:
     """A reference server whose policy takes exactly one camera named ``wrist``."""
-    from vla_client.server import LocalServer, ReferencePolicy, create_app
-
     with LocalServer(create_app(ReferencePolicy(camera_names=("wrist",)))) as server:
         yield server.url
 
@@ -89,3 +87,55 @@ def error_line():
         return lines[0]
 
     return check
+
+
+@pytest.fixture
+def usage_error():
+    """Checks a command refused its command line: exit 2 and one ``vla-client: error:`` line."""
+
+    def check(run: CliRun) -> str:
+        assert run.code == 2, run
+        lines = [line for line in run.err.splitlines() if line.strip()]
+        assert len(lines) == 1, run.err
+        assert lines[0].startswith("vla-client: error: ") and "--help" in lines[0], run.err
+        assert run.out == ""
+        return lines[0]
+
+    return check
+
+
+class CountingPolicy(ReferencePolicy):
+    """The reference policy, noting when each observation reached it (`time.monotonic()`)."""
+
+    def __init__(self) -> None:
+        super().__init__(action_horizon=10, action_dim=7)
+        self.arrivals: list[float] = []
+
+    def infer(self, observation: PolicyInput):  # type: ignore[no-untyped-def]
+        self.arrivals.append(time.monotonic())
+        return super().infer(observation)
+
+
+@dataclass
+class CountingServer:
+    url: str
+    policy: CountingPolicy
+
+    @property
+    def requests(self) -> int:
+        return len(self.policy.arrivals)
+
+
+@pytest.fixture(scope="session")
+def _counting_server() -> Iterator[CountingServer]:
+    policy = CountingPolicy()
+    with LocalServer(create_app(policy, ServerConfig(in_process=True))) as server:
+        yield CountingServer(server.url, policy)
+
+
+@pytest.fixture
+def counting_server(_counting_server: CountingServer) -> CountingServer:
+    """A reference server (policy in-process) that counts the observations it served; starts
+    each test at zero."""
+    _counting_server.policy.arrivals.clear()
+    return _counting_server

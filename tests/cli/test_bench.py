@@ -58,15 +58,19 @@ def test_default_starts_a_local_reference_server(cli):
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "reason"),
     [
-        ("--encodings", "png,webp"),
-        ("--wires", ""),
-        ("--transports", "carrier-pigeon"),
-        ("--repeat", "0"),
+        (("--encodings", "png,webp"), "--encodings: takes a comma-separated subset"),
+        (("--wires", ""), "--wires"),
+        (("--transports", "carrier-pigeon"), "--transports"),
+        (("--repeat", "0"), "--repeat: must be at least 1"),
+        (("--warmup", "-1"), "--warmup: must be 0 or more"),
+        (("--timeout", "0"), "--timeout: must be a number of seconds above 0"),
+        (("--save", "report.txt"), "--save: the file must end in .json"),
+        (("--plot", "plot.gif"), "--plot: the file must end in .png or .svg or .pdf"),
     ],
 )
-def test_bad_options_exit_1(cli, server_url, error_line, args):
-    run = cli("bench", server_url, *args)
-    assert run.code == 1
-    assert error_line(run.err)
+def test_bad_options_are_usage_errors(cli, counting_server, usage_error, args, reason):
+    line = usage_error(cli("bench", counting_server.url, *args))
+    assert reason in line
+    assert counting_server.requests == 0

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -53,7 +55,7 @@ def test_reply_without_actions(cli, error_line, bad_metadata_url):
 
 
 def test_server_refuses_the_request(cli, error_line, wrist_only_url):
-    run = cli("send", wrist_only_url, "--height", "32", "--width", "32")
+    run = cli("send", wrist_only_url, "--no-check", "--cameras", "3", "--height", "32")
     assert run.code == 1
     line = error_line(run.err)
     assert "400" in line and "unknown cameras" in line
@@ -109,3 +111,67 @@ def test_a_missing_extra_is_one_line_naming_the_extra(cli, monkeypatch):
         "vla-client: error: this needs the 'server' extra (uvicorn is not installed): "
         "pip install 'vla-client[server]'"
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "value"),
+    [("send", "0"), ("send", "-2"), ("metadata", "0"), ("bench", "-1"), ("cameras", "0")],
+)
+def test_a_timeout_of_zero_or_less_is_refused(cli, usage_error, counting_server, command, value):
+    url = [] if command == "cameras" else [counting_server.url]
+    line = usage_error(cli(command, *url, "--timeout", value))
+    assert f"argument --timeout: must be a number of seconds above 0, got '{value}'" in line
+    assert counting_server.requests == 0
+
+
+def test_cameras_errors_go_to_stderr(cli, error_line):
+    run = cli("cameras", "--camera", "wrist=nope.mp4")
+    assert run.code == 1 and run.out == ""
+    assert "camera 'nope.mp4' is none of" in error_line(run.err)
+
+
+def test_a_missing_camera_device_is_one_line_without_opencv_noise():
+    """OpenCV writes its WARN/ERROR lines to the process's stderr, so run a real process."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "vla_client.cli", "cameras", "--camera", "wrist=9"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 1
+    assert completed.stdout == ""
+    assert completed.stderr == "vla-client: error: cannot open camera 9\n"
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])
+def test_a_closed_pipe_ends_quietly(counting_server, output):
+    """``vla-client send ... | head``: the reader left before the output was written."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", "send", counting_server.url, "--repeat", "2",
+         "--height", "32", "--width", "32", *output],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    process.stdout.close()  # type: ignore[union-attr]
+    _, stderr = process.communicate(timeout=60)
+    assert stderr == b""
+    assert process.returncode == 1
+    assert counting_server.requests == 2  # the work was done; only the printing was cut off
+
+
+def test_usage_errors_are_one_line_with_exit_2(cli, usage_error):
+    assert "unrecognized arguments: --bogus" in usage_error(cli("send", "--bogus"))
+    assert "invalid choice: 'png2'" in usage_error(cli("send", "--encoding", "png2"))
+
+
+def test_ctrl_c_stops_without_a_traceback(counting_server):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", "send", counting_server.url, "--repeat", "100",
+         "--rate", "2", "--height", "32", "--width", "32"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while counting_server.requests < 2 and time.monotonic() < deadline:  # it is sending
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert "Traceback" not in err and err.strip() == ""
+    assert out == ""

@@ -54,8 +54,17 @@ def test_cameras_keep_their_capture_times_and_raw_mode_is_bigger(cli, tmp_path):
     assert sizes["png"] < sizes["raw"]
 
 
-def test_bad_options_exit_1(cli, tmp_path, error_line):
-    assert "--frames" in error_line(cli("record", str(tmp_path / "x"), "--frames", "0").err)
-    run = cli("record", str(tmp_path / "no" / "dir" / "x.vlaobs"), "--frames", "1")
+def test_bad_options_are_usage_errors(cli, tmp_path, usage_error):
+    assert "--frames" in usage_error(cli("record", str(tmp_path / "x.vlaobs"), "--frames", "0"))
+    assert "--rate" in usage_error(cli("record", str(tmp_path / "x.vlaobs"), "--rate", "nan"))
+    assert ".vlaobs" in usage_error(cli("record", str(tmp_path / "x.obs")))
+
+
+def test_the_output_folder_is_checked_before_any_camera_opens(cli, tmp_path, error_line):
+    # the camera does not exist: opened first, it would be what the error is about
+    path = tmp_path / "no" / "dir" / "x.vlaobs"
+    run = cli("record", str(path), "--camera", "wrist=/dev/video99", "--frames", "1")
     assert run.code == 1
-    assert "No such file or directory" in error_line(run.err)
+    assert error_line(run.err) == (
+        f"vla-client: error: the recording {path}: the folder {path.parent} does not exist"
+    )

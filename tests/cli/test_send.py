@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import cv2
 import numpy as np
 import pytest
 
 from vla_client.cameras.scene import synthetic_frames
-from vla_client.recording import load_action_chunks
+from vla_client.observation import Observation
+from vla_client.recording import ObservationWriter, load_action_chunks
 from vla_client.server.policies import reference_actions
 from vla_client.server.policy import PolicyInput
 
@@ -118,16 +120,100 @@ def test_recorded_observations_replay_in_order(cli, server_url, tmp_path):
         (("--image", "a=b.png", "--camera", "c=synthetic"), "one kind of source"),
         (("--obs", "/no/such.vlaobs"), "cannot open recording"),
         (("--camera", "wrist=/no/such/dir/clip.mp4"), "camera"),
-        (("--encoding", "jpeg", "--verify"), "lossless"),
-        (("--repeat", "0"), "--repeat"),
-        (("--save-actions", "/no/such/dir/a.npz"), "/no/such/dir/a.npz"),
+        (("--save-actions", "/no/such/dir/a.npz"), "the folder /no/such/dir does not exist"),
     ],
 )
-def test_bad_input_exits_1_with_one_line(cli, server_url, error_line, args, reason):
-    run = cli("send", server_url, *small(*args))
+def test_bad_input_exits_1_with_one_line(cli, counting_server, error_line, args, reason):
+    run = cli("send", counting_server.url, *small(*args))
     assert run.code == 1
     assert reason in error_line(run.err)
     assert run.out == ""
+    assert counting_server.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("--encoding", "jpeg", "--verify"), "lossless"),
+        (("--repeat", "0"), "argument --repeat: must be at least 1, got '0'"),
+        (("--rate", "0"), "argument --rate: takes 'recorded' or a number"),
+        (("--rate", "fast"), "argument --rate: takes 'recorded' or a number"),
+        (("--rate", "recorded"), "--rate recorded needs a recording: add --obs FILE"),
+        (("--timeout", "0"), "argument --timeout: must be a number of seconds above 0, got '0'"),
+        (("--timeout", "-1"), "argument --timeout: must be a number of seconds above 0"),
+        (("--timeout", "nan"), "argument --timeout: must be a finite number"),
+        (("--jpeg-quality", "0"), "argument --jpeg-quality: must be in 1..100"),
+        (("--cameras", "0"), "argument --cameras: must be at least 1"),
+        (("--save-actions", "a.txt"), "argument --save-actions: the file must end in .npz"),
+    ],
+)
+def test_bad_command_lines_are_usage_errors(cli, counting_server, usage_error, args, reason):
+    line = usage_error(cli("send", counting_server.url, *small(*args)))
+    assert reason in line and "(see 'vla-client send --help')" in line
+    assert counting_server.requests == 0
+
+
+def test_totals_and_per_request_sizes(cli, server_url):
+    run = cli("send", server_url, *small("--repeat", "3", "--cameras", "1", "--json"))
+    assert run.code == 0, run.err
+    report = json.loads(run.out)
+    sent, received = report["bytes_sent_per_request"], report["bytes_received_per_request"]
+    assert len(sent) == len(received) == 3
+    assert report["bytes_sent"] == sum(sent) and report["bytes_received"] == sum(received)
+    assert all(size > report["bytes_per_camera"]["wrist"] for size in sent)
+    assert all(size > 0 for size in received)
+
+    run = cli("send", server_url, *small("--repeat", "2", "--cameras", "1", "--encoding", "raw"))
+    assert run.code == 0, run.err
+    line = next(line for line in run.out.splitlines() if line.startswith("sent "))
+    # raw frames of one size: requests differ by a few bytes at most, the total is twice one
+    match = re.fullmatch(
+        r"sent (\d+\.\d) kB in total, (\d+\.\d) kB( to [\d.]+ kB)? per request, "
+        r"received [\d.]+ [kM]?B in total, .+ per request",
+        line,
+    )
+    assert match, line
+    assert float(match[1]) == pytest.approx(2 * float(match[2]), abs=0.25)
+
+
+def write_recording(path, times):
+    """A recording of tiny synthetic frames whose steps were recorded at `times` (seconds)."""
+    with ObservationWriter(path) as writer:
+        for t, wall_time in enumerate(times):
+            writer.write(Observation(synthetic_frames(1, 24, 32, t=t)), wall_time=1000 + wall_time)
+
+
+def test_rate_recorded_keeps_the_recorded_timing(cli, counting_server, tmp_path):
+    # 2 s: six steps 0.1 s apart, a one-second pause, six more 0.1 s apart
+    times = [0.1 * i for i in range(6)] + [1.5 + 0.1 * i for i in range(6)]
+    recording = tmp_path / "paced.vlaobs"
+    write_recording(recording, times)
+    run = cli("send", counting_server.url, "--obs", str(recording), "--rate", "recorded", "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["duration_s"] == pytest.approx(2.0, rel=0.1)
+    arrivals = counting_server.policy.arrivals
+    assert len(arrivals) == len(times)
+    assert arrivals[-1] - arrivals[0] == pytest.approx(2.0, rel=0.1)
+    assert arrivals[6] - arrivals[5] == pytest.approx(1.0, rel=0.1)  # the pause is kept
+    assert arrivals[5] - arrivals[0] == pytest.approx(0.5, rel=0.1)
+
+
+def test_without_rate_a_recording_replays_as_fast_as_the_server_answers(
+    cli, counting_server, tmp_path
+):
+    recording = tmp_path / "slow.vlaobs"
+    write_recording(recording, [0.5 * i for i in range(5)])  # 2 s recorded
+    run = cli("send", counting_server.url, "--obs", str(recording), "--json")
+    assert run.code == 0, run.err
+    assert json.loads(run.out)["duration_s"] < 1.0
+    assert counting_server.requests == 5
+
+
+def test_rate_n_paces_any_source(cli, counting_server):
+    run = cli("send", counting_server.url, *small("--repeat", "11", "--rate", "20", "--json"))
+    assert run.code == 0, run.err
+    arrivals = counting_server.policy.arrivals
+    assert arrivals[-1] - arrivals[0] == pytest.approx(0.5, rel=0.1)
 
 
 def test_a_file_that_is_not_a_recording_is_refused(cli, server_url, tmp_path, error_line):

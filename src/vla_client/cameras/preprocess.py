@@ -139,6 +139,18 @@ class FramePreprocessor:
             state_dim=state_dim,
         )
 
+    def describe(self) -> dict[str, Any]:
+        """What this preprocessor checks and changes, as plain values (for people to read)."""
+        return {
+            "cameras": list(self.server_keys) or "any",
+            "camera_aliases": dict(self.aliases),
+            "camera_map": dict(self.camera_map),
+            "state_dim": self.state_dim,
+            "image_size": list(self.size) if self.size else None,
+            "image_size_required": self.size_required,
+            "resize": self.fit if self.size else "none",
+        }
+
     def server_name(self, local: str) -> str:
         """The server key for camera `local`; `ContractError` when the server has none."""
         name = self.camera_map.get(local, local)

@@ -6,6 +6,8 @@ Each path gets warm-up requests, then ``--repeat`` timed ones with the same synt
 frames. It prints a table ranked by median end-to-end latency, ``--plot FILE.png`` draws the
 latency distributions and bytes on the wire (needs matplotlib), and ``--save FILE.json`` writes
 the report that ``benchmarks/render_encoding_table.py`` turns into the docs' encoding table.
+Both output paths, matplotlib and the websocket library (for ``--transports ws``) are checked
+before the first request.
 """
 
 from __future__ import annotations
@@ -15,17 +17,20 @@ import contextlib
 import itertools
 import platform
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import orjson
 
-from vla_client.cameras.scene import SyntheticScene, camera_names
-from vla_client.cli.common import add_connection_options, stage_samples
+from vla_client.cameras.scene import SyntheticScene
+from vla_client.cli.checks import check_output_file, file_type, require_module
+from vla_client.cli.common import add_connection_options, server_metadata, stage_samples
 from vla_client.cli.output import fail, os_error_message, print_table
+from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
+from vla_client.cli.sources import SyntheticPlan, synthetic_plan
 from vla_client.client import ActionClient, ActionResult
 from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
@@ -33,6 +38,7 @@ from vla_client.observation import Observation
 from vla_client.protocol import ENCODINGS, WIRES, Encoding, Wire
 
 TRANSPORTS = ("http", "ws")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 REPORT_FORMAT = "vla-client.bench"
 
 
@@ -62,41 +68,59 @@ class PathResult:
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "bench",
-        help="measure every encoding x wire x transport, ranked",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "bench", help="measure every encoding x wire x transport, ranked"
     )
     add_connection_options(parser, url_default=None)
-    parser.add_argument("--encodings", default=",".join(ENCODINGS), help="comma-separated subset")
-    parser.add_argument("--wires", default=",".join(WIRES), help="comma-separated subset")
     parser.add_argument(
-        "--transports", default=None, help="http, ws (default: every one installed)"
-    )
-    parser.add_argument("--repeat", type=int, default=10, help="timed requests per path")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed requests per path")
-    parser.add_argument("--cameras", type=int, default=3)
-    parser.add_argument("--height", type=int, default=360)
-    parser.add_argument("--width", type=int, default=640)
-    parser.add_argument("--save", metavar="FILE.json", help="write the report as JSON")
+        "--encodings", type=_subset(ENCODINGS), default=",".join(ENCODINGS),
+        help="comma-separated subset",
+    )  # fmt: skip
     parser.add_argument(
-        "--plot", metavar="FILE.png", help="save latency and size plots (needs matplotlib)"
+        "--wires", type=_subset(WIRES), default=",".join(WIRES), help="comma-separated subset"
     )
+    parser.add_argument(
+        "--transports", type=_subset(TRANSPORTS), default=None,
+        help="comma-separated subset of http, ws (default: every one installed)",
+    )  # fmt: skip
+    parser.add_argument("--repeat", type=positive_int, default=10, help="timed requests per path")
+    parser.add_argument(
+        "--warmup", type=non_negative_int, default=2, help="untimed requests per path"
+    )
+    parser.add_argument(
+        "--cameras", type=positive_int, default=None,
+        help="synthetic cameras (default: the server's cameras, by name, else 3)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--height", type=positive_int, default=None,
+        help="frame height (default: the server's image size, else 360)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--width", type=positive_int, default=None,
+        help="frame width (default: the server's image size, else 640)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--save", metavar="FILE.json", type=file_type(".json"), help="write the report as JSON"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE.png", type=file_type(*PLOT_SUFFIXES),
+        help="save latency and size plots (needs matplotlib)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         paths = _paths(args)
-        if args.repeat < 1 or args.warmup < 0:
-            raise ValueError("--repeat must be at least 1 and --warmup at least 0")
-        observations = bench_observations(args.cameras, args.height, args.width)
+        _check_outputs(args, paths)
         with _server(args.url) as url:
+            with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key) as probe:
+                plan = synthetic_plan(args, server_metadata(probe))
+            observations = bench_observations(plan)
             results = run_matrix(url, paths, observations, repeat=args.repeat, warmup=args.warmup,
                                  timeout=args.timeout, api_key=args.api_key)  # fmt: skip
         if all(result.error is not None for result in results):
             raise VLAClientError(f"every path failed; {results[0].name}: {results[0].error}")
-        report = build_report(results, args, url)
+        report = build_report(results, args, url, plan)
         if args.save:
             Path(args.save).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
         if args.plot:
@@ -113,16 +137,13 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(result.error is not None for result in results) else 0
 
 
-def bench_observations(cameras: int, height: int, width: int, count: int = 4) -> list[Observation]:
+def bench_observations(plan: SyntheticPlan, count: int = 4) -> list[Observation]:
     """A few distinct synthetic multi-camera observations (so no path gets a cached frame)."""
-    scenes = [SyntheticScene(height, width, seed=i) for i in range(cameras)]
+    scenes = [SyntheticScene(plan.height, plan.width, seed=i) for i in range(len(plan.names))]
     return [
         Observation(
-            {
-                name: scene.render(t)
-                for name, scene in zip(camera_names(cameras), scenes, strict=True)
-            },
-            state=[0.0] * 7,
+            {name: scene.render(t) for name, scene in zip(plan.names, scenes, strict=True)},
+            state=plan.state,
             task="bench",
         )
         for t in range(count)
@@ -163,7 +184,7 @@ def run_matrix(
 
 
 def build_report(
-    results: Sequence[PathResult], args: argparse.Namespace, url: str
+    results: Sequence[PathResult], args: argparse.Namespace, url: str, plan: SyntheticPlan
 ) -> dict[str, Any]:
     """The JSON report: setup, machine and every path's numbers."""
     return {
@@ -175,7 +196,7 @@ def build_report(
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
         },
-        "frames": {"cameras": args.cameras, "height": args.height, "width": args.width},
+        "frames": {"cameras": len(plan.names), "height": plan.height, "width": plan.width},
         "repeat": args.repeat,
         "warmup": args.warmup,
         "results": [result.as_dict() for result in rank(results)],
@@ -258,14 +279,21 @@ def _print_ranking(results: Sequence[PathResult], url: str) -> None:
     print("\nms; total = client encode + round trip + client decode")
 
 
+def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str]]) -> None:
+    """Everything the run will need at its end, checked before it starts."""
+    if args.save:
+        check_output_file(args.save, "--save")
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+        require_module("matplotlib", "--plot")
+    if any(transport == "ws" for _, _, transport in paths):
+        require_module("websockets", "--transports ws")
+
+
 def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
-    encodings = cast(list[Encoding], _choices(args.encodings, ENCODINGS, "--encodings"))
-    wires = cast(list[Wire], _choices(args.wires, WIRES, "--wires"))
-    transports = (
-        _choices(args.transports, TRANSPORTS, "--transports")
-        if args.transports
-        else installed_transports()
-    )
+    encodings = cast(list[Encoding], args.encodings)
+    wires = cast(list[Wire], args.wires)
+    transports = args.transports or installed_transports()
     # websockets carry msgpack frames only, so json/ws is not a path
     return [
         (encoding, wire, transport)
@@ -274,12 +302,18 @@ def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
     ]
 
 
-def _choices(text: str, allowed: Sequence[str], option: str) -> list[str]:
-    chosen = [item.strip() for item in text.split(",") if item.strip()]
-    unknown = [item for item in chosen if item not in allowed]
-    if unknown or not chosen:
-        raise ValueError(f"{option} takes a comma-separated subset of {', '.join(allowed)}")
-    return chosen
+def _subset(allowed: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated, non-empty subset of `allowed`."""
+
+    def parse(text: str) -> list[str]:
+        chosen = [item.strip() for item in text.split(",") if item.strip()]
+        if not chosen or any(item not in allowed for item in chosen):
+            raise argparse.ArgumentTypeError(
+                f"takes a comma-separated subset of {', '.join(allowed)}, got {text!r}"
+            )
+        return chosen
+
+    return parse
 
 
 def installed_transports() -> list[str]:

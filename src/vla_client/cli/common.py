@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from vla_client.client import ActionResult
+from pydantic import ValidationError
+
+from vla_client.cli.checks import require_module
+from vla_client.cli.parser import jpeg_quality, seconds
+from vla_client.client import ActionClient, ActionResult
+from vla_client.client.core import RESIZES
 from vla_client.control.stats import percentiles
+from vla_client.errors import ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import Encoding, Wire, dumps, encode_image_value
+from vla_client.protocol import (
+    ENCODINGS,
+    LAYOUTS,
+    WIRES,
+    ActionMetadata,
+    Encoding,
+    OpenpiLayout,
+    Wire,
+    dumps,
+    encode_image_value,
+)
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -21,20 +38,106 @@ def add_connection_options(
     parser.add_argument(
         "url", nargs="?", default=url_default, help=f"server base URL (default: {shown})"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a reply")
+    parser.add_argument(
+        "--timeout", type=seconds, default=30.0, metavar="SECONDS",
+        help="how long to wait for a reply",
+    )  # fmt: skip
     parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
 
 
 def add_encoding_options(parser: argparse.ArgumentParser) -> None:
     """Image encoding and wire format."""
-    parser.add_argument("--encoding", choices=("png", "jpeg", "raw", "pixels"), default="png")
+    parser.add_argument(
+        "--encoding", choices=ENCODINGS, default=None,
+        help="how images travel in the request (default: png, or raw on openpi's endpoint)",
+    )  # fmt: skip
     parser.add_argument(
         "--wire",
-        choices=("json", "msgpack"),
+        choices=WIRES,
         default=None,
         help="body format (default: json over HTTP, msgpack over websockets)",
     )
-    parser.add_argument("--jpeg-quality", type=int, default=90)
+    parser.add_argument(
+        "--jpeg-quality", type=jpeg_quality, default=90, metavar="1-100",
+        help="JPEG quality for --encoding jpeg",
+    )  # fmt: skip
+
+
+def add_fit_options(parser: argparse.ArgumentParser) -> None:
+    """How observations are fitted to the server: camera names, frame size, openpi layout."""
+    group = parser.add_argument_group("fitting the server")
+    group.add_argument(
+        "--camera-map", type=camera_pair, action="append", default=[], metavar="LOCAL=SERVER",
+        help="send camera LOCAL under the server's name SERVER (repeatable)",
+    )  # fmt: skip
+    group.add_argument(
+        "--resize", choices=RESIZES, default="auto",
+        help="fit frames to the server's image size: pad (keep the aspect, black bars), crop "
+        "(centre), none; auto pads only when the server refuses other sizes",
+    )  # fmt: skip
+    group.add_argument(
+        "--no-check", dest="check_contract", action="store_false",
+        help="send without checking the observation against the server's metadata",
+    )  # fmt: skip
+    group.add_argument(
+        "--layout", choices=tuple(LAYOUTS), default=None,
+        help="send openpi requests in this layout, over openpi's websocket endpoint "
+        "(default there: flat)",
+    )  # fmt: skip
+
+
+def camera_pair(text: str) -> tuple[str, str]:
+    """An argparse type: ``LOCAL=SERVER``."""
+    local, sep, server = text.partition("=")
+    if not sep or not local or not server:
+        raise argparse.ArgumentTypeError(f"takes LOCAL=SERVER, got {text!r}")
+    return local, server
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
+    options: dict[str, Any] = {"timeout_s": args.timeout, "api_key": args.api_key}
+    for name in ("encoding", "wire", "jpeg_quality", "resize", "check_contract", "layout"):
+        value = getattr(args, name, None)
+        if value is not None:
+            options[name] = value
+    pairs = getattr(args, "camera_map", [])
+    if pairs:
+        camera_map = dict(pairs)
+        if len(camera_map) != len(pairs):
+            raise argparse.ArgumentError(None, "--camera-map names a camera twice")
+        options["camera_map"] = camera_map
+    url = getattr(args, "url", None) or ""
+    if getattr(args, "layout", None) is not None and not url.rstrip("/").endswith("/openpi/policy"):
+        raise argparse.ArgumentError(
+            None, "--layout is for openpi's endpoint: a .../openpi/policy URL"
+        )
+    return options
+
+
+def server_metadata(client: ActionClient) -> ActionMetadata | None:
+    """What the server announces, or None for a server without metadata (404) or with
+    metadata that is not the action API's (openpi's servers send their policy's own)."""
+    try:
+        return client.metadata()
+    except ServerError as exc:
+        if exc.status_code == 404:
+            return None
+        raise
+    except ValidationError:
+        return None
+
+
+def announced_layout(client: ActionClient) -> OpenpiLayout | None:
+    """The built-in openpi layout `client` sends in, if any."""
+    layout = client.options.layout
+    return layout if isinstance(layout, OpenpiLayout) else None
+
+
+def check_transport_installed(url: str | None) -> None:
+    """A ``ws://`` URL needs the websockets library: say so before any work starts."""
+    if url is not None and url.startswith(("ws://", "wss://")):
+        require_module("websockets", f"the websocket URL {url}")
 
 
 STAGES: tuple[tuple[str, Callable[[ActionResult], float | None]], ...] = (

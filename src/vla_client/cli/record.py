@@ -2,8 +2,10 @@
 
 Frames come from live cameras, a video, image files or synthetic cameras, read at ``--rate`` Hz
 (as fast as the source gives them when 0). Each observation keeps its frames (lossless PNG, or
-raw with ``--raw``), state, task and per-camera capture times. The file replays to any server:
-``vla-client send URL --obs FILE --save-actions actions.npz``.
+raw with ``--raw``), state, task, per-camera capture times and the time it was recorded. The file
+replays to any server, at its recorded pace if asked:
+``vla-client send URL --obs FILE --rate recorded --save-actions actions.npz``; ``vla-client view
+FILE`` shows its frames. The output file's folder is checked before any camera opens.
 """
 
 from __future__ import annotations
@@ -11,26 +13,28 @@ from __future__ import annotations
 import argparse
 import time
 
+from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.output import fail, os_error_message
+from vla_client.cli.parser import non_negative_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import add_source_options, open_source
 from vla_client.errors import VLAClientError
-from vla_client.recording import ObservationWriter
+from vla_client.recording import SUFFIX, ObservationWriter
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "record",
-        help="record observations to a file for replay",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("output", metavar="FILE", help="the recording to write (e.g. run.vlaobs)")
-    add_source_options(parser, recording=False)
-    parser.add_argument("--frames", type=int, default=10, help="observations to record")
+    parser = subparsers.add_parser("record", help="record observations to a file for replay")
     parser.add_argument(
-        "--rate", type=float, default=10.0, help="observations per second (0: as fast as possible)"
+        "output", metavar=f"FILE{SUFFIX}", type=file_type(SUFFIX), help="the recording to write"
     )
+    add_source_options(parser, recording=False)
+    parser.add_argument(
+        "--frames", type=positive_int, default=10, metavar="N", help="observations to record"
+    )
+    parser.add_argument(
+        "--rate", type=non_negative_float, default=10.0, metavar="HZ",
+        help="observations per second, 0 for as fast as the source gives them",
+    )  # fmt: skip
     parser.add_argument(
         "--raw", action="store_true", help="store raw pixels instead of PNG (bigger, faster)"
     )
@@ -38,12 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.frames < 1:
-        return fail("--frames must be at least 1")
-    if args.rate < 0:
-        return fail("--rate must be 0 or more")
     period = 1.0 / args.rate if args.rate else 0.0
     try:
+        check_output_file(args.output, "the recording")
         with (
             open_source(args) as source,
             ObservationWriter(

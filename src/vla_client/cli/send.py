@@ -1,26 +1,47 @@
 """``vla-client send``: send frames to a server and show what came back and where time went.
 
 Frames come from live cameras, a video, image files, a recording (``--obs``) or synthetic
-cameras. With ``--repeat N`` it prints p50/p90/p99 per stage and the bytes each camera costs;
-``--json`` prints the same as one JSON document; ``--save-actions`` keeps every action chunk.
-Any failure (server down, timeout, bad reply, unreadable input) exits 1 with one line on stderr.
+cameras. Requests go out as fast as the server answers, or paced: ``--rate 10`` sends 10 per
+second, ``--rate recorded`` keeps the timing of the ``--obs`` recording. With ``--repeat N`` it
+prints p50/p90/p99 per stage, the bytes sent and received (in total and per request) and the
+bytes each camera costs; ``--json`` prints the same as one JSON document; ``--save-actions``
+keeps every action chunk. Output paths and the websocket library are checked before the first
+request. Any failure (server down, timeout, bad reply, unreadable input) exits 1 with one line on
+stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.common import (
     add_connection_options,
     add_encoding_options,
+    add_fit_options,
+    announced_layout,
     bytes_per_camera,
+    check_transport_installed,
+    client_options,
+    server_metadata,
     stage_percentiles,
 )
 from vla_client.cli.output import fail, os_error_message, print_json, print_table
+from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
-from vla_client.cli.sources import Source, add_source_options, open_source
+from vla_client.cli.sources import (
+    Source,
+    add_source_options,
+    open_source,
+    source_kind,
+    synthetic_plan,
+)
 from vla_client.client import ActionClient, ActionResult, mismatched_cameras
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
@@ -28,18 +49,19 @@ from vla_client.recording import save_action_chunks
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "send",
-        help="send observations to a server",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = subparsers.add_parser("send", help="send observations to a server")
     add_connection_options(parser)
     add_encoding_options(parser)
+    add_fit_options(parser)
     add_source_options(parser)
     parser.add_argument(
-        "--repeat", type=int, default=None,
-        help="number of requests (default 1, or every observation of --obs once)",
+        "--repeat", type=positive_int, default=None, metavar="N",
+        help="number of requests (default: 1, or every observation of --obs once)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rate", type=send_rate, default=None, metavar="recorded|HZ",
+        help="pace the requests: HZ per second, or 'recorded' to keep the timing of the --obs "
+        "recording (default: as fast as the server answers)",
     )  # fmt: skip
     parser.add_argument(
         "--verify",
@@ -49,47 +71,69 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(
         "--save-actions",
-        metavar="FILE",
-        help="write every action chunk to FILE (.npz, 'actions' [N, H, D])",
+        metavar="FILE.npz",
+        type=file_type(".npz"),
+        help="write every action chunk to FILE.npz ('actions', float32 [N, H, D])",
     )
     parser.set_defaults(func=run)
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What a run of requests gave back, and how long it took from first send to last reply."""
+
+    first: Observation
+    results: list[ActionResult]
+    mismatched: list[str]
+    duration_s: float
+
+
 def run(args: argparse.Namespace) -> int:
     if args.verify and args.encoding == "jpeg":
-        return fail("--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy")
-    if args.repeat is not None and args.repeat < 1:
-        return fail("--repeat must be at least 1")
+        raise argparse.ArgumentError(
+            None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
+        )
+    if args.rate == RECORDED and source_kind(args) != "obs":
+        raise argparse.ArgumentError(None, "--rate recorded needs a recording: add --obs FILE")
     try:
-        client = ActionClient(
-            args.url, encoding=args.encoding, wire=args.wire, timeout_s=args.timeout,
-            api_key=args.api_key, jpeg_quality=args.jpeg_quality,
-        )  # fmt: skip
-        args.wire = client.options.wire  # what the client chose for this URL
-        with client, open_source(args) as source:
-            first, results, mismatched = _send(client, args, source)
         if args.save_actions:
-            save_action_chunks(args.save_actions, [result.actions for result in results])
-        camera_bytes = bytes_per_camera(first, args.encoding, args.wire, args.jpeg_quality)
+            check_output_file(args.save_actions, "--save-actions")
+        check_transport_installed(args.url)
+        client = ActionClient(args.url, **client_options(args))
+        args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
+        with client:
+            plan = None
+            if source_kind(args) == "synthetic":
+                plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
+            with open_source(args, plan) as source:
+                sent = _send(client, args, source)
+        if args.save_actions:
+            save_action_chunks(args.save_actions, [result.actions for result in sent.results])
+        camera_bytes = bytes_per_camera(sent.first, args.encoding, args.wire, args.jpeg_quality)
     except (VLAClientError, ValueError) as exc:
         return fail(str(exc))
     except OSError as exc:
         return fail(os_error_message(exc))
-    _report(args, results, mismatched, camera_bytes)
-    return 1 if mismatched else 0
+    _report(args, sent, camera_bytes)
+    return 1 if sent.mismatched else 0
 
 
-def _send(
-    client: ActionClient, args: argparse.Namespace, source: Source
-) -> tuple[Observation, list[ActionResult], list[str]]:
+def _send(client: ActionClient, args: argparse.Namespace, source: Source) -> Sent:
     count = args.repeat or source.length or 1
     results: list[ActionResult] = []
     mismatched: set[str] = set()
     first: Observation | None = None
+    started = previous = time.monotonic()
     with Progress(
         count, label="send", enabled=None if count > 1 and not args.json else False
     ) as bar:
-        for observation in itertools.islice(source.observations, count):
+        observations = itertools.islice(source.observations, count)
+        pacing = zip(observations, pauses(args.rate, source), strict=False)  # pauses: endless
+        for observation, pause in pacing:
+            # each request starts its pause after the previous one started, or at once when
+            # the previous reply came later than that
+            time.sleep(max(0.0, previous + pause - time.monotonic()))
+            previous = time.monotonic()
             first = first or observation
             result = client.infer(observation, return_digest=args.verify)
             if args.verify:
@@ -98,26 +142,44 @@ def _send(
             bar.advance()
     if first is None:
         raise VLAClientError("the frame source gave no observations")
-    return first, results, sorted(mismatched)
+    return Sent(first, results, sorted(mismatched), time.monotonic() - started)
 
 
-def _report(
-    args: argparse.Namespace,
-    results: list[ActionResult],
-    mismatched: list[str],
-    camera_bytes: dict[str, int],
-) -> None:
+def pauses(rate: float | str | None, source: Source) -> Iterator[float]:
+    """Seconds between the starts of consecutive requests, the first one 0.
+
+    None: no pause. A number: 1/rate. ``recorded``: the gaps between the recording's wall
+    times; when the recording loops, the gap back to its first observation is the median gap.
+    """
+    if rate is None:
+        return itertools.repeat(0.0)
+    if rate != RECORDED:
+        return itertools.chain([0.0], itertools.repeat(1.0 / float(rate)))
+    times = source.wall_times
+    gaps = [max(0.0, later - earlier) for earlier, later in itertools.pairwise(times)]
+    back_to_start = statistics.median(gaps) if gaps else 0.0
+    return itertools.chain([0.0], itertools.cycle([*gaps, back_to_start]))
+
+
+def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) -> None:
+    results = sent.results
     last = results[-1]
     stages = stage_percentiles(results)
+    sent_sizes = [result.timings.bytes_sent for result in results]
+    received_sizes = [result.timings.bytes_received for result in results]
     if args.json:
         document: dict[str, Any] = {
             "url": args.url,
             "encoding": args.encoding,
             "wire": args.wire,
             "requests": len(results),
+            "duration_s": sent.duration_s,
             "action_shape": list(last.actions.shape),
             "actions": last.actions,
-            "bytes_sent": last.timings.bytes_sent,
+            "bytes_sent": sum(sent_sizes),
+            "bytes_received": sum(received_sizes),
+            "bytes_sent_per_request": sent_sizes,
+            "bytes_received_per_request": received_sizes,
             "bytes_per_camera": camera_bytes,
             "timings_ms": {
                 name: {"p50": p50, "p90": p90, "p99": p99} for name, p50, p90, p99 in stages
@@ -126,15 +188,16 @@ def _report(
         if args.save_actions:
             document["saved_actions"] = args.save_actions
         if args.verify:
-            document["lossless"] = not mismatched
-            document["mismatched_cameras"] = mismatched
+            document["lossless"] = not sent.mismatched
+            document["mismatched_cameras"] = sent.mismatched
         print_json(document)
         return
     shape = "x".join(map(str, last.actions.shape))
     print(
-        f"{len(results)} request(s) to {args.url}  encoding={args.encoding} wire={args.wire}  "
-        f"actions {shape}  sent {last.timings.bytes_sent / 1e6:.2f} MB"
+        f"{len(results)} request(s) to {args.url} in {sent.duration_s:.2f} s  "
+        f"encoding={args.encoding} wire={args.wire}  actions {shape}"
     )
+    print(f"sent {_sizes(sent_sizes)}, received {_sizes(received_sizes)}")
     print_table(("stage (ms)", "p50", "p90", "p99"), stages)
     print()
     print_table(("camera", "bytes"), [(name, size) for name, size in camera_bytes.items()])
@@ -143,6 +206,24 @@ def _report(
     if args.verify:
         print(
             "lossless: yes"
-            if not mismatched
-            else f"lossless: NO, cameras differ: {', '.join(mismatched)}"
+            if not sent.mismatched
+            else f"lossless: NO, cameras differ: {', '.join(sent.mismatched)}"
         )
+
+
+def _sizes(sizes: Sequence[int]) -> str:
+    """``2.88 MB in total, 1.44 MB per request`` (a range when requests differ in size)."""
+    low, high = human_bytes(min(sizes)), human_bytes(max(sizes))
+    each = low if low == high else f"{low} to {high}"
+    return f"{human_bytes(sum(sizes))} in total, {each} per request"
+
+
+def human_bytes(count: float) -> str:
+    """``812 B``, ``14.2 kB``, ``1.44 MB``, ``2.10 GB`` (powers of 1000)."""
+    if count < 1e3:
+        return f"{count:.0f} B"
+    if count < 1e6:
+        return f"{count / 1e3:.1f} kB"
+    if count < 1e9:
+        return f"{count / 1e6:.2f} MB"
+    return f"{count / 1e9:.2f} GB"

@@ -3,6 +3,7 @@ synthetic cameras.
 
 Every source is an iterator of `Observation`s opened as a context manager, so a command reads
 ``for observation in source`` whatever the frames come from, and cameras are released on any exit.
+A recording given where a camera is expected is refused with the commands that read one.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from vla_client.cameras import CameraRig, VideoFileCamera, open_camera, parse_camera_args
+from vla_client.cameras import Camera, CameraRig, VideoFileCamera, open_camera, parse_camera_args
+from vla_client.cameras.preprocess import parse_image_size
 from vla_client.cameras.scene import SyntheticScene, camera_names
-from vla_client.errors import InvalidObservationError, RecordingError
+from vla_client.cli.parser import positive_int
+from vla_client.errors import CameraError, InvalidObservationError, RecordingError
 from vla_client.observation import Observation
-from vla_client.recording import load_observations
+from vla_client.protocol import ActionMetadata, OpenpiLayout
+from vla_client.recording import is_recording, load_observations
 
 
 def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = True) -> None:
@@ -43,14 +47,26 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
         group.add_argument(
             "--obs",
             metavar="FILE",
-            help="replay the observations of a recording ('vla-client record')",
+            help="replay the observations of a recording ('vla-client record', or a server's "
+            "'serve --record'), in order",
         )
-    group.add_argument("--cameras", type=int, default=3, help="number of synthetic cameras")
-    group.add_argument("--height", type=int, default=360, help="synthetic frame height")
-    group.add_argument("--width", type=int, default=640, help="synthetic frame width")
+    group.add_argument(
+        "--cameras", type=positive_int, default=None,
+        help="number of synthetic cameras (default: the server's cameras, by name, else 3)",
+    )  # fmt: skip
+    group.add_argument(
+        "--height", type=positive_int, default=None,
+        help="synthetic frame height (default: the server's image size, else 360)",
+    )  # fmt: skip
+    group.add_argument(
+        "--width", type=positive_int, default=None,
+        help="synthetic frame width (default: the server's image size, else 640)",
+    )  # fmt: skip
     parser.add_argument(
-        "--state", default=None, help="comma-separated state vector, e.g. 0,0.1,0.2"
-    )
+        "--state", default=None,
+        help="comma-separated state vector, e.g. 0,0.1,0.2 (default: as many values as the "
+        "server announces, else none)",
+    )  # fmt: skip
     parser.add_argument("--task", default="pick up the red block", help="the instruction")
 
 
@@ -74,22 +90,68 @@ def source_kind(args: argparse.Namespace) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """An endless iterator of observations; `length` is the recording's size for ``--obs``."""
+    """An endless iterator of observations; for ``--obs``, `length` is the recording's size and
+    `wall_times` when each of its observations was recorded."""
 
     observations: Iterator[Observation]
     length: int | None = None
+    wall_times: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class SyntheticPlan:
+    """What synthetic cameras look like: their names, frame size and the state sent with them."""
+
+    names: tuple[str, ...]
+    height: int
+    width: int
+    state: np.ndarray | None
+
+
+def synthetic_plan(
+    args: argparse.Namespace,
+    metadata: ActionMetadata | None = None,
+    layout: OpenpiLayout | None = None,
+) -> SyntheticPlan:
+    """Synthetic cameras fitted to what the server announced, where the options say nothing.
+
+    An option given wins; then an openpi `layout`'s cameras and state length; then the
+    `metadata`'s image keys, image size and state length; then 3 cameras of 360x640, no state.
+    """
+    spec = metadata.input if metadata is not None else None
+    names: tuple[str, ...] = tuple(camera_names(args.cameras or 3))
+    if args.cameras is None and layout is not None and layout.cameras:
+        names = layout.cameras
+    elif args.cameras is None and spec is not None and spec.image_keys:
+        names = tuple(spec.image_keys)
+    size = parse_image_size(spec.image_size) if spec is not None else None
+    height = args.height or (size[0] if size else 360)
+    width = args.width or (size[1] if size else 640)
+    state = parse_state(getattr(args, "state", None))
+    state_dim = layout.state_dim if layout is not None else None
+    state_dim = state_dim if state_dim is not None else (spec.state_dim if spec else None)
+    if state is None and state_dim:
+        state = np.linspace(-0.5, 0.5, state_dim, dtype=np.float32)
+    return SyntheticPlan(names, height, width, state)
 
 
 @contextmanager
-def open_source(args: argparse.Namespace) -> Iterator[Source]:
-    """The source the options name, open; a recording loops back to its start when it runs out."""
+def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> Iterator[Source]:
+    """The source the options name, open; a recording loops back to its start when it runs out.
+
+    Synthetic cameras follow `plan` (default: `synthetic_plan` of the options alone).
+    """
     kind = source_kind(args)
     state = parse_state(args.state)
     if kind == "obs":
-        recorded = [step.observation for step in load_observations(args.obs)]
-        if not recorded:
+        steps = load_observations(args.obs)
+        if not steps:
             raise RecordingError(f"recording {args.obs!r} holds no observations")
-        yield Source(itertools.cycle(recorded), len(recorded))
+        yield Source(
+            itertools.cycle([step.observation for step in steps]),
+            len(steps),
+            tuple(step.wall_time for step in steps),
+        )
     elif kind == "cameras":
         with _camera_rig(args) as rig:
             yield Source(
@@ -99,7 +161,8 @@ def open_source(args: argparse.Namespace) -> Iterator[Source]:
         frames = dict(_load_image_file(spec) for spec in args.image)
         yield Source(itertools.repeat(Observation(frames, state=state, task=args.task)))
     else:
-        yield Source(_synthetic(args.cameras, args.height, args.width, state, args.task))
+        plan = plan or synthetic_plan(args)
+        yield Source(_synthetic(plan, args.task))
 
 
 def parse_state(text: str | None) -> np.ndarray | None:
@@ -114,13 +177,29 @@ def parse_state(text: str | None) -> np.ndarray | None:
         ) from None
 
 
+def camera_for(spec: str) -> Camera:
+    """`open_camera(spec)`, refusing a recording with the commands that do read one."""
+    refuse_recording(spec.partition("?")[0])
+    return open_camera(spec)
+
+
+def refuse_recording(path: str) -> None:
+    """A recording is no camera: say which commands read it (`CameraError`)."""
+    if is_recording(path):
+        raise CameraError(
+            f"{path} is an observation recording, not a camera: replay it with "
+            f"'vla-client send --obs {path}' or see its frames with 'vla-client view {path}'"
+        )
+
+
 def _camera_rig(args: argparse.Namespace) -> CameraRig:
-    cameras = {name: open_camera(spec) for name, spec in parse_camera_args(args.camera).items()}
+    cameras = {name: camera_for(spec) for name, spec in parse_camera_args(args.camera).items()}
     for value in args.video:
         name, sep, path = value.partition("=")
         name, path = (name, path) if sep else ("video", value)
         if name in cameras:
             raise InvalidObservationError(f"camera name {name!r} given twice")
+        refuse_recording(path)
         cameras[name] = VideoFileCamera(path)
     return CameraRig(cameras, timeout_s=5.0, max_age_s=1.0)
 
@@ -135,15 +214,11 @@ def _load_image_file(spec: str) -> tuple[str, np.ndarray]:
     return name, frame
 
 
-def _synthetic(
-    cameras: int, height: int, width: int, state: np.ndarray | None, task: str
-) -> Iterator[Observation]:
-    if cameras < 1:
-        raise InvalidObservationError("--cameras must be at least 1")
+def _synthetic(plan: SyntheticPlan, task: str) -> Iterator[Observation]:
     scenes = {
-        name: SyntheticScene(height, width, seed=i) for i, name in enumerate(camera_names(cameras))
+        name: SyntheticScene(plan.height, plan.width, seed=i) for i, name in enumerate(plan.names)
     }
     for t in itertools.count():
         yield Observation(
-            {name: scene.render(t) for name, scene in scenes.items()}, state=state, task=task
+            {name: scene.render(t) for name, scene in scenes.items()}, state=plan.state, task=task
         )

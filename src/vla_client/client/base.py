@@ -104,6 +104,17 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         self._http_metadata: Mapping[str, Any] | None = None
         """The server's metadata as last read over HTTP; forgotten when a connection fails."""
 
+    def checks(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """What this client checks and fits before sending to a server announcing `metadata`."""
+        options = self.options
+        fitter = self._book.fitter(metadata if options.check_contract else None)
+        layout = options.layout
+        return {
+            "contract_checked": options.check_contract,
+            **fitter.describe(),
+            "openpi_layout": getattr(layout, "name", None if layout is None else "function"),
+        }
+
     def _contract_source(self) -> Literal["none", "stream", "http"]:
         """Where the metadata to check against comes from: nowhere (checks off), the current
         websocket connection's first frame, or a GET that is kept until a connection fails."""
