@@ -65,6 +65,8 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         check_seconds("timeout_s", timeout_s)
         if endpoint is not None:
             check_endpoint(endpoint)
+        elif layout is not None:
+            endpoint = "openpi"  # layouts are openpi's
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         self.base_url = base_url
@@ -102,7 +104,9 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         self.options = self._book.options
         self.stats = self._book.stats
         self._http_metadata: Mapping[str, Any] | None = None
-        """The server's metadata as last read over HTTP; forgotten when a connection fails."""
+        """The server's metadata as last read over HTTP. HTTP hides its connections, so it is
+        read again after a connection failed or the server refused a request (a 4xx): the
+        server may have been replaced by one announcing something else."""
 
     def checks(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """What this client checks and fits before sending to a server announcing `metadata`."""

@@ -152,9 +152,11 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
     def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:
         try:
             return self._book.read(prepared, reply)
-        except ServerError:
+        except ServerError as exc:
             if self._stream is not None:  # the server ends a websocket after an error
                 self._stream.reset()
+            if 400 <= exc.status_code < 500:  # it may be another server now: read it again
+                self._http_metadata = None
             raise
 
     def close(self) -> None:

@@ -121,7 +121,10 @@ class OpenpiLayout:
         if self.images_field is not None:
             source = flat.pop(self.images_field, None)
             if not isinstance(source, dict):
-                raise CodecError(f"{self.images_field} must be a map of camera to image")
+                raise CodecError(
+                    f"openpi layout {self.name!r} needs {self.images_field!r}, a map of camera "
+                    "to image"
+                )
         for name in self.cameras:
             key = self.image_key.format(camera=name)
             if key not in source:

@@ -1,0 +1,42 @@
+"""A policy whose actions are the SHA-256 of the frames it received, to prove lossless delivery
+with an oracle outside the code under test (`hashlib` on the test's own frames)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from vla_client.server.policy import Policy, PolicyInput, PolicySpec
+
+
+def sha256_rows(frames: dict[str, np.ndarray], state: np.ndarray | None) -> np.ndarray:
+    """One row per camera (sorted by name): the 32 bytes of its SHA-256, then the state's sum."""
+    extra = 0.0 if state is None else float(np.asarray(state, np.float64).sum())
+    rows = [
+        [*hashlib.sha256(np.ascontiguousarray(frames[name]).tobytes()).digest(), extra]
+        for name in sorted(frames)
+    ]
+    return np.asarray(rows, np.float32)
+
+
+class DigestPolicy(Policy):
+    """Answers `sha256_rows` of what it was given; `camera_names` and `state_dim` as announced."""
+
+    def __init__(
+        self, camera_names: tuple[str, ...] = (), state_dim: int | None = None, cameras: int = 2
+    ) -> None:
+        self._spec = PolicySpec(
+            family="digest",
+            action_horizon=max(len(camera_names), cameras),
+            action_dim=33,
+            camera_names=camera_names,
+            state_dim=state_dim,
+        )
+
+    @property
+    def spec(self) -> PolicySpec:
+        return self._spec
+
+    def infer(self, observation: PolicyInput) -> np.ndarray:
+        return sha256_rows(observation.images, observation.state)
