@@ -30,7 +30,7 @@ from vla_client.cli.common import add_connection_options, server_metadata, stage
 from vla_client.cli.output import fail, os_error_message, print_table
 from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
-from vla_client.cli.sources import SyntheticPlan, synthetic_plan
+from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
 from vla_client.client import ActionClient, ActionResult
 from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
@@ -86,18 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--warmup", type=non_negative_int, default=2, help="untimed requests per path"
     )
-    parser.add_argument(
-        "--cameras", type=positive_int, default=None,
-        help="synthetic cameras (default: the server's cameras, by name, else 3)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--height", type=positive_int, default=None,
-        help="frame height (default: the server's image size, else 360)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--width", type=positive_int, default=None,
-        help="frame width (default: the server's image size, else 640)",
-    )  # fmt: skip
+    add_synthetic_options(parser)
     parser.add_argument(
         "--save", metavar="FILE.json", type=file_type(".json"), help="write the report as JSON"
     )

@@ -50,6 +50,17 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
             help="replay the observations of a recording ('vla-client record', or a server's "
             "'serve --record'), in order",
         )
+    add_synthetic_options(group)
+    parser.add_argument(
+        "--state", default=None,
+        help="comma-separated state vector, e.g. 0,0.1,0.2 (default: as many values as the "
+        "server announces, else none)",
+    )  # fmt: skip
+    parser.add_argument("--task", default="pick up the red block", help="the instruction")
+
+
+def add_synthetic_options(group: argparse._ActionsContainer) -> None:
+    """How many synthetic cameras and how big; unset, they follow the server's metadata."""
     group.add_argument(
         "--cameras", type=positive_int, default=None,
         help="number of synthetic cameras (default: the server's cameras, by name, else 3)",
@@ -62,12 +73,6 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
         "--width", type=positive_int, default=None,
         help="synthetic frame width (default: the server's image size, else 640)",
     )  # fmt: skip
-    parser.add_argument(
-        "--state", default=None,
-        help="comma-separated state vector, e.g. 0,0.1,0.2 (default: as many values as the "
-        "server announces, else none)",
-    )  # fmt: skip
-    parser.add_argument("--task", default="pick up the red block", help="the instruction")
 
 
 def source_kind(args: argparse.Namespace) -> str:

@@ -126,15 +126,18 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             return "none"
         return "stream" if self._stream is not None else "http"
 
-    def _metadata_document(self, document: Any) -> Mapping[str, Any]:
-        """`document` if it is metadata at all; servers that announce nothing give ``{}``."""
+    def _keep_contract(self, source: str, document: Any) -> Mapping[str, Any]:
+        """`document` as the metadata to check against (kept, over HTTP); a server that
+        announces nothing gives ``{}``; anything but an object is a `ProtocolError`."""
         if document is None:
-            return {}
+            document = {}
         if not isinstance(document, Mapping):
             raise ProtocolError(
                 f"the server's metadata is malformed: expected an object, got "
                 f"{type(document).__name__}"
             )
+        if source == "http":
+            self._http_metadata = document
         return document
 
     @property

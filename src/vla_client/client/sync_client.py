@@ -126,17 +126,13 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         )
 
     def _read_contract(self, source: str, deadline_at: float | None) -> Mapping[str, Any]:
-        timeout_s = self._book.wait_until(deadline_at)
-        if source == "stream":
-            return self._metadata_document(self._transport.metadata(timeout_s=timeout_s))
         try:
-            document = self._transport.metadata(timeout_s=timeout_s)
+            document = self._transport.metadata(timeout_s=self._book.wait_until(deadline_at))
         except ServerError as exc:
             if exc.status_code != 404:  # a server without metadata announces nothing
                 raise
             document = None
-        self._http_metadata = self._metadata_document(document)
-        return self._http_metadata
+        return self._keep_contract(source, document)
 
     def _attempt(self, prepared: PreparedRequest) -> Received:
         try:
