@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from vla_client.errors import InvalidObservationError as InvalidObservationError
     from vla_client.errors import MismatchedReplyError as MismatchedReplyError
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
+    from vla_client.errors import PolicyLoadError as PolicyLoadError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError

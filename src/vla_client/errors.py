@@ -23,7 +23,8 @@
     ├── UnsafeActionError                       the safety gate stopped an action
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
-    └── WorkerStartError (RuntimeError)         server side: the inference worker did not start
+    ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
+    └── PolicyLoadError (ValueError)            server side: a policy name that gives no policy
 
 Client code catches `VLAClientError` for "anything went wrong talking to the policy", or a
 subclass to decide what to do next: fix the input (`InvalidObservationError`), retry later
@@ -216,3 +217,7 @@ class InferenceError(VLAClientError):
 
 class WorkerStartError(VLAClientError, RuntimeError):
     """Server side: the inference worker exited or reported an error before it was ready."""
+
+
+class PolicyLoadError(VLAClientError, ValueError):
+    """Server side: a policy name, import path, plugin or option that does not give a policy."""

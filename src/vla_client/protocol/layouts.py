@@ -76,6 +76,10 @@ class OpenpiLayout:
         Raises `ContractError` when the observation cannot fill the layout.
         """
         self.check(observation)
+        return self.request(images, observation.state, observation.task)
+
+    def request(self, images: Mapping[str, Any], state: Any, task: str) -> dict[str, Any]:
+        """The request dict for frames (in wire form), a state vector (or None) and a task."""
         request: dict[str, Any] = {}
         frames = {
             self.image_key.format(camera=name): _channels_first(value) if self.channels_first
@@ -86,13 +90,13 @@ class OpenpiLayout:
             request.update(frames)
         else:
             request[self.images_field] = frames
-        if observation.state is not None:
+        if state is not None:
             start = 0
             for part in self.state:
-                end = len(observation.state) if part.size is None else start + part.size
-                request[part.key] = observation.state[start:end]
+                end = len(state) if part.size is None else start + part.size
+                request[part.key] = state[start:end]
                 start = end
-        request[self.prompt_key] = observation.task
+        request[self.prompt_key] = task
         return request
 
     def check(self, observation: Observation) -> None:

@@ -1,9 +1,15 @@
-"""Policies the reference server can run, by name (``vla-client serve --policy NAME``)."""
+"""Policies the reference server can run, by name (``vla-client serve --policy NAME``).
+
+Built in: ``reference`` (deterministic, for tests and benchmarks), ``replay`` (recorded chunks)
+and ``torch`` (a small CNN, on the GPU when there is one). `OpenpiPolicy` serves any object
+with openpi's policy interface. Names of one's own: see `loading`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from vla_client.server.policies.openpi import OpenpiPolicy
 from vla_client.server.policies.reference import ReferencePolicy, reference_actions
 from vla_client.server.policies.replay import ReplayPolicy
 from vla_client.server.policies.torch_cnn import TorchCNNPolicy
@@ -18,16 +24,16 @@ POLICIES: dict[str, Callable[..., Policy]] = {
 
 
 def make_policy(name: str, **options: object) -> Policy:
-    """Build the policy registered under `name`."""
-    try:
-        factory = POLICIES[name]
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}") from None
-    return factory(**options)
+    """Build the policy `name` gives (a built-in, a plugin or ``package.module:attribute``; see
+    `vla_client.server.policies.loading`); `PolicyLoadError` naming the cause."""
+    from vla_client.server.policies.loading import load_policy
+
+    return load_policy(name, options)
 
 
 __all__ = [
     "POLICIES",
+    "OpenpiPolicy",
     "ReferencePolicy",
     "ReplayPolicy",
     "TorchCNNPolicy",
