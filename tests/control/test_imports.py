@@ -14,6 +14,7 @@ ALLOWED = {
     "vla_client.errors",
     "vla_client.observation",
     "vla_client.protocol",  # types only, for SafetyGate.from_metadata
+    "vla_client.validation",  # option checks; imports nothing
 }
 
 
