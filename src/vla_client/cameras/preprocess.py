@@ -19,6 +19,7 @@ from PIL import Image
 
 from vla_client.errors import InvalidObservationError, ProtocolError
 from vla_client.observation import Observation
+from vla_client.validation import check_choice, check_positive
 
 Fit = Literal["pad", "crop"]
 
@@ -81,8 +82,12 @@ class FramePreprocessor:
     aliases: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.fit not in _FITS:
-            raise ValueError(f"fit must be one of {sorted(_FITS)}, got {self.fit!r}")
+        check_choice("fit", self.fit, _FITS)
+        if self.size is not None:
+            if not isinstance(self.size, tuple | list) or len(self.size) != 2:
+                raise ValueError(f"size must be (height, width) or None; got {self.size!r}")
+            for option, value in zip(("size height", "size width"), self.size, strict=True):
+                check_positive(option, value, integer=True)
 
     @classmethod
     def from_metadata(
