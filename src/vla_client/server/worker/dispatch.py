@@ -204,7 +204,7 @@ class WorkerRunner:
             pending.dispatched = now
         self._in_flight = {pending.item.job_id: pending for pending in batch}
         try:
-            forget, self._pool.forgotten = tuple(self._pool.forgotten), []
+            forget = self._pool.take_forgotten()
             self._worker.send(Batch(next(self._batch_ids), tuple(p.item for p in batch), forget))
         except OSError:  # the worker just died; its exit fails these requests
             return
