@@ -169,7 +169,7 @@ def test_a_killed_shared_worker_fails_its_requests_and_comes_back() -> None:
     assert old_pid and new_pid and new_pid != old_pid
 
 
-def test_a_policy_that_cannot_load_is_one_error_line(tmp_path: Path) -> None:
+def test_weights_that_cannot_load_are_one_error_line(tmp_path: Path) -> None:
     weights = tmp_path / "weights.pt"
     weights.write_bytes(b"not a state dict")
     completed = subprocess.run(
@@ -177,8 +177,8 @@ def test_a_policy_that_cannot_load_is_one_error_line(tmp_path: Path) -> None:
          "--policy", "torch", "--weights", str(weights), "--port", str(load_test.free_port())],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    assert completed.returncode == 1
-    assert completed.stderr.startswith("error: policy failed to load: ")
+    assert completed.returncode == 2
+    assert completed.stderr.startswith(f"error: --weights {weights}: policy failed to load: ")
     assert completed.stderr.count("\n") == 1
 
 

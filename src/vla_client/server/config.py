@@ -94,7 +94,7 @@ def check_api_key_setting(key: str | None) -> None:
     if key is None:
         return
     if not isinstance(key, str) or not key:
-        raise ValueError("api_key must not be empty (leave it out, or None, for no key)")
+        raise ValueError("api_key must not be empty (None means no key)")
     if key != key.strip() or not key.isascii() or not key.isprintable():
         raise ValueError("api_key must be printable ASCII without leading or trailing spaces")
 

@@ -104,7 +104,13 @@ class WorkerRunner:
         return self._worker.pid
 
     async def start(self) -> None:
-        """Spawn the worker and wait for its policy to load. Raises `WorkerStartError`."""
+        """Spawn the worker and wait for its policy to load. Raises `WorkerStartError`.
+
+        Once started, calling it again does nothing (the CLI starts the runner before the
+        server, whose lifespan starts it too).
+        """
+        if self._started:
+            return
         await self._worker.start()
         self._started = True
         self._batcher.resume()
