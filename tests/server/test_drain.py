@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_process import start_serve
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
@@ -59,11 +59,7 @@ def probe(port: int) -> str:
 @pytest.mark.parametrize("api_servers", ["1", "2"])
 def test_sigterm_drains_the_request_in_flight_and_refuses_new_clients(api_servers: str) -> None:
     port = load_test.free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(port),
-         "--api-servers", api_servers],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+    server = start_serve(port, "--api-servers", api_servers)
     url = f"http://127.0.0.1:{port}"
     body, content_type = encode_request(
         Observation(images=synthetic_frames(2, 64, 64)), encoding="raw", wire="msgpack"
@@ -71,15 +67,6 @@ def test_sigterm_drains_the_request_in_flight_and_refuses_new_clients(api_server
     headers = {"content-type": content_type, "content-length": str(len(body))}
     probed: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline and server.poll() is None, "server did not start"
-            time.sleep(0.1)
         with httpx.Client(base_url=url, timeout=30) as http:  # one keep-alive connection
             assert http.post(GENERATIONS, content=body, headers=headers).status_code == 200
             threading.Timer(SIGTERM_AT_S, server.send_signal, (signal.SIGTERM,)).start()

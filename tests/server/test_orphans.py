@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_process import start_serve
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
@@ -68,22 +69,9 @@ def test_sigkill_of_serve_leaves_no_process_no_port_and_no_key(api_servers: str)
     key = f"orphan-test-{secrets.token_hex(16)}"
     port = load_test.free_port()
     started = time.time()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(port),
-         "--api-servers", api_servers, "--api-key", key],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    server = start_serve(port, "--api-servers", api_servers, "--api-key", key)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline and server.poll() is None, "server did not start"
-            time.sleep(0.1)
         body, content_type = encode_request(
             Observation(images=synthetic_frames(1, 32, 32)), encoding="raw", wire="msgpack"
         )
