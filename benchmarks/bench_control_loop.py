@@ -66,7 +66,7 @@ def main() -> None:
         reply_deadline_s=0.5,
         validate=gate.check_chunk,
     )
-    watchdog = Watchdog(0.5, "hold")
+    watchdog = Watchdog(0.5, "zero")  # SimRobot takes velocities
     loop = ControlLoop(
         observe=robot.observe,
         executor=executor,

@@ -3,8 +3,13 @@
 Three synthetic cameras are read together by a `CameraRig` into timestamped observations; the
 loop asks the server for action chunks in the background while it plays the current one, aligns
 each new chunk to the ticks that passed while it was computed, checks every action with a safety
-gate sized from the server's metadata, and holds the last action if the server goes silent. The
-robot is `SimRobot`, a set of joints that integrate the velocity actions.
+gate sized from the server's metadata, and commands zero velocity if the server goes silent. The
+robot is `SimRobot`, a set of joints that integrate the velocity actions: repeating the last
+action through an outage (the watchdog's ``hold``, right for position control) would keep it
+moving, so the watchdog's behaviour here is ``zero``.
+
+A server that cannot be reached, or that fails during the run, ends the example with one line
+on stderr and exit code 1.
 
 With no ``--url`` it starts a local reference server (the same app `vla-client serve` runs)
 and stops it at the end:
@@ -22,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
-from vla_client import ActionClient
+from vla_client import ActionClient, VLAClientError
 from vla_client.cameras import CameraRig, SyntheticCamera
 from vla_client.cameras.scene import camera_names
 from vla_client.control import (
@@ -92,6 +97,14 @@ def report_trip(trip: WatchdogTrip) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        return run(args)
+    except VLAClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         url = stack.enter_context(policy_server(args.url))
         client = stack.enter_context(
@@ -128,7 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             reply_deadline_s=horizon / args.rate,
             validate=gate.check_chunk,
         )
-        watchdog = Watchdog(args.silence, "hold", on_trip=report_trip)
+        # SimRobot takes velocities: when the server goes silent, stop moving.
+        watchdog = Watchdog(args.silence, "zero", on_trip=report_trip)
         loop = ControlLoop(
             observe=observe,
             executor=executor,

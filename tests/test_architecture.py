@@ -112,7 +112,7 @@ RULES: dict[str, tuple[str, ...]] = {
                            "vla_client.cli"),
     "vla_client.server": ("vla_client.cli", "vla_client.client", "vla_client.transports"),
 }  # fmt: skip
-ALWAYS_ALLOWED = ("vla_client.errors", "vla_client._lazy")
+ALWAYS_ALLOWED = ("vla_client.errors", "vla_client._lazy", "vla_client.validation")
 ONLY: dict[str, tuple[str, ...]] = {
     # The control loop works with any transport: it knows results and observations, no more.
     "vla_client.control": (

@@ -109,5 +109,5 @@ def test_a_writer_can_refuse_to_replace_a_file(tmp_path):
     with pytest.raises(FileExistsError):
         ObservationWriter(path, exclusive=True)
     assert path.read_bytes() == b"keep me"
-    with pytest.raises(ValueError, match="png, raw"):
+    with pytest.raises(ValueError, match="'png', 'raw'"):
         ObservationWriter(tmp_path / "x.vlaobs", image_format="webp")  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from vla_client.client.result import Timings as Timings
     from vla_client.client.sync_client import ActionClient as ActionClient
     from vla_client.errors import CameraError as CameraError
+    from vla_client.errors import CameraSettingError as CameraSettingError
     from vla_client.errors import CameraTimeoutError as CameraTimeoutError
     from vla_client.errors import CodecError as CodecError
     from vla_client.errors import ConnectError as ConnectError

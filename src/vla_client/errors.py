@@ -17,6 +17,7 @@
     │       └── DeadlineExceededError           no usable reply within the request's deadline
     ├── ServerError                             the server answered with an error status
     ├── CameraError                             a camera cannot be opened or read
+    │   ├── CameraSettingError (ValueError)     a camera or rig option out of range
     │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
     │   └── StaleFrameError                     a frame older than allowed
     ├── RecordingError (ValueError)             not a recording, or a truncated one
@@ -171,6 +172,11 @@ class ServerError(VLAClientError):
 
 class CameraError(VLAClientError):
     """A camera that cannot be opened, is not open, or was configured wrongly."""
+
+
+class CameraSettingError(CameraError, ValueError):
+    """A camera or rig option that cannot work (a rate of 0, a negative size), refused when the
+    camera is made rather than when it is first read."""
 
 
 class CameraTimeoutError(CameraError, TimeoutError):

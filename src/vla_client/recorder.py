@@ -44,6 +44,7 @@ import numpy as np
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import (
+    IMAGE_FORMATS,
     SUFFIX,
     EncodedStep,
     ImageFormat,
@@ -51,6 +52,7 @@ from vla_client.recording import (
     ServedRequest,
     encode_step,
 )
+from vla_client.validation import check_choice
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +115,8 @@ class RequestRecorder:
         image_format: ImageFormat = "png",
         queue_size: int = DEFAULT_QUEUE_SIZE,
     ) -> None:
-        if on_full not in ON_FULL:
-            raise ValueError(f"on_full must be one of {', '.join(ON_FULL)}, got {on_full!r}")
-        if image_format not in ("png", "raw"):
-            raise ValueError(f"image_format must be png or raw, got {image_format!r}")
+        check_choice("on_full", on_full, ON_FULL)
+        check_choice("image_format", image_format, IMAGE_FORMATS)
         if max_files < 1:
             raise ValueError(f"max_files must be at least 1, got {max_files}")
         if max_bytes < max_files * 4096:

@@ -32,6 +32,7 @@ from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_
 from vla_client.codecs.msgpack_numpy import packb, unpackb
 from vla_client.errors import CodecError, RecordingError
 from vla_client.observation import Observation
+from vla_client.validation import check_choice
 
 MAGIC = b"\x89VLAOBS\n"
 FORMAT = "vla-client.observations"
@@ -333,10 +334,7 @@ def load_observations(path: str | Path) -> list[RecordedObservation]:
 
 
 def _check_image_format(image_format: str) -> None:
-    if image_format not in IMAGE_FORMATS:
-        raise ValueError(
-            f"image_format must be one of {', '.join(IMAGE_FORMATS)}, got {image_format!r}"
-        )
+    check_choice("image_format", image_format, IMAGE_FORMATS)
 
 
 def _to_recorded(document: Any, name: str) -> RecordedObservation:

@@ -263,5 +263,5 @@ def test_bad_fit_options_are_refused_at_construction() -> None:
         ActionClient("http://127.0.0.1:1", camera_map={"a": "x", "b": "x"})
     with pytest.raises(ValueError, match="under 8 pixels"):
         ActionClient("http://127.0.0.1:1", image_size=(4, 64))
-    with pytest.raises(ValueError, match="auto, pad, crop, none"):
+    with pytest.raises(ValueError, match="'auto', 'pad', 'crop', 'none'"):
         ActionClient("http://127.0.0.1:1", resize="stretch")  # type: ignore[arg-type]

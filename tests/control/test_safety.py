@@ -132,3 +132,35 @@ def test_clipped_actions_stay_within_bounds_and_step_limits(actions):
         if previous is not None:
             assert (np.abs(passed - previous) <= 0.3 + 1e-6).all()
         previous = passed
+
+
+@pytest.mark.parametrize("option", ["on_bounds", "on_delta"])
+@pytest.mark.parametrize("value", ["raise", "halt", "Reject", "", None, 1])
+def test_an_unknown_violation_mode_is_refused_naming_the_choices(option, value):
+    with pytest.raises(ValueError, match=rf"{option} must be one of 'clip', 'reject'; got"):
+        SafetyGate(action_dim=3, low=-1, high=1, max_delta=0.5, **{option: value})
+
+
+def test_a_gate_told_to_stop_never_clips():
+    gate = SafetyGate(action_dim=3, low=-1, high=1, on_bounds="reject")
+    with pytest.raises(UnsafeActionError, match="outside bounds"):
+        gate.check([2.0, 0.0, 0.0])
+    assert gate.clipped == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"action_dim": 0}, "action_dim must be a positive integer"),
+        ({"action_dim": 2.5}, "action_dim must be a positive integer"),
+        ({"horizon": -1}, "horizon must be a positive integer"),
+        ({"low": np.nan}, "low must not contain NaN"),
+        ({"high": [1.0, np.nan, 1.0]}, "high must not contain NaN"),
+        ({"max_delta": np.nan}, "max_delta must not contain NaN"),
+        ({"action_dim": 3, "low": [-1.0, -1.0]}, r"low must be a number or one value per dim"),
+        ({"high": [[1.0]]}, r"high must be a number or one value per dim"),
+    ],
+)
+def test_invalid_sizes_and_limits_are_refused(options, message):
+    with pytest.raises(ValueError, match=message):
+        SafetyGate(**options)

@@ -1,4 +1,4 @@
-"""Watchdog: hold, stop and finish_chunk when the server goes silent, and recovery."""
+"""Watchdog: hold, zero, stop and finish_chunk when the server goes silent, and recovery."""
 
 from __future__ import annotations
 
@@ -87,6 +87,57 @@ def test_silence_before_the_first_chunk_counts_from_the_first_tick(clock):
     ]
 
 
-def test_timeout_must_be_positive():
-    with pytest.raises(ValueError):
-        Watchdog(0.0)
+def test_zero_commands_zero_in_every_dimension_once_tripped(clock):
+    watchdog = Watchdog(0.15, "zero", clock=clock)
+    chunk_at = clock()
+    passed = [watchdog.filter(np.float32([x, -x, 0.5]), chunk_at) for x in (1.0, 2.0)]
+    clock.advance(0.2)
+    tripped = watchdog.filter(np.float32([3.0, -3.0, 0.5]), chunk_at)
+    starved = watchdog.filter(None, chunk_at)
+    assert [p.tolist() for p in passed] == [[1, -1, 0.5], [2, -2, 0.5]]
+    assert tripped is not None and tripped.tolist() == [0, 0, 0] and tripped.dtype == np.float32
+    assert starved is not None and starved.tolist() == [0, 0, 0]
+    assert watchdog.trips == 1
+    # A new chunk clears the trip: its actions pass again.
+    assert watchdog.filter(np.float32([4.0, 0, 0]), clock()).tolist() == [4, 0, 0]
+
+
+def test_zero_before_any_action_sends_nothing(clock):
+    watchdog = Watchdog(0.25, "zero", clock=clock)
+    assert run(watchdog, clock, [None] * 4, last_chunk_at=None) == [None] * 4
+    assert watchdog.tripped
+
+
+def test_hold_repeats_a_velocity_through_the_outage_where_zero_stops(clock):
+    """The reason `zero` exists: `hold` keeps a velocity-driven robot moving."""
+    moving = {}
+    for behaviour in ("hold", "zero"):
+        watchdog = Watchdog(0.25, behaviour, clock=clock)
+        moving[behaviour] = run(watchdog, clock, [1, 1, 1, 1, 1, 1], clock())[3:]
+    assert moving == {"hold": [1, 1, 1], "zero": [0, 0, 0]}
+
+
+@pytest.mark.parametrize("behaviour", ["halt", "Hold", "stop_now", "", None, 0])
+def test_an_unknown_behaviour_is_refused_naming_the_choices(behaviour):
+    with pytest.raises(
+        ValueError,
+        match="behaviour must be one of 'hold', 'zero', 'stop', 'finish_chunk'; got",
+    ):
+        Watchdog(1.0, behaviour)
+
+
+@pytest.mark.parametrize("timeout_s", [0.0, -1.0, float("nan"), None, "1"])
+def test_timeout_must_be_positive(timeout_s):
+    with pytest.raises(ValueError, match="timeout_s must be a number > 0"):
+        Watchdog(timeout_s)
+
+
+@pytest.mark.parametrize("behaviour", ["hold", "zero", "finish_chunk"])
+def test_a_stop_action_with_another_behaviour_is_refused(behaviour):
+    with pytest.raises(ValueError, match="stop_action is only used by behaviour 'stop'"):
+        Watchdog(1.0, behaviour, stop_action=[0.0])
+
+
+def test_a_non_finite_stop_action_is_refused():
+    with pytest.raises(ValueError, match="stop_action must be finite"):
+        Watchdog(1.0, "stop", stop_action=[0.0, np.nan])

@@ -37,7 +37,7 @@ def test_auth_header_follows_the_endpoint() -> None:
 
 
 def test_an_unknown_endpoint_is_refused_naming_the_choices() -> None:
-    with pytest.raises(ValueError, match="realtime, openpi"):
+    with pytest.raises(ValueError, match="'realtime', 'openpi'"):
         check_endpoint("pi0")
-    with pytest.raises(ValueError, match="realtime, openpi"):
+    with pytest.raises(ValueError, match="'realtime', 'openpi'"):
         websocket_url("ws://h:1", "pi0")  # type: ignore[arg-type]

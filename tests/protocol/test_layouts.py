@@ -101,5 +101,5 @@ def test_a_layout_function_and_unknown_names() -> None:
         Observation(frames("a")), lambda obs: {"img": obs.images["a"]}, parameters={"seed": 3}
     )
     assert set(request) == {"img", "seed"}
-    with pytest.raises(ValueError, match="flat, droid, libero, aloha"):
+    with pytest.raises(ValueError, match="'flat', 'droid', 'libero', 'aloha'"):
         openpi_layout("bridge")

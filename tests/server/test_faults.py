@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from serve_process import start_serve
 from worker_doubles import FaultyPolicy
 
 from vla_client.cameras.scene import synthetic_frames
@@ -153,35 +153,9 @@ def test_client_that_disconnects_mid_request_loses_nothing(
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_with_requests_in_flight_stops_cleanly(signum: int, api_servers: str) -> None:
     port = load_test.free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vla_client.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--queue-size",
-            "4",
-            "--api-servers",
-            api_servers,
-        ],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    server = start_serve(port, "--queue-size", "4", "--api-servers", api_servers)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline and server.poll() is None, "server did not start"
-            time.sleep(0.1)
         processes = load_test.process_tree(server.pid)  # entrypoints make the segments
         statuses: list[int | str] = []
         stop = threading.Event()

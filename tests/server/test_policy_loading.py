@@ -148,7 +148,7 @@ def test_the_openpi_adapter_serves_an_openpi_policy_on_every_route(layout: str) 
 def test_the_adapter_refuses_what_is_not_an_openpi_policy() -> None:
     with pytest.raises(TypeError, match="infer"):
         OpenpiPolicy(42, action_horizon=1, action_dim=1)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="flat, droid"):
+    with pytest.raises(ValueError, match="'flat', 'droid'"):
         OpenpiPolicy(FakeOpenpiPolicy("droid"), layout="bridge", action_horizon=1, action_dim=1)
     adapter = OpenpiPolicy(FakeOpenpiPolicy("droid"), action_horizon=2, action_dim=33)
     adapter.reset()

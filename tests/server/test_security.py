@@ -244,15 +244,59 @@ def test_pickle_bodies_are_never_loaded(keyed: LocalServer, tmp_path: Path) -> N
                 and "import pickle" in p.read_text()]  # fmt: skip
 
 
-def _serve_cli(host: str, env: dict[str, str]) -> str:
-    process = subprocess.run(
-        [sys.executable, "-m", "vla_client.cli", "serve", "--host", host, "--port", "1"],
-        env={**os.environ, **env}, capture_output=True, text=True, timeout=60,
+def _serve_cli_until(line: str, env: dict[str, str], *args: str) -> list[str]:
+    """Start ``serve`` with `args`, read stderr until `line` shows (or it exits), then kill it.
+
+    Binding 0.0.0.0 sends nothing anywhere: the server is killed as soon as the line shows.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(_free_port()), *args],
+        env={**_without_key(), **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
-    return process.stderr
+    lines: list[str] = []
+    try:
+        assert process.stderr is not None
+        for text in process.stderr:
+            lines.append(text)
+            if line in text:
+                break
+    finally:
+        process.kill()
+        process.wait()
+    return lines
+
+
+def _without_key() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name != "VLA_CLIENT_API_KEY"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def test_cli_warns_when_exposed_without_a_key() -> None:
-    # 192.0.2.1 (TEST-NET-1) is never local: uvicorn fails to bind, after the warning.
-    assert "without an API key" in _serve_cli("192.0.2.1", {"VLA_CLIENT_API_KEY": ""})
-    assert "without an API key" not in _serve_cli("192.0.2.1", {"VLA_CLIENT_API_KEY": KEY})
+    exposed = _serve_cli_until("without an API key", {}, "--host", "0.0.0.0")
+    assert "without an API key" in exposed[-1], exposed
+    keyed = _serve_cli_until("Uvicorn running on", {"VLA_CLIENT_API_KEY": KEY}, "--host", "0.0.0.0")
+    assert "Uvicorn running on" in keyed[-1] and not any("without" in x for x in keyed), keyed
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("--api-key", ""), {}, "error: --api-key must not be empty"),
+        ((), {"VLA_CLIENT_API_KEY": ""}, "error: VLA_CLIENT_API_KEY is set but empty"),
+        (("--api-key", " padded"), {}, "error: --api-key must be printable ASCII"),
+    ],
+)
+def test_cli_refuses_an_empty_key_in_one_line(args: tuple[str, ...], env: dict[str, str],
+                                              message: str) -> None:  # fmt: skip
+    completed = subprocess.run(
+        [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(_free_port()), *args],
+        env={**_without_key(), **env}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 2
+    assert completed.stderr.startswith(message) and completed.stderr.count("\n") == 1

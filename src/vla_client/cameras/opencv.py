@@ -22,7 +22,8 @@ import cv2
 import numpy as np
 
 from vla_client.cameras.base import CameraBase, Frame
-from vla_client.errors import CameraError, CameraTimeoutError
+from vla_client.errors import CameraError, CameraSettingError, CameraTimeoutError
+from vla_client.validation import check_at_least, check_positive
 
 logger = logging.getLogger(__name__)
 
@@ -51,10 +52,22 @@ class OpenCVCamera(CameraBase):
         reconnect_delay_s: float = 0.5,
         backend: int = cv2.CAP_ANY,
     ) -> None:
-        if fourcc is not None and len(fourcc) != 4:
-            raise CameraError(f"FOURCC must be four characters such as MJPG, got {fourcc!r}")
+        if fourcc is not None and (not isinstance(fourcc, str) or len(fourcc) != 4):
+            raise CameraSettingError(f"FOURCC must be four characters such as MJPG, got {fourcc!r}")
         self.device = str(device) if isinstance(device, Path) else device
         self.source = f"opencv:{self.device}"
+        for option, value in (("width", width), ("height", height)):
+            check_positive(
+                f"{self.source}: {option}", value, allow_none=True, integer=True,
+                error=CameraSettingError,
+            )  # fmt: skip
+        check_positive(f"{self.source}: fps", fps, allow_none=True, error=CameraSettingError)
+        check_at_least(
+            f"{self.source}: warmup_frames", warmup_frames, 0, integer=True,
+            error=CameraSettingError,
+        )  # fmt: skip
+        for option, seconds in (("timeout_s", timeout_s), ("reconnect_delay_s", reconnect_delay_s)):
+            check_positive(f"{self.source}: {option}", seconds, error=CameraSettingError)
         self.width, self.height, self.fps, self.fourcc = width, height, fps, fourcc
         self.warmup_frames = warmup_frames
         self.timeout_s = timeout_s

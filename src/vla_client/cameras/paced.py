@@ -14,15 +14,15 @@ import time
 import numpy as np
 
 from vla_client.cameras.base import CameraBase, Frame
-from vla_client.errors import CameraError, CameraTimeoutError
+from vla_client.errors import CameraError, CameraSettingError, CameraTimeoutError
+from vla_client.validation import check_positive
 
 
 class PacedCamera(CameraBase):
     """Base class: subclasses load their source in `_open_source` and draw frame `k` in `_image`."""
 
     def __init__(self, fps: float, *, source: str) -> None:
-        if not fps > 0:
-            raise CameraError(f"{source}: fps must be positive, got {fps}")
+        check_positive(f"{source}: fps", fps, error=CameraSettingError)
         self.fps = float(fps)
         self.source = source
         self._start: tuple[float, float] | None = None

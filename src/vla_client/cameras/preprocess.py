@@ -19,6 +19,7 @@ from PIL import Image
 
 from vla_client.errors import ContractError, ProtocolError
 from vla_client.observation import Observation
+from vla_client.validation import check_choice, check_positive
 
 Fit = Literal["pad", "crop", "none"]
 
@@ -94,11 +95,15 @@ class FramePreprocessor:
     state_dim: int | None = None
 
     def __post_init__(self) -> None:
-        if self.fit not in _FITS:
-            raise ValueError(f"fit must be one of {', '.join(FITS)}; got {self.fit!r}")
+        check_choice("fit", self.fit, _FITS)
         check_camera_map(self.camera_map)
-        if self.size is not None and min(self.size) < MIN_SIDE:
-            raise ValueError(f"image size {self.size} is under {MIN_SIDE} pixels a side")
+        if self.size is not None:
+            if not isinstance(self.size, tuple | list) or len(self.size) != 2:
+                raise ValueError(f"size must be (height, width) or None; got {self.size!r}")
+            for option, value in zip(("size height", "size width"), self.size, strict=True):
+                check_positive(option, value, integer=True)
+            if min(self.size) < MIN_SIDE:
+                raise ValueError(f"image size {self.size} is under {MIN_SIDE} pixels a side")
 
     @classmethod
     def from_metadata(

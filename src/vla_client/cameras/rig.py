@@ -18,8 +18,9 @@ from types import TracebackType
 import numpy as np
 
 from vla_client.cameras.base import Camera, Frame
-from vla_client.errors import CameraError, StaleFrameError
+from vla_client.errors import CameraError, CameraSettingError, StaleFrameError
 from vla_client.observation import Observation
+from vla_client.validation import check_positive
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,11 @@ class CameraRig:
         preprocessor: Preprocessor | None = None,
     ) -> None:
         if not cameras:
-            raise CameraError("a camera rig needs at least one camera")
+            raise CameraSettingError("a camera rig needs at least one camera")
+        check_positive("max_age_s", max_age_s, error=CameraSettingError)
+        check_positive("timeout_s", timeout_s, allow_none=True, error=CameraSettingError)
+        if preprocessor is not None and not callable(preprocessor):
+            raise CameraSettingError(f"preprocessor must be callable; got {preprocessor!r}")
         self.cameras = dict(cameras)
         self.max_age_s = max_age_s
         self.timeout_s = timeout_s

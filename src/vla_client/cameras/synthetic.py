@@ -11,6 +11,8 @@ import numpy as np
 
 from vla_client.cameras.paced import PacedCamera
 from vla_client.cameras.scene import SyntheticScene
+from vla_client.errors import CameraSettingError
+from vla_client.validation import check_at_least, check_positive
 
 
 class SyntheticCamera(PacedCamera):
@@ -19,7 +21,11 @@ class SyntheticCamera(PacedCamera):
     def __init__(
         self, *, seed: int = 0, width: int = 640, height: int = 360, fps: float = 30.0
     ) -> None:
-        super().__init__(fps, source=f"synthetic:{seed}")
+        source = f"synthetic:{seed}"
+        for option, value in (("width", width), ("height", height)):
+            check_positive(f"{source}: {option}", value, integer=True, error=CameraSettingError)
+        check_at_least(f"{source}: seed", seed, 0, integer=True, error=CameraSettingError)
+        super().__init__(fps, source=source)
         self.seed = seed
         self.width = width
         self.height = height

@@ -14,7 +14,8 @@ import cv2
 import numpy as np
 
 from vla_client.cameras.paced import PacedCamera
-from vla_client.errors import CameraError
+from vla_client.errors import CameraError, CameraSettingError
+from vla_client.validation import check_positive
 
 
 class VideoFileCamera(PacedCamera):
@@ -22,6 +23,7 @@ class VideoFileCamera(PacedCamera):
 
     def __init__(self, path: str | Path, *, fps: float | None = None) -> None:
         self.path = Path(path)
+        check_positive(f"{self.path}: fps", fps, allow_none=True, error=CameraSettingError)
         file_fps, self.frame_count = _probe(self.path)
         rate = file_fps if fps is None else fps
         if not rate > 0:

@@ -1,124 +1,318 @@
-"""``vla-client serve``: run the reference action server."""
+"""``vla-client serve``: run the reference action server.
+
+Every option is checked before anything starts: a value that cannot work is one line on
+stderr naming the option and the reason, and exit code 2. The port is bound first, here, so a
+port in use is that one line too (the bound socket is then the one served on). Then the policy
+loads (in the worker) before the port accepts a connection: a policy that cannot load is one
+line, exit code 1, or 2 naming ``--weights`` when a weights file was given.
+
+``--port 0`` is refused: it would listen on a port chosen at random, which no robot could find
+(`LocalServer` picks a free port for tests and demos).
+"""
 
 from __future__ import annotations
 
 import argparse
+import errno
+import importlib.util
 import ipaddress
+import math
 import os
+import socket
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vla_client.server import ServerConfig
+    from vla_client.server.policy import Policy
 
 API_KEY_ENV = "VLA_CLIENT_API_KEY"
+DEFAULT_HORIZON = 16
+DEFAULT_DIM = 7
+MAX_API_SERVERS = 64
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("serve", help="run the reference action server")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback)")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument(
-        "--policy", choices=("reference", "replay", "torch"), default="reference",
-        help="policy to serve (default: reference)",
-    )  # fmt: skip
-    parser.add_argument("--replay-file", help="recorded chunks for --policy replay (.npy/.npz)")
-    parser.add_argument("--weights", help="state_dict file for --policy torch (default: seeded)")
-    parser.add_argument("--max-batch", type=int, default=8, help="requests per policy call")
-    parser.add_argument(
-        "--batch-wait-ms", type=float, default=0.0, help="how long a batch may wait to fill"
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the reference action server",
+        description="Run the reference action server. Every option is checked before it "
+        "starts; a bad one is one line naming it, exit code 2.",
     )
-    parser.add_argument(
-        "--queue-size", type=int, default=32, help="requests queued or running before 503s"
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback)")
+    add("--port", type=int, default=8000, help="TCP port, 1..65535 (default: %(default)s)")
+    add(
+        "--policy",
+        choices=("reference", "replay", "torch"),
+        default="reference",
+        help="policy to serve (default: %(default)s)",
     )
-    parser.add_argument(
-        "--in-process", action="store_true", help="run the policy in a thread, no worker process"
+    add(
+        "--replay-file", help="recorded chunks, .npy/.npz (default: none; --policy replay needs it)"
     )
-    parser.add_argument(
-        "--api-servers", type=int, default=1,
-        help="entrypoint processes sharing the port and one inference worker (default: 1)",
-    )  # fmt: skip
-    parser.add_argument("--action-horizon", type=int, default=16)
-    parser.add_argument("--action-dim", type=int, default=7)
-    parser.add_argument(
-        "--cameras",
-        default="",
-        help="comma-separated camera names the policy requires (default: any)",
+    add("--weights", help="state_dict file for --policy torch (default: seeded random weights)")
+    add(
+        "--max-batch",
+        type=int,
+        default=8,
+        help="requests per policy call, 1..256 (default: %(default)s)",
     )
-    parser.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body")
-    parser.add_argument(
+    add(
+        "--batch-wait-ms",
+        type=float,
+        default=0.0,
+        help="how long a batch may wait to fill, 0..1000 ms (default: %(default)s)",
+    )
+    add(
+        "--queue-size",
+        type=int,
+        default=32,
+        help="requests queued or running before 503s, 1..4096 (default: %(default)s)",
+    )
+    add(
+        "--in-process",
+        action="store_true",
+        help="run the policy in a thread, no worker process (default: a worker process)",
+    )
+    add(
+        "--api-servers",
+        type=int,
+        default=1,
+        help="entrypoint processes sharing the port and one inference worker, "
+        f"1..{MAX_API_SERVERS} (default: %(default)s)",
+    )
+    add(
+        "--action-horizon",
+        type=int,
+        help=f"actions per chunk (default: {DEFAULT_HORIZON}; replay: the recording's)",
+    )
+    add(
+        "--action-dim",
+        type=int,
+        help=f"values per action (default: {DEFAULT_DIM}; replay: the recording's)",
+    )
+    add("--cameras", default="", help="comma-separated camera names required (default: any)")
+    add(
+        "--max-body-mb",
+        type=float,
+        default=64.0,
+        help="largest request body, MiB (default: %(default)s)",
+    )
+    add(
         "--api-key",
-        default=os.environ.get(API_KEY_ENV) or None,
-        help=f"require 'Authorization: Bearer <key>' on every route but /health "
-        f"(default: ${API_KEY_ENV}; prefer the variable, arguments show in ps)",
+        help="require 'Authorization: Bearer <key>' on every route but /health "
+        f"(default: ${API_KEY_ENV}, else no key; prefer the variable, arguments show in ps)",
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from vla_client.server import ServerConfig, create_app, make_policy
-    from vla_client.server.config import WorkerSettings, uvicorn_options
+    # First, so that without the 'server' extra this is the one error (named by cli.main).
+    import uvicorn  # noqa: F401
 
     try:
-        policy = make_policy(args.policy, **_policy_options(args))
-        worker = WorkerSettings(
-            max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms, queue_size=args.queue_size
-        )
-        if not 1 <= args.api_servers <= 64:
-            raise ValueError(f"--api-servers must be in 1..64, got {args.api_servers}")
-        if args.api_servers > 1 and args.in_process:
-            raise ValueError("--api-servers needs the worker process; drop --in-process")
+        config = _config(args)
+        policy = _policy(args)
+        sock = _bind(args.host, args.port)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-    config = ServerConfig(
-        host=args.host,
-        port=args.port,
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-        api_key=args.api_key,
-        worker=worker,
-        in_process=args.in_process,
-    )
-    if args.api_key is None and not is_loopback(args.host):
+    if config.api_key is None and not is_loopback(config.host):
         print(
-            f"WARNING: serving on {args.host} without an API key: anyone who can reach this "
+            f"WARNING: serving on {config.host} without an API key: anyone who can reach this "
             f"port can drive the robot. Set {API_KEY_ENV} or pass --api-key "
             "(see docs/security.md).",
             file=sys.stderr,
         )
-    if args.api_servers > 1:
-        from vla_client.server.api_servers import serve
-        from vla_client.server.worker import WorkerStartError
+    from vla_client.server.worker import WorkerStartError
 
-        try:
-            serve(policy, config, args.api_servers, log_level="info")
-        except WorkerStartError as exc:  # (a lone entrypoint reports this in uvicorn's startup)
-            print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-            return 1
+    try:
+        if args.api_servers > 1:
+            from vla_client.server.api_servers import serve
+
+            serve(policy, config, args.api_servers, sock=sock, log_level="info")
+            failure = None
+        else:
+            failure = _serve_one(policy, config, sock)
+    except WorkerStartError as exc:
+        failure = exc
+    except KeyboardInterrupt:  # during start-up, before the server's own handler is in place
+        return 130
+    finally:
+        sock.close()
+    if failure is None:
         return 0
-    uvicorn.run(
-        create_app(policy, config),
+    reason = str(failure).splitlines()[0]
+    if not isinstance(failure, WorkerStartError):  # ThreadRunner: the policy's own exception
+        reason = f"policy failed to load: {type(failure).__name__}: {reason}"
+    if args.weights:
+        print(f"error: --weights {args.weights}: {reason}", file=sys.stderr)
+        return 2
+    print(f"error: {reason}", file=sys.stderr)
+    return 1
+
+
+def _config(args: argparse.Namespace) -> ServerConfig:
+    """The server's settings from the options, each checked with its option's name."""
+    from vla_client.server import ServerConfig
+    from vla_client.server.config import WorkerSettings, check_api_key_setting
+
+    _in_range("--port", args.port, 1, 65535)
+    _in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
+    if args.api_servers > 1 and args.in_process:
+        raise ValueError("--api-servers needs the worker process; drop --in-process")
+    _in_range("--max-batch", args.max_batch, 1, 256)
+    _in_range("--queue-size", args.queue_size, 1, 4096)
+    _in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
+    if not (math.isfinite(args.max_body_mb) and args.max_body_mb > 0):
+        raise ValueError(f"--max-body-mb must be a number > 0, got {args.max_body_mb:g}")
+    key, source = _api_key(args)
+    try:
+        check_api_key_setting(key)
+    except ValueError as exc:
+        reason = str(exc).removeprefix("api_key ")
+        raise ValueError(f"{source} {reason}") from None
+    return ServerConfig(
         host=args.host,
         port=args.port,
-        log_level="info",
-        **uvicorn_options(config),
+        max_body_bytes=math.ceil(args.max_body_mb * 1024 * 1024),
+        api_key=key,
+        worker=WorkerSettings(
+            max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms, queue_size=args.queue_size
+        ),
+        in_process=args.in_process,
     )
-    return 0
 
 
-def _policy_options(args: argparse.Namespace) -> dict[str, object]:
-    cameras = tuple(name for name in args.cameras.split(",") if name)
+def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The key and where it came from; an empty one is refused there, not read as "none"."""
+    if args.api_key == "":
+        raise ValueError("--api-key must not be empty; leave it out to serve without a key")
+    if args.api_key is not None:
+        return args.api_key, "--api-key"
+    key = os.environ.get(API_KEY_ENV)
+    if key == "":
+        raise ValueError(f"{API_KEY_ENV} is set but empty; unset it to serve without a key")
+    return key, API_KEY_ENV
+
+
+def _policy(args: argparse.Namespace) -> Policy:
+    """The policy the options name, its own options checked first."""
+    from vla_client.server import make_policy
+
+    cameras = tuple(name.strip() for name in args.cameras.split(",") if name.strip())
+    if len(set(cameras)) != len(cameras):
+        raise ValueError(f"--cameras names a camera twice: {args.cameras}")
+    if args.policy != "replay" and args.replay_file:
+        raise ValueError("--replay-file is only for --policy replay")
+    if args.policy != "torch" and args.weights:
+        raise ValueError("--weights is only for --policy torch")
     if args.policy == "replay":
+        sizes = (("--action-horizon", args.action_horizon), ("--action-dim", args.action_dim))
+        given = [option for option, value in sizes if value is not None]
+        if given:
+            raise ValueError(f"{given[0]} does not apply to --policy replay: the file sets it")
         if not args.replay_file:
             raise ValueError("--policy replay needs --replay-file")
-        return {"path": args.replay_file, "camera_names": cameras}
-    options: dict[str, object] = {
-        "action_horizon": args.action_horizon,
-        "action_dim": args.action_dim,
+        _readable_file("--replay-file", args.replay_file)
+        try:
+            return make_policy("replay", path=args.replay_file, camera_names=cameras)
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"--replay-file {args.replay_file}: {exc}") from None
+    horizon = DEFAULT_HORIZON if args.action_horizon is None else args.action_horizon
+    dim = DEFAULT_DIM if args.action_dim is None else args.action_dim
+    _in_range("--action-horizon", horizon, 1, 10_000)
+    _in_range("--action-dim", dim, 1, 10_000)
+    options: dict[str, Any] = {
+        "action_horizon": horizon,
+        "action_dim": dim,
         "camera_names": cameras,
     }
     if args.policy == "torch":
+        if importlib.util.find_spec("torch") is None:
+            raise ValueError(
+                "--policy torch needs the 'torch' extra: pip install 'vla-client[torch]'"
+            )
+        if args.weights:
+            _readable_file("--weights", args.weights)
         options["weights"] = args.weights
-    return options
+    return make_policy(args.policy, **options)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The server's socket, bound now: a busy port is one line here, not uvicorn's six."""
+    from vla_client.server.local import bind_listener
+
+    try:
+        return bind_listener(host, port)
+    except socket.gaierror as exc:
+        raise ValueError(f"--host {host}: no such interface or name ({exc.strerror})") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            reason = f"--port {port}: {host}:{port} is already in use"
+        elif exc.errno == errno.EACCES:
+            reason = f"--port {port}: permission denied (ports below 1024 need privileges)"
+        elif exc.errno == errno.EADDRNOTAVAIL:
+            reason = f"--host {host}: not an address of this machine"
+        else:
+            reason = f"--host {host} --port {port}: cannot listen: {exc.strerror or exc}"
+        raise ValueError(reason) from None
+
+
+def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exception | None:
+    """One entrypoint on `sock` until stopped; its runner starts (the policy loads) before
+    anything else. Returns the exception the policy failed to load with, if it did."""
+    import logging
+
+    import uvicorn
+
+    from vla_client.server import create_app
+    from vla_client.server.config import uvicorn_options
+    from vla_client.server.inference import ThreadRunner
+    from vla_client.server.local import listener_url
+    from vla_client.server.worker import WorkerRunner
+
+    runner = ThreadRunner(policy) if config.in_process else WorkerRunner(policy, config.worker)
+    failure: Exception | None = None
+
+    class Server(uvicorn.Server):
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            nonlocal failure
+            try:  # before uvicorn's start-up, whose failures print a traceback
+                await runner.start()
+            except Exception as exc:
+                failure = exc
+                return
+            logging.getLogger("uvicorn.error").info(
+                "Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock)
+            )
+            await super().serve(sockets)
+
+    app = create_app(policy, config, runner=runner)
+    server = Server(uvicorn.Config(app, log_level="info", **uvicorn_options(config)))
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped for again, once stopped
+        if not server.started:
+            raise
+    return failure
+
+
+def _in_range(option: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:  # NaN fails too
+        raise ValueError(f"{option} must be in {low:g}..{high:g}, got {value:g}")
+
+
+def _readable_file(option: str, path: str) -> None:
+    file = Path(path)
+    if not file.exists():
+        raise ValueError(f"{option} {path}: no such file")
+    if not file.is_file():
+        raise ValueError(f"{option} {path}: not a file")
+    if not os.access(file, os.R_OK):
+        raise ValueError(f"{option} {path}: not readable")
 
 
 def is_loopback(host: str) -> bool:

@@ -16,7 +16,6 @@ from vla_client.client.core import (
     RequestBook,
     Resize,
     TransportKind,
-    check_seconds,
     resolve_options,
     transport_kind,
 )
@@ -30,9 +29,23 @@ from vla_client.protocol import (
     check_endpoint,
 )
 from vla_client.transports.retry import RetryPolicy
+from vla_client.validation import check_choice, check_positive
 
 TransportT = TypeVar("TransportT")
 StreamT = TypeVar("StreamT")
+
+
+URL_SCHEMES = ("http", "https", "ws", "wss")
+
+
+def check_base_url(base_url: str) -> None:
+    """`ValueError` unless `base_url` is an ``http(s)://`` or ``ws(s)://`` URL with a host."""
+    if not isinstance(base_url, str):
+        raise ValueError(f"base_url must be a URL string; got {base_url!r}")
+    parts = urlsplit(base_url)
+    check_choice("base_url scheme", parts.scheme, URL_SCHEMES)
+    if not parts.netloc:
+        raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
 
 
 class ClientBase(ABC, Generic[TransportT, StreamT]):
@@ -62,7 +75,10 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         image_size: tuple[int, int] | None = None,
         check_contract: bool = True,
     ) -> None:
-        check_seconds("timeout_s", timeout_s)
+        check_positive("timeout_s", timeout_s)
+        check_base_url(base_url)
+        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+            raise ValueError("api_key must be a non-empty string, or None for no key")
         if endpoint is not None:
             check_endpoint(endpoint)
         elif layout is not None:

@@ -41,6 +41,7 @@ from vla_client.protocol import (
     read_actions,
     read_reply,
 )
+from vla_client.validation import check_choice, check_positive
 
 Resize = Literal["auto", "pad", "crop", "none"]
 RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
@@ -76,8 +77,7 @@ class ClientOptions:
     check_contract: bool = True
 
     def __post_init__(self) -> None:
-        if self.resize not in RESIZES:
-            raise ValueError(f"resize must be one of {', '.join(RESIZES)}; got {self.resize!r}")
+        check_choice("resize", self.resize, RESIZES)
         check_camera_map(self.camera_map)
         if self.image_size is not None and (
             len(self.image_size) != 2 or not all(isinstance(n, int) for n in self.image_size)
@@ -87,12 +87,8 @@ class ClientOptions:
             raise ValueError(f"image_size {self.image_size} is under {MIN_SIDE} pixels a side")
         if not isinstance(self.check_contract, bool):
             raise ValueError(f"check_contract must be True or False, got {self.check_contract!r}")
-        if self.encoding not in ENCODINGS:
-            raise ValueError(
-                f"encoding must be one of {', '.join(ENCODINGS)}; got {self.encoding!r}"
-            )
-        if self.wire not in WIRES:
-            raise ValueError(f"wire must be one of {', '.join(WIRES)}; got {self.wire!r}")
+        check_choice("encoding", self.encoding, ENCODINGS)
+        check_choice("wire", self.wire, WIRES)
         if isinstance(self.jpeg_quality, bool) or not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality!r}")
         if self.layout is not None:
@@ -105,15 +101,7 @@ class ClientOptions:
                     f"read them; encoding must be 'raw', got {self.encoding!r}"
                 )
         for name in ("max_observation_age_s", "deadline_s"):
-            check_seconds(name, getattr(self, name), optional=True)
-
-
-def check_seconds(name: str, value: float | None, *, optional: bool = False) -> None:
-    """`ValueError` unless `value` is a positive number of seconds (or None, if `optional`)."""
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+            check_positive(name, getattr(self, name), allow_none=True)
 
 
 @dataclass
@@ -134,13 +122,10 @@ class ClientStats:
 def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
     """`transport` if given, else websocket for ``ws(s)://`` URLs or a websocket `endpoint`."""
     if transport is not None:
-        if transport not in TRANSPORT_KINDS:
-            raise ValueError(
-                f"transport must be one of {', '.join(TRANSPORT_KINDS)}; got {transport!r}"
-            )
+        check_choice("transport", transport, TRANSPORT_KINDS)
         if transport == "http" and endpoint is not None:
             raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
-        return transport
+        return transport  # type: ignore[return-value]
     return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
 
 

@@ -8,6 +8,7 @@ action through, and says why with an `UnsafeActionError`.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
@@ -16,11 +17,13 @@ import numpy.typing as npt
 
 from vla_client.control.types import Action
 from vla_client.errors import UnsafeActionError
+from vla_client.validation import check_choice
 
 if TYPE_CHECKING:
     from vla_client.protocol import ActionMetadata
 
 OnViolation = Literal["clip", "reject"]
+ON_VIOLATION: tuple[OnViolation, ...] = ("clip", "reject")
 Limit = float | npt.ArrayLike
 
 
@@ -28,7 +31,8 @@ class SafetyGate:
     """Finite values, shape and dims always; bounds and per-step deltas when configured.
 
     Bounds and delta violations are either clipped (`"clip"`) or raised (`"reject"`, the default:
-    a policy that leaves its envelope is worth stopping for). Non-finite values and wrong shapes
+    a policy that leaves its envelope is worth stopping for); any other value is a `ValueError`
+    here, never a silent clip. Non-finite values and wrong shapes
     are always raised, since there is nothing sensible to clip them to. The delta limit is taken
     from the last action this gate passed; `reset()` forgets it (after re-homing, say).
     """
@@ -44,13 +48,18 @@ class SafetyGate:
         max_delta: Limit | None = None,
         on_delta: OnViolation = "reject",
     ) -> None:
+        check_choice("on_bounds", on_bounds, ON_VIOLATION)
+        check_choice("on_delta", on_delta, ON_VIOLATION)
+        for option, size in (("action_dim", action_dim), ("horizon", horizon)):
+            if size is not None and (not isinstance(size, numbers.Integral) or size < 1):
+                raise ValueError(f"{option} must be a positive integer or None; got {size!r}")
         self.action_dim = action_dim
         self.horizon = horizon
-        self._low = None if low is None else np.asarray(low, dtype=np.float32)
-        self._high = None if high is None else np.asarray(high, dtype=np.float32)
+        self._low = self._limit("low", low)
+        self._high = self._limit("high", high)
         if self._low is not None and self._high is not None and (self._low > self._high).any():
             raise ValueError("low must not exceed high")
-        self._max_delta = None if max_delta is None else np.asarray(max_delta, dtype=np.float32)
+        self._max_delta = self._limit("max_delta", max_delta)
         if self._max_delta is not None and (self._max_delta < 0).any():
             raise ValueError("max_delta must be >= 0")
         self._on_bounds = on_bounds
@@ -74,6 +83,23 @@ class SafetyGate:
         else:
             horizon, action_dim = metadata.output.action_horizon, metadata.output.action_dim
         return cls(horizon=horizon, action_dim=action_dim, **options)
+
+    def _limit(self, option: str, value: Limit | None) -> Action | None:
+        """`value` as float32, checked: NaN would turn every comparison off, and a vector must
+        have one entry per dimension (a scalar applies to all)."""
+        if value is None:
+            return None
+        limit = np.asarray(value, dtype=np.float32)
+        if np.isnan(limit).any():
+            raise ValueError(f"{option} must not contain NaN")
+        if limit.ndim > 1 or (
+            limit.ndim == 1 and self.action_dim is not None and limit.size != self.action_dim
+        ):
+            raise ValueError(
+                f"{option} must be a number or one value per dimension "
+                f"({self.action_dim or 'any'}); got shape {limit.shape}"
+            )
+        return limit
 
     @property
     def last_action(self) -> Action | None:
@@ -121,7 +147,7 @@ class SafetyGate:
     def _enforce(self, action: Action, allowed: Action, mode: OnViolation, what: str) -> Action:
         if np.array_equal(action, allowed):
             return action
-        if mode == "reject":
+        if mode != "clip":  # "reject", the only other value the constructor lets through
             worst = int(np.argmax(np.abs(action - allowed)))
             self._reject(f"{what} at dim {worst}: {action[worst]:.4g}, limit {allowed[worst]:.4g}")
         self.clipped += 1

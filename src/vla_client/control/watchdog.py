@@ -4,9 +4,14 @@ Peers either block forever or leave this to the user. Here the choice is explici
 chunk has arrived for `timeout_s`, the watchdog trips and applies one behaviour until a chunk
 arrives again:
 
-- ``hold``: stop following the (now old) chunk and repeat the last action;
-- ``stop``: send `stop_action`, or raise `ServerSilentError` when none is configured;
-- ``finish_chunk``: play the current chunk to its end, then repeat its last action.
+- ``hold``: stop following the (now old) chunk and repeat the last action. Right for position
+  control, where the last command is a target the robot stays at;
+- ``zero``: command zero in every dimension (shaped like the last action). Right for velocity
+  control, where repeating the last command would keep the robot moving through the outage;
+- ``stop``: send `stop_action` (a brake, a home pose: the robot's own safe command), or raise
+  `ServerSilentError` when none is configured, which ends the control loop;
+- ``finish_chunk``: play the current chunk to its end, then repeat its last action (so, like
+  ``hold``, for position control).
 
 Before the timeout, a tick with no action (the chunk ran out while the next one is in flight)
 repeats the last action, so the robot holds rather than receiving nothing.
@@ -25,10 +30,12 @@ import numpy.typing as npt
 
 from vla_client.control.types import Action
 from vla_client.errors import ServerSilentError
+from vla_client.validation import check_choice, check_positive
 
 log = logging.getLogger(__name__)
 
-Behaviour = Literal["hold", "stop", "finish_chunk"]
+Behaviour = Literal["hold", "zero", "stop", "finish_chunk"]
+BEHAVIOURS: tuple[Behaviour, ...] = ("hold", "zero", "stop", "finish_chunk")
 
 
 @dataclass(frozen=True)
@@ -51,11 +58,15 @@ class Watchdog:
         on_trip: Callable[[WatchdogTrip], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if timeout_s <= 0:
-            raise ValueError("timeout_s must be > 0")
+        check_positive("timeout_s", timeout_s)
+        check_choice("behaviour", behaviour, BEHAVIOURS)
+        if stop_action is not None and behaviour != "stop":
+            raise ValueError(f"stop_action is only used by behaviour 'stop', not {behaviour!r}")
         self.timeout_s = timeout_s
         self.behaviour = behaviour
         self._stop_action = None if stop_action is None else np.asarray(stop_action, np.float32)
+        if self._stop_action is not None and not np.isfinite(self._stop_action).all():
+            raise ValueError("stop_action must be finite")
         self._on_trip = on_trip
         self._clock = clock
         self._started_at: float | None = None
@@ -67,7 +78,8 @@ class Watchdog:
         """The action to execute this tick, given the chunk's action and when a chunk last came.
 
         Silence before the first chunk counts from the first call. Returns None only when there
-        is nothing to repeat yet.
+        is nothing to repeat yet (with ``zero``: when no action was ever sent, so the robot has
+        not been told to move).
         """
         now = self._clock()
         if self._started_at is None:
@@ -78,6 +90,8 @@ class Watchdog:
             if self._stop_action is None:
                 raise ServerSilentError(f"no action chunk for {silent_s:.3f} s")
             action = self._stop_action
+        elif self.tripped and self.behaviour == "zero":
+            action = None if self._last is None else np.zeros_like(self._last)
         elif action is None or (self.tripped and self.behaviour == "hold"):
             action = self._last
         self._last = action

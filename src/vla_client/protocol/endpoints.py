@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
+from vla_client.validation import check_choice
+
 GENERATIONS_PATH = "/v1/actions/generations"
 METADATA_PATH = "/v1/actions/metadata"
 HEALTH_PATH = "/health"
@@ -27,9 +29,8 @@ OPENPI_ROOT_PATH = "/"
 
 def check_endpoint(endpoint: str) -> Endpoint:
     """`endpoint` itself when it names a websocket endpoint, else `ValueError` naming them."""
-    if endpoint not in ENDPOINTS:
-        raise ValueError(f"endpoint must be one of {', '.join(ENDPOINTS)}; got {endpoint!r}")
-    return endpoint
+    check_choice("endpoint", endpoint, ENDPOINTS)
+    return endpoint  # type: ignore[return-value]
 
 
 def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str, Endpoint]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from vla_client.errors import CodecError, ContractError
 from vla_client.observation import Observation
+from vla_client.validation import check_choice
 
 FLAT_IMAGE_PREFIX = "observation.images."
 FLAT_STATE_KEY = "observation.state"
@@ -194,5 +195,5 @@ def openpi_layout(layout: str | OpenpiLayout) -> OpenpiLayout:
     if isinstance(layout, OpenpiLayout):
         return layout
     if layout not in LAYOUTS:
-        raise ValueError(f"openpi layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+        check_choice("openpi layout", layout, LAYOUTS)
     return LAYOUTS[layout]

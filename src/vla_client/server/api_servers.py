@@ -13,16 +13,30 @@ reason (vLLM's ``--api-server-count``, SGLang's tokenizer workers), and so does 
 
 The worker is kept alive by a `WorkerRunner` on an event loop in a thread of this process: it
 serves no request itself, but starts the worker, restarts it when it dies, and stops it once
-the entrypoints have finished. uvicorn starts the entrypoints (multiprocessing's spawn) and each
-builds its app from a spec file in a private folder, next to the worker's socket.
+the entrypoints have finished. uvicorn starts the entrypoints (multiprocessing's spawn); each
+builds its app from the policy and config it is handed, pickled over the pipe spawn starts it
+with, so the API key is never written to a file. A private folder (mode 0700) holds only the
+worker's socket.
+
+How it ends:
+
+- SIGINT or SIGTERM: this process closes its copy of the listening socket at once, then tells
+  each entrypoint to stop; they finish the requests in flight and close theirs, so a client
+  that connects meanwhile is refused (and retries) rather than accepted into a queue that no
+  one serves and then reset.
+- This process killed outright (SIGKILL): the entrypoints get SIGTERM from the kernel
+  (`end_with_parent`) and stop as above, the worker gets SIGKILL, the resource tracker unlinks
+  what is left and exits once the entrypoints have gone; nothing keeps the port.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
-import pickle
+import signal
 import socket
 import tempfile
 import threading
@@ -30,51 +44,74 @@ from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
+from uvicorn.supervisors import Multiprocess
 
 from vla_client.server.app import ActionServerApp, create_app
 from vla_client.server.config import ServerConfig, WorkerSettings, uvicorn_options
+from vla_client.server.lifeline import end_with_parent
+from vla_client.server.local import bind_listener, listener_url
 from vla_client.server.policy import Policy
 from vla_client.server.worker import WorkerRunner
 
-SPEC_ENV = "VLA_CLIENT_ENTRYPOINT_SPEC"
+log = logging.getLogger("uvicorn.error")
 
 
-def serve(policy: Policy, config: ServerConfig, count: int, **uvicorn_run: Any) -> None:
+def serve(
+    policy: Policy,
+    config: ServerConfig,
+    count: int,
+    *,
+    sock: socket.socket | None = None,
+    **uvicorn_run: Any,
+) -> None:
     """Serve `policy` on ``config.host:config.port`` from `count` entrypoint processes.
 
-    Returns when the server is stopped (SIGINT or SIGTERM), the worker and every shared-memory
-    segment gone. Raises `WorkerStartError` if the policy does not load. `uvicorn_run` are more
-    ``uvicorn.run`` options (``log_level``, ``access_log``).
+    `sock` is the TCP socket to serve on, already bound (the CLI binds it first, to report a
+    busy port in one line); without it one is bound here. Returns when the server is stopped
+    (SIGINT or SIGTERM), the worker and every shared-memory segment gone. Raises
+    `WorkerStartError` if the policy does not load. `uvicorn_run` are more `uvicorn.Config`
+    options (``log_level``, ``access_log``).
     """
-    with tempfile.TemporaryDirectory(prefix="vla-client-") as folder:  # mode 0700
+    listening = sock if sock is not None else bind_listener(config.host, config.port)
+    prefix = f"vla-client-{os.getpid()}-"
+    with listening, tempfile.TemporaryDirectory(prefix=prefix) as folder:  # mode 0700
         address = os.path.join(folder, "worker.sock")
-        spec = os.path.join(folder, "entrypoint.pickle")
-        with open(spec, "wb") as file:  # holds the API key: the folder is the owner's only
-            pickle.dump((policy, config, address), file)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(address)
             listener.listen(count * 2)
             with kept_worker(policy, config.worker, listener):
-                os.environ[SPEC_ENV] = spec  # the spawned entrypoints inherit it
-                try:
-                    uvicorn.run(
-                        f"{__name__}:entrypoint_app",
-                        factory=True,
-                        workers=count,
-                        host=config.host,
-                        port=config.port,
-                        **uvicorn_options(config),
-                        **uvicorn_run,
-                    )
-                finally:
-                    del os.environ[SPEC_ENV]
+                app = functools.partial(entrypoint_app, policy, config, address, os.getpid())
+                settings = uvicorn.Config(
+                    app, factory=True, workers=count, **uvicorn_options(config), **uvicorn_run
+                )
+                log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(listening))
+                _Entrypoints(settings, sockets=[listening]).run()
 
 
-def entrypoint_app() -> ActionServerApp:
-    """One entrypoint's app (uvicorn's factory): the usual app, linked to the shared worker."""
-    with open(os.environ[SPEC_ENV], "rb") as file:
-        policy, config, address = pickle.load(file)
+def entrypoint_app(
+    policy: Policy, config: ServerConfig, address: str, parent_pid: int
+) -> ActionServerApp:
+    """One entrypoint's app (uvicorn's factory): the usual app, linked to the shared worker.
+
+    Runs in the entrypoint process, first thing after uvicorn started it, so the entrypoint
+    stops (SIGTERM: it drains, then unlinks its segments) when the serving process dies.
+    """
+    end_with_parent(parent_pid, signal.SIGTERM)
     return create_app(policy, config, runner=WorkerRunner(policy, config.worker, address=address))
+
+
+class _Entrypoints(Multiprocess):
+    """uvicorn's process supervisor, but the listening socket closes here before shutdown.
+
+    Otherwise this process holds it open until it exits, after the entrypoints have drained:
+    the kernel keeps accepting connections into a queue that nothing reads, and resets them
+    all at the end (a reset clients cannot tell from a request that failed half-way).
+    """
+
+    def terminate_all(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+        super().terminate_all()
 
 
 @contextlib.contextmanager

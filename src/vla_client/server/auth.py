@@ -3,6 +3,8 @@
 Two header forms are accepted: ``Authorization: Bearer <key>`` (SGLang's ``--api-key``) and
 ``Authorization: Api-Key <key>`` (what openpi's websocket client sends). The key is compared
 with `hmac.compare_digest`, so the time a wrong guess takes says nothing about the right key.
+An empty presented key (``Authorization: Bearer`` with nothing after it) never matches, and a
+middleware is never made with an empty expected key, so "" can never unlock anything.
 The check is an ASGI middleware rather than a route dependency so that routes added later
 (websockets included) cannot forget it.
 """
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vla_client.server.config import check_api_key_setting
 from vla_client.server.quiet_logs import RateLimitedLog
 
 OPEN_PATHS = frozenset({"/health"})
@@ -25,20 +28,27 @@ _REFUSAL = b'{"detail":"missing or invalid API key"}'
 
 
 def check_api_key(headers: Mapping[str, str], expected: str | None) -> bool:
-    """True when `expected` is None (auth off) or `headers` carry it in an accepted form."""
+    """True when `expected` is None (auth off) or `headers` carry it in an accepted form.
+
+    An empty `expected` is never matched (fail closed), nor is an empty presented key.
+    """
     if expected is None:
         return True
     value = headers.get("authorization") or headers.get("Authorization") or ""
     scheme, _, key = value.strip().partition(" ")
-    if scheme.lower() not in _SCHEMES:
+    presented = key.strip()
+    if scheme.lower() not in _SCHEMES or not presented or not expected:
         return False
-    return hmac.compare_digest(key.strip().encode(), expected.encode())
+    return hmac.compare_digest(presented.encode(), expected.encode())
 
 
 class APIKeyMiddleware:
     """Answers 401 (HTTP) or refuses the handshake (websocket) without the right key."""
 
     def __init__(self, app: ASGIApp, api_key: str, open_paths: Iterable[str] = OPEN_PATHS) -> None:
+        check_api_key_setting(api_key)
+        if api_key is None:
+            raise ValueError("APIKeyMiddleware needs a key; leave the middleware out for none")
         self.app = app
         self.api_key = api_key
         self.open_paths = frozenset(open_paths)

@@ -1,8 +1,13 @@
 """Server settings, with safe defaults: loopback only, bounded bodies, images and cameras.
 
 `api_key` None means no authentication, which is only sensible on loopback; the CLI warns when
-it binds another interface without one. The timeouts bound how long a client may hold a
-connection without making progress (see docs/security.md).
+it binds another interface without one. An empty key is refused, not taken as "no key": it is
+what an unset shell variable gives (``--api-key "$KEY"``), and reading it as "no key" would turn
+authentication off without a word. The timeouts bound how long a client may hold a connection
+without making progress (see docs/security.md).
+
+Every setting is checked when the object is made: a value that cannot work (a port past 65535,
+a body limit of 0, an empty key) is a `ValueError` naming the setting, before anything starts.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vla_client.protocol import DecodeLimits, openpi_layout
+from vla_client.validation import check_at_least, check_positive
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -26,14 +32,15 @@ class WorkerSettings:
     inference_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        check_at_least("max_batch", self.max_batch, 1, integer=True)
+        check_at_least("queue_size", self.queue_size, 1, integer=True)
         if not 1 <= self.max_batch <= 256:
             raise ValueError(f"max_batch must be in 1..256, got {self.max_batch}")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise ValueError(f"batch_wait_ms must be in 0..1000, got {self.batch_wait_ms}")
         if not 1 <= self.queue_size <= 4096:
             raise ValueError(f"queue_size must be in 1..4096, got {self.queue_size}")
-        if not self.inference_timeout_s > 0:
-            raise ValueError("inference_timeout_s must be positive")
+        check_positive("inference_timeout_s", self.inference_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,41 @@ class ServerConfig:
     openpi_layout: str = "flat"
 
     def __post_init__(self) -> None:
+        if not isinstance(self.host, str) or not self.host:
+            raise ValueError(f"host must be an interface name or address; got {self.host!r}")
+        # 0 lets the OS pick a free port: for a server handed its own socket (LocalServer, the
+        # benchmarks); the CLI refuses it, since no robot could find such a server.
+        check_at_least("port", self.port, 0, integer=True)
+        if self.port > 65535:
+            raise ValueError(f"port must be in 0..65535; got {self.port}")
+        if not isinstance(self.model_name, str) or not self.model_name:
+            raise ValueError(f"model_name must be a non-empty string; got {self.model_name!r}")
+        for option in ("max_body_bytes", "max_ws_message_bytes", "idle_timeout_s"):
+            check_positive(option, getattr(self, option), integer=True)
+        check_positive("max_connections", self.max_connections, allow_none=True, integer=True)
+        for option in ("body_timeout_s", "infer_timeout_s"):
+            check_positive(option, getattr(self, option))
+        if not isinstance(self.limits, DecodeLimits):
+            raise ValueError(f"limits must be a DecodeLimits; got {self.limits!r}")
+        check_positive("limits.max_cameras", self.limits.max_cameras, integer=True)
+        check_positive("limits.max_image_pixels", self.limits.max_image_pixels, integer=True)
+        if not isinstance(self.worker, WorkerSettings):
+            raise ValueError(f"worker must be a WorkerSettings; got {self.worker!r}")
+        if not isinstance(self.in_process, bool):
+            raise ValueError(f"in_process must be True or False; got {self.in_process!r}")
+        check_api_key_setting(self.api_key)
         openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
+
+
+def check_api_key_setting(key: str | None) -> None:
+    """Raise `ValueError` for a key no client could send: empty, padded with spaces (a server
+    strips what it reads), or with characters an HTTP header cannot carry."""
+    if key is None:
+        return
+    if not isinstance(key, str) or not key:
+        raise ValueError("api_key must not be empty (None means no key)")
+    if key != key.strip() or not key.isascii() or not key.isprintable():
+        raise ValueError("api_key must be printable ASCII without leading or trailing spaces")
 
 
 def uvicorn_options(config: ServerConfig) -> dict[str, Any]:

@@ -58,11 +58,16 @@ class ThreadRunner:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self._started = False
 
     async def start(self) -> None:
+        """Load the policy (its ``load()`` hook), once: later calls do nothing."""
+        if self._started:
+            return
         load = getattr(self.policy, "load", None)
         if callable(load):
             await run_in_threadpool(load)
+        self._started = True
 
     def lend_memory(self) -> None:
         """Nothing to lend: the policy reads the decoded arrays where they are."""

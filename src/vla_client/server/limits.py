@@ -64,7 +64,9 @@ async def _read_into(request: Request, buffer: memoryview) -> memoryview:
             raise HTTPException(400, f"body is longer than its Content-Length of {len(buffer)}")
         buffer[size:end] = chunk
         size = end
-    return buffer[:size]
+    if size != len(buffer):  # the whole buffer, not a slice: no second view of it to release
+        raise HTTPException(400, f"body is shorter than its Content-Length of {len(buffer)}")
+    return buffer
 
 
 async def _collect(request: Request, max_bytes: int) -> bytes:

@@ -18,15 +18,36 @@ from fastapi import FastAPI
 from vla_client.server.config import ServerConfig, uvicorn_options
 
 
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host`:`port`, not yet listening; raises `OSError`.
+
+    ``SO_REUSEADDR`` as uvicorn sets it: a restart is not kept off the port by connections of
+    the last run in TIME_WAIT, while a port another socket listens on is still refused.
+    IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the listener
+    says so; with proto 0 every reply stalls ~40 ms on Nagle and delayed ACKs.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def listener_url(sock: socket.socket) -> str:
+    """``http://HOST:PORT`` of a bound socket (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 class LocalServer:
     """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens."""
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
-        # listener says so; with proto 0 every reply stalls ~40 ms on Nagle and delayed ACKs.
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._socket.bind((host, port))
+        self._socket = bind_listener(host, port)
         self.host, self.port = self._socket.getsockname()[:2]
         options = uvicorn_options(getattr(app.state, "config", None) or ServerConfig())
         config = uvicorn.Config(

@@ -16,6 +16,7 @@ import httpx
 
 from vla_client.errors import ConnectError, RequestTimeoutError
 from vla_client.protocol import GENERATIONS_PATH, METADATA_PATH, Reply, auth_headers, read_reply
+from vla_client.validation import check_positive
 
 
 class HTTPTransport:
@@ -25,6 +26,7 @@ class HTTPTransport:
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
+        check_positive("timeout_s", timeout_s)
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"),
             timeout=timeout_s,
@@ -59,6 +61,7 @@ class AsyncHTTPTransport:
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
+        check_positive("timeout_s", timeout_s)
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             timeout=timeout_s,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from vla_client.errors import ConnectError, ServerError, TransportError
+from vla_client.validation import check_at_least
 
 T = TypeVar("T")
 
@@ -29,6 +30,11 @@ class Backoff:
     initial_s: float = 0.05
     max_s: float = 2.0
     multiplier: float = 2.0
+
+    def __post_init__(self) -> None:
+        check_at_least("initial_s", self.initial_s, 0)
+        check_at_least("max_s", self.max_s, 0)
+        check_at_least("multiplier", self.multiplier, 1)
 
     def delay(self, failures: int) -> float:
         """Seconds to wait after `failures` (>= 1) consecutive failures."""
@@ -42,6 +48,12 @@ class RetryPolicy:
     max_attempts: int = 3
     max_total_s: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
+
+    def __post_init__(self) -> None:
+        check_at_least("max_attempts", self.max_attempts, 1, integer=True)
+        check_at_least("max_total_s", self.max_total_s, 0)
+        if not isinstance(self.backoff, Backoff):
+            raise ValueError(f"backoff must be a Backoff; got {self.backoff!r}")
 
     def next_delay(self, error: Exception, attempts: int, elapsed_s: float) -> float | None:
         """Seconds to wait before attempt ``attempts + 1``, or None to give up and raise."""

@@ -40,6 +40,7 @@ from vla_client.errors import (
 )
 from vla_client.protocol import Endpoint, Reply, auth_headers, status_from_close, websocket_url
 from vla_client.transports.retry import Backoff
+from vla_client.validation import check_positive
 
 DEFAULT_MAX_SIZE = 16 * 1024 * 1024
 """Largest reply frame accepted; an action chunk is a few KiB, metadata less."""
@@ -110,6 +111,9 @@ class _Link(Generic[ConnectionT, LockT]):
         max_size: int = DEFAULT_MAX_SIZE,
         backoff: Backoff | None = None,
     ) -> None:
+        check_positive("timeout_s", timeout_s)
+        check_positive("connect_timeout_s", connect_timeout_s, allow_none=True)
+        check_positive("max_size", max_size, integer=True)
         self.url, self.endpoint = websocket_url(url, endpoint)
         self.timeout_s = timeout_s
         self.connect_timeout_s = timeout_s if connect_timeout_s is None else connect_timeout_s

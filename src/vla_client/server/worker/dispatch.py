@@ -104,7 +104,13 @@ class WorkerRunner:
         return self._worker.pid
 
     async def start(self) -> None:
-        """Spawn the worker and wait for its policy to load. Raises `WorkerStartError`."""
+        """Spawn the worker and wait for its policy to load. Raises `WorkerStartError`.
+
+        Once started, calling it again does nothing (the CLI starts the runner before the
+        server, whose lifespan starts it too).
+        """
+        if self._started:
+            return
         await self._worker.start()
         self._started = True
         self._batcher.resume()
@@ -204,7 +210,7 @@ class WorkerRunner:
             pending.dispatched = now
         self._in_flight = {pending.item.job_id: pending for pending in batch}
         try:
-            forget, self._pool.forgotten = tuple(self._pool.forgotten), []
+            forget = self._pool.take_forgotten()
             self._worker.send(Batch(next(self._batch_ids), tuple(p.item for p in batch), forget))
         except OSError:  # the worker just died; its exit fails these requests
             return

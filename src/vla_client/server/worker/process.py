@@ -6,7 +6,9 @@ waiting (up to `max_batch` jobs in all) and writes each chunk back into its job'
 that raises fails its batches, not the worker. SIGINT and SIGTERM are ignored (Ctrl-C and
 ``kill -- -PGID`` reach the whole process group; the entrypoints finish the requests in flight
 and then stop the worker), and the worker exits when told to or when the pipe of the process
-that started it closes, so it never outlives the server.
+that started it closes, or at once when that process dies (`end_with_parent`: a process killed
+outright closes its pipe too, but a worker inside a long policy call would only read it after),
+so it never outlives the server.
 
 It is started as ``python -m vla_client.server.worker FD [LISTENER_FD]`` rather than by
 multiprocessing, so the entrypoint's main module is never re-imported (a script without a
@@ -31,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from vla_client.server.lifeline import end_with_parent
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
     STATE_KEY,
@@ -54,6 +57,9 @@ def worker_main(fd: int, listener_fd: int | None = None) -> None:
     """Process body: read the policy, load it, say `Ready`, then serve batches until stopped."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # If the starter is already gone, getppid() names someone else and the pipe is closed:
+    # the first recv below fails and the worker ends.
+    end_with_parent(os.getppid(), signal.SIGKILL)
     control = Connection(fd)
     try:
         sys_path, pickled_policy, max_batch = control.recv()

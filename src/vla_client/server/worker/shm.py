@@ -8,18 +8,27 @@ bytes), maps the same segment and reads the arrays in place. Slots grow when a r
 more room, and every segment name starts with `SEGMENT_PREFIX` so a leak is easy to spot in
 ``/dev/shm``. Segments are created by the entrypoint only, and unlinked by it when they are
 replaced or the pool closes; if the entrypoint is killed outright, its resource tracker unlinks
-them.
+them. The worker maps them without ever telling a resource tracker (`Segment.attach`).
+
+A segment is given up on many paths (a slot returned past the pool's `keep`, a slot that grows,
+the pool closing), often while a view of it still lives: a request that timed out (408) is
+abandoned with its body buffer still referenced from the exception's traceback, and arrays
+decoded from a body view the slot. `Segment` is built so that this never leaks: its mapping is
+freed when the last view goes, whenever that is, and `Lease` releases the body view it handed
+out as soon as the request lets go of the slot.
 """
 
 from __future__ import annotations
 
+import _posixshmem  # type: ignore[import-not-found]  # the module SharedMemory is built on
 import contextlib
 import itertools
+import mmap
 import os
 import secrets
 import sys
 from collections.abc import Mapping
-from multiprocessing import resource_tracker, shared_memory
+from multiprocessing import resource_tracker
 
 import msgspec
 import numpy as np
@@ -80,32 +89,107 @@ def write_arrays(
     return layouts
 
 
+class Segment:
+    """A POSIX shared-memory segment mapped into this process (`buf` is the whole of it).
+
+    This is `multiprocessing.shared_memory.SharedMemory` less two of its habits, both wrong for a
+    server that gives segments up while views of them may still live:
+
+    - `SharedMemory` keeps the segment's file descriptor open beside the mapping until `close()`,
+      and `close()` raises `BufferError` while any view exists. A segment dropped in that state
+      (its `__del__` fails the same way) kept its descriptor, and the memory the descriptor
+      pins, for the life of the process: the leak behind 408s. Here the descriptor is closed as
+      soon as the mapping exists, and the mapping is owned by its `mmap` object, which unmaps
+      itself (and closes the duplicate descriptor `mmap` keeps before Python 3.13) when the last
+      view of it goes. A `close()` that must wait therefore frees everything later, by itself.
+    - On Python before 3.13, *attaching* to an existing segment registers it with this process's
+      resource tracker, which unlinks what it tracks when the process dies. The worker used to
+      register and then unregister at once; a worker killed in between had its tracker unlink a
+      segment the entrypoint was still using. `attach` never calls the tracker, so there is no
+      such moment. `create` does register, so that if the entrypoint (the owner) is killed
+      outright, its tracker unlinks the segments it made.
+    """
+
+    def __init__(self, name: str, mapping: mmap.mmap) -> None:
+        self.name = name
+        self.size = len(mapping)
+        self._mmap = mapping
+        self.buf = memoryview(mapping)
+
+    @classmethod
+    def create(cls, name: str, size: int) -> Segment:
+        """A new segment of `size` bytes, owned by this process (unlink it when done)."""
+        fd = _posixshmem.shm_open(f"/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+        try:
+            os.ftruncate(fd, size)
+            mapping = _map(fd, size)
+        except BaseException:
+            os.close(fd)
+            _posixshmem.shm_unlink(f"/{name}")
+            raise
+        os.close(fd)
+        resource_tracker.register(f"/{name}", "shared_memory")
+        return cls(name, mapping)
+
+    @classmethod
+    def attach(cls, name: str) -> Segment:
+        """Map an existing segment another process owns; no resource tracker is involved."""
+        fd = _posixshmem.shm_open(f"/{name}", os.O_RDWR, mode=0o600)
+        try:
+            mapping = _map(fd, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+        return cls(name, mapping)
+
+    def close(self) -> bool:
+        """Unmap now; False while a view still uses the segment (it is unmapped when the last
+        one goes, and nothing more needs doing)."""
+        try:
+            self.buf.release()
+            self._mmap.close()
+        except BufferError:
+            return False
+        return True
+
+    def unlink(self) -> None:
+        """Remove the name (the owner's job): the memory goes once nothing maps it."""
+        with contextlib.suppress(FileNotFoundError):
+            _posixshmem.shm_unlink(f"/{self.name}")
+        resource_tracker.unregister(f"/{self.name}", "shared_memory")
+
+
+def _map(fd: int, size: int) -> mmap.mmap:
+    if sys.version_info >= (3, 13):  # the mapping needs no descriptor of its own
+        return mmap.mmap(fd, size, trackfd=False)
+    return mmap.mmap(fd, size)
+
+
 class Slot:
     """One reusable segment, owned by the entrypoint; `name` changes when it grows.
 
-    `used` is how many bytes at its start hold a request body (read there by a `Lease`).
+    `used` is how many bytes at its start hold a request body (read there by a `Lease`). When
+    the segment is replaced, the index is added to `forgotten` (the pool's list) so the worker
+    unmaps the old one at its next batch instead of keeping it until the slot is used again.
     """
 
-    def __init__(self, pool_tag: str, index: int) -> None:
+    def __init__(self, pool_tag: str, index: int, forgotten: list[int]) -> None:
         self._pool_tag = pool_tag
+        self._forgotten = forgotten
         self.index = index
         self.used = 0
         self._generation = 0
-        self._segment: shared_memory.SharedMemory | None = None
+        self._segment: Segment | None = None
         self._address = 0
-        self._retired: list[shared_memory.SharedMemory] = []
 
     @property
     def name(self) -> str:
         assert self._segment is not None, "slot used before reserve()"
-        return self._segment.name.lstrip("/")
+        return self._segment.name
 
     @property
     def buffer(self) -> memoryview:
         assert self._segment is not None, "slot used before reserve()"
-        buffer = self._segment.buf
-        assert buffer is not None
-        return buffer
+        return self._segment.buf
 
     def fits(self, nbytes: int) -> bool:
         return self._segment is not None and self._segment.size >= nbytes
@@ -116,21 +200,21 @@ class Slot:
         Arrays still viewing the old segment stay valid: it is unlinked at once and unmapped
         once the last view of it is gone.
         """
-        self._close_retired()
         if self.fits(nbytes):
             return
+        if self._segment is not None:
+            self._forgotten.append(self.index)
         self.release()
         size = max(MIN_SLOT_BYTES, 1 << max(nbytes - 1, 1).bit_length())
         self._generation += 1
         name = f"{SEGMENT_PREFIX}{self._pool_tag}_{self.index}_{self._generation}"
-        self._segment = shared_memory.SharedMemory(name=name, create=True, size=size)
+        self._segment = Segment.create(name, size)
         self._address = _address(np.frombuffer(self.buffer, np.uint8, count=1))
         self.used = 0
 
     def reset(self) -> None:
-        """The request using the slot is done: forget its body, unmap outgrown segments."""
+        """The request using the slot is done: forget its body."""
         self.used = 0
-        self._close_retired()
 
     def locate(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the segment, or None when it is not wholly and plainly there."""
@@ -142,17 +226,13 @@ class Slot:
         return None
 
     def release(self) -> None:
-        """Unlink the segment, and unmap it once nothing views it."""
+        """Unlink the segment, and unmap it now or, if something still views it, when that
+        view goes."""
         segment, self._segment = self._segment, None
         self.used = 0
         if segment is not None:
-            with contextlib.suppress(FileNotFoundError):
-                segment.unlink()
-            self._retired.append(segment)
-        self._close_retired()
-
-    def _close_retired(self) -> None:
-        self._retired = [segment for segment in self._retired if not _closed(segment)]
+            segment.unlink()
+            segment.close()
 
 
 class Lease:
@@ -167,12 +247,18 @@ class Lease:
         self.slot = slot
         self._pool = pool
         self._holds = 1
+        self._view: memoryview | None = None
 
     def reserve(self, nbytes: int) -> memoryview:
-        """A writable view of the slot's first `nbytes`, for a request body to be read into."""
+        """A writable view of the slot's first `nbytes`, for a request body to be read into.
+
+        The view is released when the lease ends, so a reference to it left behind (in the
+        traceback of a request that timed out, say) cannot keep the segment mapped.
+        """
         self.slot.reserve(nbytes)
         self.slot.used = nbytes
-        return self.slot.buffer[:nbytes]
+        self._view = self.slot.buffer[:nbytes]
+        return self._view
 
     def hold(self) -> None:
         self._holds += 1
@@ -181,6 +267,12 @@ class Lease:
         assert self._holds > 0, "lease released more often than held"
         self._holds -= 1
         if self._holds == 0:
+            view, self._view = self._view, None
+            if view is not None:
+                # BufferError: arrays decoded from the body still view it; the segment is then
+                # unmapped when they go (see `Segment`).
+                with contextlib.suppress(BufferError):
+                    view.release()
             self._pool.give_back(self.slot)
 
 
@@ -189,8 +281,8 @@ class SlotPool:
 
     There is always a slot to lend (a request reading its body has one, however slowly it
     arrives); how many requests may queue is the runner's limit, not the pool's. Slots beyond
-    `keep` are unlinked when given back, and their indices collected in `forgotten` so the
-    worker can unmap them too.
+    `keep` are unlinked when given back, and their indices collected in `forgotten` (as are
+    those of slots that grew) so the worker can unmap them too; `take_forgotten` empties it.
     """
 
     def __init__(self, keep: int) -> None:
@@ -209,9 +301,18 @@ class SlotPool:
 
     def lend(self) -> Lease:
         """A slot for one request, held once by the caller."""
-        slot = self._free.pop() if self._free else Slot(self._tag, next(self._indices))
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = Slot(self._tag, next(self._indices), self.forgotten)
         self._live[slot.index] = slot
         return Lease(self, slot)
+
+    def take_forgotten(self) -> tuple[int, ...]:
+        """The indices the worker should unmap, once: the list is emptied."""
+        forgotten = tuple(self.forgotten)
+        self.forgotten.clear()
+        return forgotten
 
     def slot(self, index: int) -> Slot:
         return self._live[index]
@@ -239,56 +340,30 @@ class SlotPool:
 
 
 class Attachments:
-    """The worker's mappings of the entrypoint's slots, refreshed when a slot's name changes."""
+    """The worker's mappings of the entrypoint's slots, refreshed when a slot's name changes.
+
+    A mapping a policy still views (it kept an input array) is unmapped when that view goes.
+    """
 
     def __init__(self) -> None:
-        self._mapped: dict[int, tuple[str, shared_memory.SharedMemory]] = {}
+        self._mapped: dict[int, Segment] = {}
 
     def buffer(self, index: int, name: str) -> memoryview:
-        mapped = self._mapped.get(index)
-        if mapped is None or mapped[0] != name:
-            if mapped is not None:
-                _close_quietly(mapped[1])
-            mapped = (name, _attach(name))
-            self._mapped[index] = mapped
-        buffer = mapped[1].buf
-        assert buffer is not None
-        return buffer
+        segment = self._mapped.get(index)
+        if segment is None or segment.name != name:
+            if segment is not None:
+                segment.close()
+            segment = Segment.attach(name)
+            self._mapped[index] = segment
+        return segment.buf
 
     def forget(self, index: int) -> None:
         """Unmap a slot the entrypoint has unlinked."""
-        mapped = self._mapped.pop(index, None)
-        if mapped is not None:
-            _close_quietly(mapped[1])
+        segment = self._mapped.pop(index, None)
+        if segment is not None:
+            segment.close()
 
     def close(self) -> None:
-        for _, segment in self._mapped.values():
-            _close_quietly(segment)
+        for segment in self._mapped.values():
+            segment.close()
         self._mapped.clear()
-
-
-def _attach(name: str) -> shared_memory.SharedMemory:
-    """Map an existing segment without handing it to this process's resource tracker.
-
-    The tracker unlinks what it tracks when the process exits; the entrypoint owns the segments,
-    so the worker must not track them (Python 3.13 has ``track=False`` for exactly this).
-    """
-    if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)
-    segment = shared_memory.SharedMemory(name=name)
-    resource_tracker.unregister(segment._name, "shared_memory")  # type: ignore[attr-defined]
-    return segment
-
-
-def _close_quietly(segment: shared_memory.SharedMemory) -> None:
-    # BufferError: a policy kept a view; the mapping goes when the view does.
-    _closed(segment)
-
-
-def _closed(segment: shared_memory.SharedMemory) -> bool:
-    """Unmap `segment`; False while an array or memoryview still uses it."""
-    try:
-        segment.close()
-    except BufferError:
-        return False
-    return True

@@ -1,0 +1,67 @@
+"""Every client option is checked when given: a wrong value raises naming what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vla_client import ActionClient, AsyncActionClient
+from vla_client.transports import HTTPTransport, WebSocketTransport
+
+URL = "http://127.0.0.1:1"
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"encoding": "webp"}, "encoding must be one of 'png', 'jpeg', 'raw', 'pixels'"),
+        ({"wire": "xml"}, "wire must be one of 'json', 'msgpack'"),
+        ({"transport": "grpc"}, "transport must be one of 'http', 'websocket'"),
+        ({"endpoint": "pi0"}, "endpoint must be one of 'realtime', 'openpi'"),
+        ({"layout": "bridge"}, "openpi layout must be one of 'flat', 'droid'"),
+        ({"resize": "stretch"}, "resize must be one of 'auto', 'pad', 'crop', 'none'"),
+        ({"timeout_s": 0}, "timeout_s must be a number > 0"),
+        ({"timeout_s": -1.5}, "timeout_s must be a number > 0"),
+        ({"deadline_s": 0}, "deadline_s must be a number > 0"),
+        ({"max_observation_age_s": float("nan")}, "max_observation_age_s must be a number"),
+        ({"jpeg_quality": 0}, "jpeg_quality must be in 1..100"),
+        ({"jpeg_quality": 101}, "jpeg_quality must be in 1..100"),
+        ({"api_key": ""}, "api_key must be a non-empty string"),
+        ({"api_key": "  "}, "api_key must be a non-empty string"),
+        ({"check_contract": "yes"}, "check_contract must be True or False"),
+        ({"camera_map": {"a": ""}}, "camera_map must map camera names"),
+        ({"transport": "http", "endpoint": "openpi"}, "does not apply to HTTP"),
+        ({"wire": "json", "transport": "websocket"}, "websocket frames are msgpack"),
+    ],
+)
+@pytest.mark.parametrize("client", [ActionClient, AsyncActionClient])
+def test_a_bad_option_is_refused_naming_the_choices(
+    client: type, options: dict[str, Any], said: str
+) -> None:
+    with pytest.raises(ValueError, match=said.replace("(", r"\(").replace(".", r"\.")):
+        client(URL, **options)
+
+
+@pytest.mark.parametrize("url", ["ftp://h:1", "127.0.0.1:8000", "http://", ""])
+def test_a_url_the_client_cannot_speak_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="base_url"):
+        ActionClient(url)
+
+
+def test_a_retry_policy_must_be_one() -> None:
+    with pytest.raises(TypeError, match="RetryPolicy"):
+        ActionClient(URL, retry=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [({"timeout_s": 0}, "timeout_s"), ({"connect_timeout_s": -1}, "connect_timeout_s"),
+     ({"max_size": 0}, "max_size")],
+)  # fmt: skip
+def test_the_transports_check_their_options(options: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValueError, match=said):
+        WebSocketTransport("ws://127.0.0.1:1", **options)
+    if said == "timeout_s":
+        with pytest.raises(ValueError, match=said):
+            HTTPTransport(URL, timeout_s=0)

@@ -1,0 +1,40 @@
+"""``vla-client serve`` as a subprocess, as an operator runs it, for the signal and kill tests."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+import vla_client
+
+
+def start_serve(port: int, *args: str, timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
+    """``vla-client serve --port PORT ARGS``, once ``/health`` answers; stderr is piped.
+
+    It runs the `vla_client` this test imported, wherever that is.
+    """
+    source = str(Path(vla_client.__file__).resolve().parents[1])
+    path = os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(port), *args],
+        env={**os.environ, "PYTHONPATH": path},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return server
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            errors = server.communicate()[1].decode()
+            raise AssertionError(f"vla-client serve did not start: {errors[-2000:]}")
+        time.sleep(0.1)
