@@ -21,8 +21,8 @@ from vla_client.codecs.images import (
     DEFAULT_MAX_PIXELS,
     decode_image_bytes,
     encode_jpeg,
-    encode_png,
 )
+from vla_client.codecs.png_write import encode_png
 from vla_client.errors import CodecError, PayloadTooLargeError
 from vla_client.protocol.wire import Wire
 
