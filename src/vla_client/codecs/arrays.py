@@ -53,6 +53,8 @@ def tensor_payload_to_array(payload: dict[str, Any], *, field: str | None = None
     try:
         if isinstance(values, bytes | bytearray | memoryview):
             array = np.frombuffer(values, dtype=dtype or np.uint8)
+        elif isinstance(values, np.ndarray):  # a list the JSON reader took as uint8 already
+            array = _cast_exact(values, dtype)
         elif dtype == np.uint8 and isinstance(values, list):
             array = _uint8_list_to_array(values)
         else:
@@ -76,6 +78,15 @@ def tensor_payload_to_array(payload: dict[str, Any], *, field: str | None = None
                 f"cannot reshape {array.size} values to shape {list(shape)}", field=field
             ) from None
     return array
+
+
+def _cast_exact(values: np.ndarray, dtype: np.dtype[Any] | None) -> np.ndarray:
+    """`values` as `dtype`, refusing what ``np.asarray(values.tolist(), dtype)`` refuses."""
+    if dtype is None or dtype == values.dtype:
+        return values
+    if dtype.kind in "iu" and values.size and values.max() > np.iinfo(dtype).max:
+        raise ValueError(f"{values.max()} is out of bounds for {dtype}")
+    return values.astype(dtype)
 
 
 def _uint8_list_to_array(values: list[Any]) -> np.ndarray:

@@ -63,17 +63,18 @@ def _fragment(value: Any) -> orjson.Fragment:
 def loads(body: bytes | memoryview, wire: Wire) -> Any:
     """Parse a body; raises `CodecError` for malformed JSON or msgpack.
 
-    JSON bodies that carry pixel lists (``image.tolist()``) take a fast path: the lists are cut
-    out of the raw bytes as uint8 arrays before parsing, so millions of Python ints are never
-    built; what is left is a small document. Irregular lists stay in the body and reach
-    `pixel_list_to_array` like any other value.
+    JSON bodies that carry pixel lists (``image.tolist()``, or a tensor payload's flat
+    ``values``) take a fast path: the lists are cut out of the raw bytes as uint8 arrays before
+    parsing, so millions of Python ints are never built; what is left is a small document.
+    Irregular lists stay in the body and reach `pixel_list_to_array` or
+    `tensor_payload_to_array` like any other value.
     """
     if wire == "msgpack":
         return msgpack_numpy.unpackb(body)
     if isinstance(body, memoryview):
         body = body.tobytes()
     arrays: dict[str, Any] = {}
-    if len(body) > _PIXEL_SCAN_MIN_BYTES and b"[[[" in body:
+    if len(body) > _PIXEL_SCAN_MIN_BYTES:
         body, arrays = extract_pixel_lists(body)
     try:
         document = orjson.loads(body)
