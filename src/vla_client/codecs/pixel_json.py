@@ -47,7 +47,6 @@ _OTHER = bytes(0 if b in b"0123456789,[] \t\n\r" else 1 for b in range(256))
 _WHITESPACE = b" \t\n\r"
 _LIST_BYTES = b"0123456789,[]" + _WHITESPACE
 _SEARCH_MAX_COLONS = 4096
-_LIST_MARKS = (b"[[", b'"values"', b'"data"')  # without any, a body holds no list worth a scan
 
 # Maps every digit to "0" so that a list's token string can be compared with its expected shape.
 _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
@@ -68,7 +67,7 @@ def extract_pixel_lists(
     """
     lo = max(min_bytes, _SMALLEST)
     spans = _spans_by_search(body, lo)
-    if spans is None and any(mark in body for mark in _LIST_MARKS):
+    if spans is None:
         spans = _spans_by_scan(body, lo)
     if not spans:
         return body, {}
@@ -128,9 +127,9 @@ def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None
 
     A span starts after a colon outside every string and runs to the next quote or closing
     brace, which a list of numbers cannot hold, so the search jumps over each list at memchr
-    speed. Which colons lie outside strings follows from counting quotes before them, which is
-    only right without backslashes (escaped quotes) in the text between the lists: with any,
-    or with very many colons, None hands the body to `_spans_by_scan`.
+    speed. Which colons lie outside strings follows from counting the unescaped quotes before
+    them. A body with very many colons is not what this is for: None hands it to
+    `_spans_by_scan`.
     """
     spans: list[tuple[int, int, bool]] = []
     position = quotes = 0
@@ -140,9 +139,7 @@ def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None
             if not spans and position == 0 and len(body) >= lo and b'"' not in body:
                 return [(0, len(body), False)]  # the whole body may be one list
             return spans
-        if body.find(b"\\", position, colon) >= 0:
-            return None
-        quotes += body.count(b'"', position, colon)
+        quotes += _unescaped_quotes(body, position, colon)
         position = colon + 1
         if quotes % 2:
             continue  # a colon inside a string
@@ -154,6 +151,17 @@ def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None
             spans.append((position, end, _is_tensor_key(body[max(0, colon - 32) : colon])))
         position = end
     return None
+
+
+def _unescaped_quotes(body: bytes, start: int, end: int) -> int:
+    """How many quotes in ``body[start:end]`` are not escaped by a backslash."""
+    if body.find(b"\\", start, end) < 0:
+        return body.count(b'"', start, end)
+    region = np.frombuffer(body, np.uint8, end - start, start)
+    positions = np.flatnonzero((region == 0x22) | (region == 0x5C))
+    chars = region[positions]
+    slash = chars == 0x5C
+    return int(np.count_nonzero((chars == 0x22) & ~_escaped(positions, slash)))
 
 
 def _spans_by_scan(body: bytes, lo: int) -> list[tuple[int, int, bool]]:
