@@ -28,7 +28,9 @@ def test_pixel_lists_are_written_without_python_ints_but_read_as_tolist(frames, 
     assert reader(value.data) == frame.tolist()
     raw = encode_image_value(frame, "raw", "json")
     assert json.loads(dumps(raw, "json")) == {
-        "values": frame.ravel().tolist(), "dtype": "uint8", "shape": list(frame.shape)
+        "values": frame.ravel().tolist(),
+        "dtype": "uint8",
+        "shape": list(frame.shape),
     }
 
 
