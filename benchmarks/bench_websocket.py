@@ -63,10 +63,8 @@ def round_trip_ms(ws: ClientConnection, body: bytes) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=30)
-    args = parser.parse_args()
+def websocket_round_trips(repeats: int) -> dict[str, float]:
+    """Median round trip (ms) of each client, sent in alternation; see the module docstring."""
     observation = Observation(synthetic_frames(3, 360, 640), task="pick")
     body = msgpack_numpy.packb(build_flat_request(observation))
     with contextlib.ExitStack() as stack:
@@ -85,17 +83,24 @@ def main() -> None:
         for ws in clients.values():
             ws.recv(timeout=10)  # metadata
             round_trip_ms(ws, body)  # warm-up
-        for i in range(args.repeats):
+        for i in range(repeats):
             order = list(clients.items())
             for name, ws in order[i % 3 :] + order[: i % 3]:
                 samples[name].append(round_trip_ms(ws, body))
-        extensions = {name: ws.protocol.extensions for name, ws in clients.items()}
-    medians = {name: statistics.median(values) for name, values in samples.items()}
+        if clients["default"].protocol.extensions:
+            raise RuntimeError("the reference server negotiated permessage-deflate")
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+    medians = websocket_round_trips(args.repeats)
     reference = medians["compression=None"]
     print(f"/openpi/policy, 3 cameras 360x640 raw msgpack, median of {args.repeats} (ms)")
     for name, median in medians.items():
-        negotiated = ", ".join(type(e).__name__ for e in extensions[name]) or "none"
-        print(f"{name:<26}{median:8.2f}  x{median / reference:5.2f}  extensions: {negotiated}")
+        print(f"{name:<26}{median:8.2f}  x{median / reference:5.2f}")
     print("target: default <= 1.20x compression=None")
 
 
