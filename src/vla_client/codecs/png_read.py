@@ -107,7 +107,7 @@ def _unfilter(filters: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray |
     if sub.any():
         selected = pixels[sub].reshape(-1, width, 3)
         pixels[sub] = np.cumsum(selected, axis=1, dtype=np.uint8).reshape(-1, 3 * width)
-    for row in np.flatnonzero(filters == _UP):
-        if row:  # the first row's Up filter adds a row of zeros
-            np.add(pixels[row - 1], pixels[row], out=pixels[row])
+    views = list(pixels)  # made once: a view per row costs more than the add it serves
+    for row in (np.flatnonzero(filters[1:] == _UP) + 1).tolist():  # row 0: Up adds zeros
+        np.add(views[row - 1], views[row], out=views[row])
     return pixels.reshape(-1, width, 3)
