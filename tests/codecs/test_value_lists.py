@@ -19,7 +19,7 @@ from vla_client.codecs import packb, unpackb
 from vla_client.codecs.flat_numbers import parse_flat_list
 from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholders
 from vla_client.codecs.pixel_msgpack import nested_list_msgpack, read_nested_list
-from vla_client.codecs.pixel_text import flat_list_text, nested_list_text
+from vla_client.codecs.pixel_text import flat_list_text, nested_list_text, read_nested_list_text
 from vla_client.errors import CodecError
 from vla_client.protocol import decode_request
 
@@ -37,6 +37,29 @@ def test_written_json_is_what_every_parser_reads_as_tolist(frame: np.ndarray) ->
     for loads in (json.loads, orjson.loads):
         assert loads(nested) == frame.tolist()
         assert loads(flat) == frame.ravel().tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(frame=frames)
+def test_written_json_is_read_back_by_its_own_reader(frame: np.ndarray) -> None:
+    read = read_nested_list_text(nested_list_text(frame))
+    assert read is not None and read.dtype == np.uint8
+    np.testing.assert_array_equal(read, frame)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"[[[  1, 02,  3]]]",  # a leading zero
+        b"[[[  1,  2,  3]],[[  1,  2]]]",  # ragged
+        b"[[[  1,  2,256]]]",
+        b"[[[  1,  2, -3]]]",
+        b"[[[1,2,3]]]",  # not fixed-width: left to the general reader
+        b"[[[  1,  2,  3] ]]",
+    ],
+)
+def test_only_the_exact_fixed_width_form_is_read_by_it(text: bytes) -> None:
+    assert read_nested_list_text(text) is None
 
 
 @settings(max_examples=80, deadline=None)

@@ -35,6 +35,7 @@ import numpy as np
 
 from vla_client.codecs.flat_numbers import parse_flat_list
 from vla_client.codecs.images import map_frames
+from vla_client.codecs.pixel_text import read_nested_list_text
 
 PREFIX = "\x00vla-pixels:"
 """Start of every placeholder; clients cannot send a NUL-prefixed string by accident."""
@@ -118,6 +119,11 @@ def _parse_span(body: bytes, start: int, end: int, tensor: bool) -> tuple[np.nda
     """The list in ``body[start:end]``: nested anywhere, flat only as a tensor's values."""
     head = body[start : start + 64].lstrip(_WHITESPACE)
     if head.startswith(b"[") and head[1:].lstrip(_WHITESPACE).startswith(b"["):
+        text = body[start:end].strip(_WHITESPACE)
+        comma = text.endswith(b",")
+        frame = read_nested_list_text(text[:-1].rstrip(_WHITESPACE) if comma else text)
+        if frame is not None:  # vla-client's own fixed-width form
+            return frame, comma
         return _parse(np.frombuffer(body, np.uint8, end - start, start))
     return parse_flat_list(body[start:end]) if tensor else None
 

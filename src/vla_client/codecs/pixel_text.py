@@ -55,3 +55,33 @@ def nested_list_text(frame: np.ndarray) -> bytes:
     rows[:, -1] = _COMMA
     text[-1] = _CLOSE
     return text.tobytes()
+
+
+def read_nested_list_text(text: bytes) -> np.ndarray | None:
+    """The frame `nested_list_text` wrote as `text`, or None for any other text.
+
+    H, W and C follow from where the first pixel and the first row close; the digits are then
+    at fixed offsets, read column by column, and the text must be exactly what
+    `nested_list_text` writes for the values read, so nothing but that form is taken.
+    """
+    if not text.startswith(b"[[["):
+        return None
+    channels, left = divmod(text.find(b"]") - 2, _RECORD)
+    pixel = _RECORD * channels + 2
+    if left or channels < 1:
+        return None
+    width, left = divmod(text.find(b"]]"), pixel)
+    row = 1 + width * pixel + 1
+    if left or width < 1:
+        return None
+    height, left = divmod(len(text) - 1, row)
+    if left or height < 1:
+        return None
+    rows = np.frombuffer(text, np.uint8, height * row, 1).reshape(height, row)
+    cells = rows[:, 1 : 1 + width * pixel].reshape(height, width, pixel)[:, :, 1 : pixel - 1]
+    digits = cells.reshape(height, width, channels, _RECORD) & 0x0F  # a space's nibble is 0
+    values = digits[..., 0] * np.uint16(100) + digits[..., 1] * np.uint16(10) + digits[..., 2]
+    if values.max() > 255:
+        return None
+    frame = values.astype(np.uint8)
+    return frame if nested_list_text(frame) == text else None
