@@ -86,7 +86,7 @@ def test_the_fixed_width_records_and_their_size() -> None:
     [b"[1,2,3]", b"[ 1 , 2 ,3 ]", b"[\n  7,\n  255\n]", b"[0,10,100,255]", b"[  7, 42,255]"],
 )
 def test_flat_lists_in_any_spacing_are_read(text: bytes) -> None:
-    parsed = parse_flat_list(text)
+    parsed = parse_flat_list(text, 0, len(text))
     assert parsed is not None
     assert parsed[0].tolist() == json.loads(text)
 
@@ -100,7 +100,7 @@ def test_flat_lists_in_any_spacing_are_read(text: bytes) -> None:
     ],
 )  # fmt: skip
 def test_flat_lists_it_is_not_sure_about_are_left_to_the_parser(text: bytes) -> None:
-    assert parse_flat_list(text) is None
+    assert parse_flat_list(text, 0, len(text)) is None
 
 
 @pytest.mark.parametrize(

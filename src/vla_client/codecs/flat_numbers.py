@@ -4,8 +4,8 @@ SGLang's tensor payload ``{"values": [...], "dtype": "uint8", "shape": [h, w, 3]
 frame as one flat list: 2 million numbers for three 360x640 cameras, each a Python int once a
 JSON parser has read it. `parse_flat_list` reads the digits where they lie instead. A list in
 `pixel_text`'s fixed-width form (vla-client's own) is a run of 4-byte records, read as words: the
-low nibbles of the three characters are the digits (a space's is 0), and writing the values back
-through the record table must give the same words, which proves the list is exactly that form.
+low nibbles of the three characters are the digits (a space's is 0), and the words must be
+exactly the records `pixel_text` writes for the values read, which proves the list is that form.
 Any other list is read through its commas: each number is the one to three digits before one,
 so three gathers and a sum give every value at once. Only lists it is sure about are taken,
 plain ints 0..255 without signs, fractions, exponents or leading zeros, separated by commas and
@@ -16,26 +16,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from vla_client.codecs.pixel_text import RECORDS
-
 _WHITESPACE = b" \t\n\r"
 _COMMA = (ord(",") - ord("0")) % 256  # a comma as a uint8 "digit": 252
 _DIGIT_LIMIT = 10
+_DIGIT_WORD = np.uint32(0x2C303030)  # "000," as a little-endian word
+_SPACE_FIRST, _SPACE_SECOND = np.uint32(0x10), np.uint32(0x1000)  # "0" - " " in bytes 0 and 1
 
 
-def parse_flat_list(text: bytes) -> tuple[np.ndarray, bool] | None:
-    """The uint8 values of `text` (whitespace, one flat list, an optional trailing comma) and
-    whether that comma is there, or None when the list is not a plain list of ints 0..255."""
-    core = text.strip(_WHITESPACE)
-    comma = core.endswith(b",")
+def parse_flat_list(body: bytes, start: int, end: int) -> tuple[np.ndarray, bool] | None:
+    """The uint8 values of ``body[start:end]`` (whitespace, one flat list, an optional trailing
+    comma) and whether that comma is there, or None when the list is not a plain list of ints
+    0..255. The list is read where it lies in `body`; only the general path copies it."""
+    first, last = _inside(body, start, end)
+    comma = last > first and body[last - 1] == ord(",")
     if comma:
-        core = core[:-1].rstrip(_WHITESPACE)
-    if len(core) < 3 or core[0] != ord("[") or core[-1] != ord("]"):
+        last = _inside(body, first, last - 1)[1]
+    if last - first < 3 or body[first] != ord("[") or body[last - 1] != ord("]"):
         return None
-    values = _fixed_width(core[1:-1])
+    values = _fixed_width(body, first + 1, last - 1)
     if values is not None:
         return values, comma
-    inner = core[1:-1].strip(_WHITESPACE)
+    inner = body[first + 1 : last - 1].strip(_WHITESPACE)
     compact = inner
     if any(space in inner for space in (b" ", b"\t", b"\n", b"\r")):
         compact = inner.translate(None, _WHITESPACE)
@@ -45,14 +46,31 @@ def parse_flat_list(text: bytes) -> tuple[np.ndarray, bool] | None:
     return None if values is None else (values, comma)
 
 
-def _fixed_width(inner: bytes) -> np.ndarray | None:
-    """The values of `pixel_text`'s records (``"  7, 42,255"``), or None for any other text."""
-    if (len(inner) + 1) % 4 or not inner.startswith((b" ", b"1", b"2")):
+def _inside(body: bytes, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` less the whitespace at both ends."""
+    while start < end and body[start] in _WHITESPACE:
+        start += 1
+    while end > start and body[end - 1] in _WHITESPACE:
+        end -= 1
+    return start, end
+
+
+def _fixed_width(body: bytes, start: int, end: int) -> np.ndarray | None:
+    """The values of `pixel_text`'s records (``"  7, 42,255"``) in ``body[start:end]``, or None
+    for any other text. The last record has no comma: it is read from a copy of its own."""
+    count, left = divmod(end - start + 1, 4)
+    if left or count < 1 or body[start] not in b" 12":
         return None
-    words = np.frombuffer(inner + b",", "<u4")
-    nibbles = words & 0x0F0F0F
-    values = (nibbles & 0xF) * 100 + ((nibbles >> 8) & 0xF) * 10 + (nibbles >> 16)
-    if values.max() > 255 or not np.array_equal(RECORDS.take(values), words):
+    words = np.empty(count, "<u4")
+    words[:-1] = np.frombuffer(body, "<u4", count - 1, start)
+    words[-1:] = np.frombuffer(body[end - 3 : end] + b",", "<u4")
+    digits = words & 0x0F0F0F  # a digit's low nibble is its value, a space's is 0
+    values = (digits & 0xF) * 100 + ((digits >> 8) & 0xF) * 10 + (digits >> 16)
+    # The record `pixel_text` writes for each value: its digits, the leading ones as spaces.
+    written = digits | _DIGIT_WORD
+    written -= (values < 100) * _SPACE_FIRST
+    written -= (values < 10) * _SPACE_SECOND
+    if values.max() > 255 or not np.array_equal(written, words):
         return None
     result: np.ndarray = values.astype(np.uint8)
     return result

@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from vla_client.codecs.flat_numbers import parse_flat_list
-from vla_client.codecs.images import map_frames
 from vla_client.codecs.pixel_text import read_nested_list_text
 
 PREFIX = "\x00vla-pixels:"
@@ -72,7 +71,7 @@ def extract_pixel_lists(
         spans = _spans_by_scan(body, lo)
     if not spans:
         return body, {}
-    found = map_frames(lambda span: _parse_span(body, *span), spans)
+    found = [_parse_span(body, *span) for span in spans]  # threads measured no faster
 
     tag = secrets.token_hex(8)
     arrays: dict[str, np.ndarray] = {}
@@ -125,7 +124,7 @@ def _parse_span(body: bytes, start: int, end: int, tensor: bool) -> tuple[np.nda
         if frame is not None:  # vla-client's own fixed-width form
             return frame, comma
         return _parse(np.frombuffer(body, np.uint8, end - start, start))
-    return parse_flat_list(body[start:end]) if tensor else None
+    return parse_flat_list(body, start, end) if tensor else None
 
 
 def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None:

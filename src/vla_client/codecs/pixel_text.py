@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 _RECORD = 4  # three characters and a comma
-RECORDS = np.frombuffer(
+_RECORDS = np.frombuffer(
     b"".join(f"{value:3d},".encode() for value in range(256)), dtype="<u4"
 )  # the record of each value, as one little-endian 4-byte word
 _OPEN, _CLOSE, _COMMA = ord("["), ord("]"), ord(",")
@@ -29,7 +29,7 @@ def flat_list_text(array: np.ndarray) -> bytes:
         return b"[]"
     text = np.empty(1 + _RECORD * flat.size, np.uint8)
     text[0] = _OPEN
-    text[1:] = RECORDS.take(flat).view(np.uint8)
+    text[1:] = _RECORDS.take(flat).view(np.uint8)
     text[-1] = _CLOSE
     return text.tobytes()
 
@@ -47,7 +47,7 @@ def nested_list_text(frame: np.ndarray) -> bytes:
         (height, width, pixel), np.uint8, buffer=text, offset=2, strides=(row, pixel, 1)
     )
     pixels[:, :, 0] = _OPEN
-    records = RECORDS.take(np.ascontiguousarray(frame, dtype=np.uint8)).view(np.uint8)
+    records = _RECORDS.take(np.ascontiguousarray(frame, dtype=np.uint8)).view(np.uint8)
     pixels[:, :, 1 : pixel - 1] = records.reshape(height, width, _RECORD * channels)
     pixels[:, :, pixel - 2] = _CLOSE
     pixels[:, :, pixel - 1] = _COMMA
