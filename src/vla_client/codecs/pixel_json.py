@@ -19,7 +19,12 @@ section 7): floats, out-of-range ints, ragged lists and so on.
 Only lists that are the value of an object member (``"wrist": [[[...]]]``) or the whole body are
 taken. A pixel list inside another list is left alone, so a 4-level batch ``[B][H][W][C]`` under
 ``observation.images`` stays a list of lists, as in SGLang. The flip side: every member value
-that is a regular pixel list comes back as an array, whichever field holds it.
+that is a regular pixel list comes back as an array, whichever field holds it. Flat lists are
+taken only as the ``"values"`` or ``"data"`` of a tensor payload (`flat_numbers`), where
+`tensor_payload_to_array` applies the payload's dtype and shape as it would to the list.
+
+Lists in vla-client's own fixed-width form (`pixel_text`) are recognised and read at fixed
+offsets; any other list goes through the general readers here and in `flat_numbers`.
 
 Parse the small body with ``json.loads`` where SGLang's outcomes must hold exactly: orjson reads
 ints beyond 64 bits as floats, so ``[[[2**70, 1, 2]]]`` (left in the body, as it must be) would
