@@ -59,8 +59,8 @@ from vla_client.codecs import (
     map_frames,
     packb,
     pixel_list_to_array,
-    png_writer,
 )
+from vla_client.codecs.png_write import png_writer
 from vla_client.observation import Observation
 from vla_client.protocol import decode_request, encode_request, loads, read_actions
 from vla_client.protocol.request import build_request

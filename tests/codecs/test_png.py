@@ -12,9 +12,9 @@ import pytest
 from PIL import Image
 
 from vla_client.cameras.scene import synthetic_frames
-from vla_client.codecs import decode_image_bytes, encode_png, png_write, png_writer
+from vla_client.codecs import decode_image_bytes, encode_png, png_write
 from vla_client.codecs.png_read import read_png
-from vla_client.codecs.png_write import PNG_PARAMS, encode_with_opencv
+from vla_client.codecs.png_write import PNG_PARAMS, encode_with_opencv, png_writer
 from vla_client.errors import CodecError
 
 (FRAME,) = synthetic_frames(1, 60, 90, seed=4).values()

@@ -14,7 +14,7 @@ from typing import Literal
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.cli.output import print_table
 from vla_client.client import ActionClient, mismatched_cameras
-from vla_client.codecs import png_writer
+from vla_client.codecs.png_write import png_writer
 from vla_client.observation import Observation
 from vla_client.protocol import Encoding, Wire
 

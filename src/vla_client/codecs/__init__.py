@@ -13,10 +13,10 @@ from vla_client.codecs.images import (
     DEFAULT_MAX_PIXELS,
     decode_image_bytes,
     encode_jpeg,
+    encode_png,
     map_frames,
 )
 from vla_client.codecs.msgpack_numpy import packb, unpackb
-from vla_client.codecs.png_write import encode_png, png_writer
 
 __all__ = [
     "DEFAULT_JPEG_QUALITY",
@@ -31,7 +31,6 @@ __all__ = [
     "map_frames",
     "packb",
     "pixel_list_to_array",
-    "png_writer",
     "tensor_payload_to_array",
     "unpackb",
 ]

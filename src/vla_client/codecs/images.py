@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 
 from vla_client.codecs.png_read import read_png
 from vla_client.codecs.png_write import PNG_END, PNG_SIGNATURE, encode_with_opencv
+from vla_client.codecs.png_write import encode_png as encode_png  # where callers look for it
 from vla_client.errors import CodecError, PayloadTooLargeError
 
 DEFAULT_MAX_PIXELS = 4096 * 4096
