@@ -202,3 +202,18 @@ def test_flat_tensor_values_of_several_cameras_decode_exactly() -> None:
         decoded = decode_request(body_of(images, dumps), "application/json")
         for name, frame in frames.items():
             np.testing.assert_array_equal(decoded.images[name], frame)
+
+
+@pytest.mark.parametrize("dtype", [None, "uint8", "int8", "int16", "float32", "bool"])
+def test_taken_tensor_values_get_the_dtype_the_list_would(dtype: str | None) -> None:
+    values = [0, 1, 2, 127] * 5000
+    payload = {"values": values, **({"dtype": dtype} if dtype else {})}
+    body = orjson.dumps({"t": payload})
+    new, arrays = extract_pixel_lists(body)
+    assert arrays  # the fast path took the list
+    from vla_client.codecs import tensor_payload_to_array
+
+    got = tensor_payload_to_array(restore_placeholders(orjson.loads(new), arrays)["t"])
+    want = np.asarray(values, dtype=dtype)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

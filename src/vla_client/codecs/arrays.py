@@ -81,8 +81,10 @@ def tensor_payload_to_array(payload: dict[str, Any], *, field: str | None = None
 
 
 def _cast_exact(values: np.ndarray, dtype: np.dtype[Any] | None) -> np.ndarray:
-    """`values` as `dtype`, refusing what ``np.asarray(values.tolist(), dtype)`` refuses."""
-    if dtype is None or dtype == values.dtype:
+    """``np.asarray(values.tolist(), dtype)``, refusing what it refuses: without a dtype, JSON
+    ints become the platform's default int, as a list of them would."""
+    dtype = dtype or np.dtype(np.int_)
+    if dtype == values.dtype:
         return values
     if dtype.kind in "iu" and values.size and values.max() > np.iinfo(dtype).max:
         raise ValueError(f"{values.max()} is out of bounds for {dtype}")
