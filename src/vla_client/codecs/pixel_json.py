@@ -52,9 +52,7 @@ _OTHER = bytes(0 if b in b"0123456789,[] \t\n\r" else 1 for b in range(256))
 _WHITESPACE = b" \t\n\r"
 _LIST_BYTES = b"0123456789,[]" + _WHITESPACE
 _SEARCH_MAX_COLONS = 4096
-# A list of numbers up to 255 has a comma every 4 bytes or so; one padded with more whitespace
-# than this is read by the JSON parser instead, which is slower but gives the same result.
-_MOST_BYTES_PER_COMMA = 8
+_FEW = 64
 
 # Maps every digit to "0" so that a list's token string can be compared with its expected shape.
 _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
@@ -74,8 +72,6 @@ def extract_pixel_lists(
     a string a client sends can never be mistaken for one.
     """
     lo = max(min_bytes, _SMALLEST)
-    if body.count(b",") < lo // _MOST_BYTES_PER_COMMA:
-        return body, {}  # too few commas for any list that long (base64 bodies have none)
     spans = _spans_by_search(body, lo)
     if spans is None:
         spans = _spans_by_scan(body, lo)
@@ -171,12 +167,24 @@ def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None
 def _unescaped_quotes(body: bytes, start: int, end: int) -> int:
     """How many quotes in ``body[start:end]`` are not escaped by a backslash."""
     if body.find(b"\\", start, end) < 0:
-        return body.count(b'"', start, end)
+        return _count(body, b'"', start, end)
     region = np.frombuffer(body, np.uint8, end - start, start)
     positions = np.flatnonzero((region == 0x22) | (region == 0x5C))
     chars = region[positions]
     slash = chars == 0x5C
     return int(np.count_nonzero((chars == 0x22) & ~_escaped(positions, slash)))
+
+
+def _count(body: bytes, char: bytes, start: int, end: int) -> int:
+    """``body.count(char, start, end)``; by jumping from one to the next while they are few,
+    as between the keys of a document (memchr runs over a long string far faster than count)."""
+    found, at = 0, body.find(char, start, end)
+    while at >= 0:
+        found += 1
+        if found == _FEW:
+            return found + body.count(char, at + 1, end)
+        at = body.find(char, at + 1, end)
+    return found
 
 
 def _spans_by_scan(body: bytes, lo: int) -> list[tuple[int, int, bool]]:
