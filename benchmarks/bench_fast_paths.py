@@ -64,6 +64,7 @@ from vla_client.codecs.png_write import png_writer
 from vla_client.observation import Observation
 from vla_client.protocol import decode_request, encode_request, loads, read_actions
 from vla_client.protocol.request import build_request
+from vla_client.server.memory import keep_freed_memory
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "6718906"  # the last revision before the fast paths (issue 15)
@@ -180,6 +181,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=BASELINE, help="revision of the 'before' server")
     parser.add_argument("--save", help="write the figures to this JSON file")
     args = parser.parse_args()
+    keep_freed_memory()  # what the server's process does: decodes are timed as it would run them
     load_before = os.getloadavg()
     frames = synthetic_frames(3, 360, 640)
     observation = Observation(frames, state=np.linspace(-1, 1, 7), task="bench")

@@ -37,12 +37,12 @@ def parse_flat_list(body: bytes, start: int, end: int) -> tuple[np.ndarray, bool
     if values is not None:
         return values, comma
     inner = body[first + 1 : last - 1].strip(_WHITESPACE)
-    compact = inner
+    compact, numbers = inner, None
     if any(space in inner for space in (b" ", b"\t", b"\n", b"\r")):
-        compact = inner.translate(None, _WHITESPACE)
-        if _numbers(inner) != compact.count(b",") + 1:
-            return None  # whitespace between two numbers' digits: not JSON, the parser must say so
-    values = _values(np.frombuffer(compact, np.uint8) - np.uint8(ord("0")))
+        # Whitespace between two numbers' digits is not JSON: the count of digit runs before
+        # the whitespace goes must stay what the commas say, or the parser must say so.
+        compact, numbers = inner.translate(None, _WHITESPACE), _numbers(inner)
+    values = _values(np.frombuffer(compact, np.uint8) - np.uint8(ord("0")), numbers)
     return None if values is None else (values, comma)
 
 
@@ -82,27 +82,35 @@ def _numbers(text: bytes) -> int:
     return int(digit[0]) + int(np.count_nonzero(digit[1:] & ~digit[:-1]))
 
 
-def _values(digits: np.ndarray) -> np.ndarray | None:
-    """`digits` is the list's inside less whitespace, each byte minus ``ord("0")``."""
-    if digits.size == 0:
-        return None
-    commas = np.flatnonzero(digits == _COMMA)
-    if np.count_nonzero(digits < _DIGIT_LIMIT) + commas.size != digits.size:
+def _values(digits: np.ndarray, numbers: int | None) -> np.ndarray | None:
+    """`digits` is the list's inside less whitespace, each byte minus ``ord("0")``; `numbers`,
+    when given, how many numbers the list had before its whitespace was taken out.
+
+    Every check and the value of the number ending at each byte are worked out for all bytes
+    at once; the values are then gathered at the last digit of each number.
+    """
+    size = digits.size
+    digit = digits < _DIGIT_LIMIT
+    comma = digits == _COMMA
+    if size == 0 or np.count_nonzero(digit) + np.count_nonzero(comma) != size:
         return None  # something other than digits and commas
-    bounds = np.empty(commas.size + 2, np.int64)
-    bounds[0], bounds[1:-1], bounds[-1] = -1, commas, digits.size
-    lengths = np.diff(bounds) - 1
-    if lengths.min() < 1 or lengths.max() > 3:
-        return None  # an empty item, or a number of four digits or more
-    # Two commas in front, so that the two bytes before any number's last digit exist; a byte
-    # that is not one of its digits reads as 252 and counts as 0.
-    padded = np.concatenate([np.full(2, _COMMA, np.uint8), digits])
-    ones = padded.take(bounds[1:] + 1)
-    tens = padded.take(bounds[1:]) * (lengths >= 2)
-    hundreds = padded.take(bounds[1:] - 1) * (lengths == 3)
-    values = ones + tens.astype(np.uint16) * 10 + hundreds.astype(np.uint16) * 100
-    leading_zero = ((lengths == 2) & (tens == 0)) | ((lengths == 3) & (hundreds == 0))
-    if leading_zero.any() or values.max() > 255:
+    if not (digit[0] and digit[-1]) or (comma[1:] & comma[:-1]).any():
+        return None  # an empty item
+    if (digit[3:] & digit[2:-1] & digit[1:-2] & digit[:-3]).any():
+        return None  # a number of four digits or more
+    starts = digit.copy()
+    starts[1:] &= comma[:-1]
+    if (starts[:-1] & (digits[:-1] == 0) & digit[1:]).any():
+        return None  # a leading zero: not JSON, the parser must say so
+    known = digits * digit  # a comma counts as 0
+    number = known.astype(np.uint16)
+    number[1:] += known[:-1] * np.uint16(10)
+    number[2:] += (known[:-2] * digit[1:-1]) * np.uint16(100)
+    last = np.flatnonzero(comma) - 1
+    if numbers is not None and numbers != last.size + 1:
+        return None
+    values = np.concatenate([number.take(last), number[-1:]])
+    if values.max() > 255:
         return None
     result: np.ndarray = values.astype(np.uint8)
     return result
