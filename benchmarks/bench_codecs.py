@@ -3,10 +3,11 @@
     PYTHONPATH=src python benchmarks/bench_codecs.py [--repeats N]
 
 The baseline is what a plain client does: ``cv2.imencode(".png")`` at compression level 1 (or
-JPEG quality 90) and ``cv2.imdecode``, one camera after another. vla-client encodes with its
-tuned PNG parameters (level 1, Huffman-only, Sub filter) and runs the cameras in parallel
-threads (`map_frames`; OpenCV releases the GIL). Targets: PNG encode <= 0.4x the baseline's
-time at <= 1.15x its size; decode <= 0.6x. Baseline and ours are timed in alternation.
+JPEG quality 90) and ``cv2.imdecode``, one camera after another. vla-client writes PNG with
+fpng (OpenCV with tuned parameters where fpng is missing), reads it with its own ISA-L reader
+where that applies, and runs the cameras through `map_frames`. Targets: PNG encode <= 0.4x the
+baseline's time at <= 1.15x its size; decode <= 0.6x. Baseline and ours are timed in
+alternation. `bench_fast_paths.py` compares the whole request paths with what they were.
 """
 
 from __future__ import annotations

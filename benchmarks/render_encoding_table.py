@@ -1,16 +1,21 @@
-"""Render a ``vla-client bench --save`` report as the Markdown table in docs/encoding-table.md.
+"""Render a ``vla-client bench --save`` report as the Markdown table in docs/encoding-table.md,
+followed, with ``--fast-paths``, by the table of a ``bench_fast_paths.py --save`` report.
 
-The docs' encoding table is generated, never typed: regenerate it with
+The docs' encoding tables are generated, never typed: regenerate them with
 
     vla-client bench --repeat 20 --save benchmarks/results-encoding.json \
         --plot docs/img/encoding-bench.png
+    PYTHONPATH=src python benchmarks/bench_fast_paths.py --save benchmarks/results-fast-paths.json
     python benchmarks/render_encoding_table.py benchmarks/results-encoding.json \
-        docs/encoding-table.md
+        docs/encoding-table.md --fast-paths benchmarks/results-fast-paths.json
+
+The date printed is the fast-paths report's, or else the day the bench report was written.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 from pathlib import Path
 from typing import Any
@@ -18,8 +23,9 @@ from typing import Any
 LOSSLESS = {"png": "yes", "raw": "yes", "pixels": "yes", "jpeg": "no (q90)"}
 
 
-def render(report: dict[str, Any]) -> str:
-    """The Markdown for `report`: a note on where it was measured, then one row per path."""
+def render(report: dict[str, Any], date: str) -> str:
+    """The Markdown for `report`: a note on where and when it was measured, then one row per
+    path."""
     if report.get("format") != "vla-client.bench":
         raise ValueError("not a vla-client bench report")
     frames, machine = report["frames"], report["machine"]
@@ -30,8 +36,8 @@ def render(report: dict[str, Any]) -> str:
         f"Measured with `vla-client bench` against the {report['server']}: "
         f"{frames['cameras']} cameras {frames['height']}x{frames['width']}, "
         f"{report['repeat']} requests per path after {report['warmup']} warm-up, "
-        f"on {machine['platform']} (Python {machine['python']}). Medians in ms; ranked by "
-        "end-to-end latency.",
+        f"on {machine['platform']} (Python {machine['python']}), {date}. Medians in ms; ranked "
+        "by end-to-end latency.",
         "",
         "| rank | encoding | wire | transport | request size | lossless | client encode | "
         "server decode | end-to-end p50 | end-to-end p99 |",
@@ -49,6 +55,32 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_fast_paths(report: dict[str, Any]) -> str:
+    """The Markdown for a ``bench_fast_paths.py`` report: each path before and now."""
+    if report.get("format") != "vla-client.fast-paths":
+        raise ValueError("not a bench_fast_paths report")
+    machine, load = report["machine"], report["load"]
+    lines = [
+        "",
+        f"Each path now against the same path before the fast paths (revision "
+        f"{report['baseline']}), timed in alternation by `benchmarks/bench_fast_paths.py` on "
+        f"{report['date']}: 3 cameras 360x640, medians of {report['repeats']}, "
+        f"{machine['cpus']} CPUs shared with other work (load average {load[0][0]:.2f} before, "
+        f"{load[1][0]:.2f} after), PNG written by {report['png_writer']}.",
+        "",
+        "| path | before | now | now / before | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for row in report["rows"]:
+        before, now = (_amount(row[key], row["unit"]) for key in ("before", "now"))
+        lines.append(f"| {row['name']} | {before} | {now} | {row['ratio']:.2f} | {row['target']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _amount(value: float, unit: str) -> str:
+    return _size(int(value)) if unit == "bytes" else f"{value:.1f} ms"
+
+
 def _size(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
 
@@ -57,8 +89,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report", help="JSON written by 'vla-client bench --save'")
     parser.add_argument("output", help="Markdown file to write (docs/encoding-table.md)")
+    parser.add_argument("--fast-paths", help="JSON written by 'bench_fast_paths.py --save'")
     args = parser.parse_args()
-    Path(args.output).write_text(render(json.loads(Path(args.report).read_text())))
+    report = Path(args.report)
+    fast = json.loads(Path(args.fast_paths).read_text()) if args.fast_paths else None
+    date = fast["date"] if fast else _day(report)
+    text = render(json.loads(report.read_text()), date)
+    if fast:
+        text += render_fast_paths(fast)
+    Path(args.output).write_text(text)
+
+
+def _day(path: Path) -> str:
+    return datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
 
 
 if __name__ == "__main__":

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import io
+
+import cv2
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from PIL import Image
 
+from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import (
     b64decode_text,
     b64encode_text,
+    decode_image_bytes,
+    encode_png,
     frame_digest,
     packb,
     unpackb,
 )
+from vla_client.codecs.png_write import PNG_PARAMS, encode_with_opencv
 from vla_client.observation import Observation
 from vla_client.protocol import (
     decode_image_value,
@@ -121,3 +129,80 @@ def test_every_valid_observation_round_trips(
         assert decoded.state is None
     else:
         np.testing.assert_array_equal(decoded.state, observation.state)
+
+
+def _by_opencv(data: bytes) -> np.ndarray:
+    return cv2.cvtColor(
+        cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB
+    )
+
+
+def _by_pillow(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def _scene(height: int, width: int, seed: int) -> np.ndarray:
+    (frame,) = synthetic_frames(1, height, width, seed=seed).values()
+    return frame
+
+
+PNG_WRITERS = {
+    "default": encode_png,
+    "opencv": lambda frame: encode_with_opencv(".png", frame, PNG_PARAMS),
+}
+camera_like = st.builds(_scene, st.integers(16, 90), st.integers(16, 131), st.integers(0, 2**16))
+odd_frames = hnp.arrays(
+    np.uint8,
+    st.tuples(st.integers(1, 40), st.sampled_from([1, 2, 3, 5, 7, 9, 31, 33, 127]), st.just(3)),
+    elements=st.integers(0, 255),
+)
+
+
+@pytest.mark.parametrize("writer", PNG_WRITERS.values(), ids=PNG_WRITERS.keys())
+@SETTINGS
+@given(frame=camera_like | odd_frames)
+def test_every_png_writer_is_read_exactly_by_every_decoder(writer, frame: np.ndarray) -> None:
+    data = writer(frame)
+    for decode in (_by_opencv, _by_pillow, decode_image_bytes):
+        np.testing.assert_array_equal(decode(data), frame)
+
+
+@pytest.mark.parametrize("writer", PNG_WRITERS.values(), ids=PNG_WRITERS.keys())
+def test_a_12_megapixel_frame_is_written_and_read_exactly(writer) -> None:
+    frame = np.random.default_rng(9).integers(0, 256, (3000, 4000, 3), dtype=np.uint8)
+    frame[:1500] //= 16  # half noise, half smoother, so both coding paths are exercised
+    data = writer(frame)
+    for decode in (_by_opencv, _by_pillow, decode_image_bytes):
+        np.testing.assert_array_equal(decode(data), frame)
+
+
+# Big enough that every fast path is taken (JSON bodies over 64 KiB, msgpack lists over 16 KiB).
+large_observations = st.builds(
+    lambda frames, task: Observation({f"c{i}": f for i, f in enumerate(frames)}, task=task),
+    st.lists(
+        st.builds(
+            lambda height, width, seed: next(
+                iter(synthetic_frames(1, height, width, seed=seed).values())
+            ),
+            st.integers(60, 120),
+            st.integers(61, 161),
+            st.integers(0, 2**16),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    st.text(max_size=20),
+)
+
+
+@pytest.mark.parametrize(("encoding", "wire"), LOSSLESS)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(observation=large_observations)
+def test_large_frames_reach_the_server_decoder_exactly(
+    encoding: str, wire: str, observation: Observation
+) -> None:
+    body, content_type = encode_request(observation, encoding=encoding, wire=wire)  # type: ignore[arg-type]
+    decoded = decode_request(body, content_type)
+    for name, frame in observation.images.items():
+        np.testing.assert_array_equal(decoded.images[name], frame)

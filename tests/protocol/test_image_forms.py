@@ -1,18 +1,37 @@
+import json
+
+import msgpack
 import numpy as np
 import pytest
 
 from vla_client.codecs import b64encode_text, encode_png
+from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, PayloadTooLargeError
-from vla_client.protocol import ENCODINGS, decode_image_value, encode_image_value
+from vla_client.protocol import ENCODINGS, decode_image_value, dumps, encode_image_value, loads
 
 
 @pytest.mark.parametrize("encoding", [e for e in ENCODINGS if e != "jpeg"])
 @pytest.mark.parametrize("wire", ["json", "msgpack"])
 def test_lossless_encodings_round_trip(frames, encoding, wire):
     frame = frames["right"]
-    np.testing.assert_array_equal(
-        decode_image_value(encode_image_value(frame, encoding, wire)), frame
-    )
+    value = loads(dumps(encode_image_value(frame, encoding, wire), wire), wire)
+    np.testing.assert_array_equal(decode_image_value(value), frame)
+
+
+@pytest.mark.parametrize("wire", ["json", "msgpack"])
+def test_pixel_lists_are_written_without_python_ints_but_read_as_tolist(frames, wire):
+    frame = frames["right"]
+    value = encode_image_value(frame, "pixels", wire)
+    assert isinstance(value, PreEncoded)
+    np.testing.assert_array_equal(decode_image_value(value), frame)
+    reader = json.loads if wire == "json" else msgpack.unpackb
+    assert reader(value.data) == frame.tolist()
+    raw = encode_image_value(frame, "raw", "json")
+    assert json.loads(dumps(raw, "json")) == {
+        "values": frame.ravel().tolist(),
+        "dtype": "uint8",
+        "shape": list(frame.shape),
+    }
 
 
 def test_every_b64_spelling_is_accepted(frames):

@@ -1,24 +1,28 @@
 """``vla-client demo``: the whole path on one machine, with nothing to configure.
 
 Starts the reference server on a free loopback port, sends synthetic 3-camera frames with every
-encoding and wire format, checks lossless delivery where the encoding promises it, prints what
-each path costs, and stops the server.
+encoding and wire format (and the msgpack ones over a websocket too), checks lossless delivery
+where the encoding promises it, prints what each path costs, and stops the server.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+from typing import Literal
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.cli.output import print_table
 from vla_client.client import ActionClient, mismatched_cameras
+from vla_client.codecs.png_write import png_writer
 from vla_client.observation import Observation
 from vla_client.protocol import Encoding, Wire
 
-PATHS: tuple[tuple[Encoding, Wire], ...] = (
-    ("raw", "msgpack"), ("jpeg", "msgpack"), ("jpeg", "json"), ("png", "msgpack"),
-    ("png", "json"), ("raw", "json"), ("pixels", "msgpack"), ("pixels", "json"),
+PATHS: tuple[tuple[Encoding, Wire, Literal["http", "websocket"]], ...] = (
+    ("raw", "msgpack", "http"), ("jpeg", "msgpack", "http"), ("jpeg", "json", "http"),
+    ("png", "msgpack", "http"), ("png", "json", "http"), ("raw", "json", "http"),
+    ("pixels", "msgpack", "http"), ("pixels", "json", "http"),
+    ("raw", "msgpack", "websocket"), ("png", "msgpack", "websocket"),
 )  # fmt: skip
 
 
@@ -39,9 +43,12 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     failures = 0
     with LocalServer(create_app(ReferencePolicy())) as server:
-        print(f"reference server on {server.url}; {args.cameras} synthetic cameras 360x640\n")
-        for encoding, wire in PATHS:
-            with ActionClient(server.url, encoding=encoding, wire=wire, timeout_s=60) as client:
+        print(f"reference server on {server.url}; {args.cameras} synthetic cameras 360x640; "
+              f"PNG written by {png_writer()}\n")  # fmt: skip
+        for encoding, wire, transport in PATHS:
+            with ActionClient(
+                server.url, encoding=encoding, wire=wire, transport=transport, timeout_s=60
+            ) as client:
                 results, lossless = [], True
                 for t in range(args.repeat):
                     observation = Observation(
@@ -54,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
             failures += expected_lossless and not lossless
             rows.append((
                 f"{encoding}/{wire}",
+                "ws" if transport == "websocket" else transport,
                 f"{results[-1].timings.bytes_sent / 1e6:.2f}",
                 statistics.median(r.timings.encode_ms for r in results),
                 statistics.median(r.timings.server.get("preprocess_ms", 0.0) for r in results),
@@ -62,7 +70,16 @@ def run(args: argparse.Namespace) -> int:
                 ("yes" if lossless else "NO") if expected_lossless else "lossy",
             ))  # fmt: skip
     print_table(
-        ("path", "MB sent", "encode ms", "server decode ms", "total ms", "actions", "bit-exact"),
+        (
+            "path",
+            "via",
+            "MB sent",
+            "encode ms",
+            "server decode ms",
+            "total ms",
+            "actions",
+            "bit-exact",
+        ),
         rows,
     )
     print("\nmedians over", args.repeat, "requests; total = client encode + round trip + decode")

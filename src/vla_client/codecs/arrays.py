@@ -1,7 +1,8 @@
 """Arrays written as JSON: nested pixel lists and ``{values|data, dtype, shape}`` tensor payloads.
 
-`pixel_list_to_array` reproduces SGLang's entrypoint conversion (the seed write-up, contract
-section 7) outcome for outcome: ``image.tolist()`` of a uint8 image becomes a uint8 array
+`pixel_list_to_array` reproduces the conversion SGLang's entrypoint applies to pixel lists,
+outcome for outcome (so a list SGLang accepts is accepted here, as the same array):
+``image.tolist()`` of a uint8 image becomes a uint8 array
 through one C-level ``bytes(chain(...))`` pass; other numeric lists fall back to ``np.asarray``;
 anything irregular (ragged, non-numeric, bool-first, huge ints) is returned unchanged, for the
 caller to refuse.
@@ -53,6 +54,8 @@ def tensor_payload_to_array(payload: dict[str, Any], *, field: str | None = None
     try:
         if isinstance(values, bytes | bytearray | memoryview):
             array = np.frombuffer(values, dtype=dtype or np.uint8)
+        elif isinstance(values, np.ndarray):  # a list the JSON reader took as uint8 already
+            array = _cast_exact(values, dtype)
         elif dtype == np.uint8 and isinstance(values, list):
             array = _uint8_list_to_array(values)
         else:
@@ -76,6 +79,17 @@ def tensor_payload_to_array(payload: dict[str, Any], *, field: str | None = None
                 f"cannot reshape {array.size} values to shape {list(shape)}", field=field
             ) from None
     return array
+
+
+def _cast_exact(values: np.ndarray, dtype: np.dtype[Any] | None) -> np.ndarray:
+    """``np.asarray(values.tolist(), dtype)``, refusing what it refuses: without a dtype, JSON
+    ints become the platform's default int, as a list of them would."""
+    dtype = dtype or np.dtype(np.int_)
+    if dtype == values.dtype:
+        return values
+    if dtype.kind in "iu" and values.size and values.max() > np.iinfo(dtype).max:
+        raise ValueError(f"{values.max()} is out of bounds for {dtype}")
+    return values.astype(dtype)
 
 
 def _uint8_list_to_array(values: list[Any]) -> np.ndarray:

@@ -1,10 +1,10 @@
-"""PNG and JPEG for camera frames, through OpenCV (libpng, libjpeg-turbo).
+"""PNG and JPEG for camera frames: which library writes and reads each, and the checks.
 
-Frames are RGB everywhere in vla-client; OpenCV thinks in BGR, so the swap happens here and
-nowhere else. PNG settings come from measurements on camera-like frames (docs/encoding.md):
-zlib level 1 with Huffman-only coding and the Sub filter is about 2.5x faster than plain level 1
-for under 10 % more bytes. OpenCV releases the GIL, so several cameras encode and decode in
-parallel threads.
+Frames are RGB everywhere in vla-client; OpenCV thinks in BGR, so the swap happens in the
+functions that call it and nowhere else. PNGs are written by `png_write` (fpng, or OpenCV) and
+read by `png_read` where its fast path applies, by OpenCV otherwise; JPEG is libjpeg-turbo
+through OpenCV. OpenCV releases the GIL, so several cameras encode and decode in parallel
+threads.
 
 Decoding never trusts the input: the width and height in the header are checked against a pixel
 limit before any pixel is decoded (decompression bombs), and a PNG without its IEND chunk or a
@@ -24,18 +24,14 @@ import cv2
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from vla_client.codecs.png_read import read_png
+from vla_client.codecs.png_write import PNG_END, PNG_SIGNATURE, encode_with_opencv
+from vla_client.codecs.png_write import encode_png as encode_png  # where callers look for it
 from vla_client.errors import CodecError, PayloadTooLargeError
 
 DEFAULT_MAX_PIXELS = 4096 * 4096
 DEFAULT_JPEG_QUALITY = 90
-PNG_PARAMS = [
-    cv2.IMWRITE_PNG_COMPRESSION, 1,
-    cv2.IMWRITE_PNG_STRATEGY, cv2.IMWRITE_PNG_STRATEGY_HUFFMAN_ONLY,
-    cv2.IMWRITE_PNG_FILTER, cv2.IMWRITE_PNG_FILTER_SUB,
-]  # fmt: skip
 
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_PNG_END = b"IEND\xaeB`\x82"
 _JPEG_START = b"\xff\xd8"
 _JPEG_END = b"\xff\xd9"
 _JPEG_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
@@ -45,28 +41,24 @@ R = TypeVar("R")
 _pool: ThreadPoolExecutor | None = None
 
 
-def encode_png(frame: np.ndarray) -> bytes:
-    """Lossless PNG of an HxWx3 uint8 RGB frame."""
-    return _imencode(".png", frame, PNG_PARAMS)
-
-
 def encode_jpeg(frame: np.ndarray, quality: int = DEFAULT_JPEG_QUALITY) -> bytes:
     """Baseline JPEG (4:2:0) of an HxWx3 uint8 RGB frame; `quality` in 1..100."""
     if not 1 <= quality <= 100:
         raise CodecError(f"JPEG quality must be in 1..100, got {quality}")
-    return _imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    return encode_with_opencv(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
 
 
 def decode_image_bytes(
     data: bytes, *, max_pixels: int = DEFAULT_MAX_PIXELS, field: str | None = None
 ) -> np.ndarray:
     """Decode PNG, JPEG (or any format Pillow reads) to a C-contiguous HxWx3 uint8 RGB array."""
-    if data.startswith(_PNG_SIGNATURE):
+    if data.startswith(PNG_SIGNATURE):
         width, height = _png_size(data, field)
         _check_pixels(width, height, max_pixels, field)
-        if not data.rstrip(b"\x00").endswith(_PNG_END):
+        if not data.rstrip(b"\x00").endswith(PNG_END):
             raise CodecError("truncated PNG (no IEND chunk)", field=field)
-        return _imdecode(data, "PNG", field)
+        pixels = read_png(data)
+        return pixels if pixels is not None else _imdecode(data, "PNG", field)
     if data.startswith(_JPEG_START):
         width, height = _jpeg_size(data, field)
         _check_pixels(width, height, max_pixels, field)
@@ -91,15 +83,6 @@ def _thread_pool() -> ThreadPoolExecutor:
             max_workers=min(8, os.cpu_count() or 2), thread_name_prefix="codec"
         )
     return _pool
-
-
-def _imencode(extension: str, frame: np.ndarray, params: list[int]) -> bytes:
-    if frame.dtype != np.uint8 or frame.ndim != 3 or frame.shape[2] != 3:
-        raise CodecError(f"expected an HxWx3 uint8 frame, got {frame.dtype} {frame.shape}")
-    ok, buffer = cv2.imencode(extension, cv2.cvtColor(frame, cv2.COLOR_RGB2BGR), params)
-    if not ok:
-        raise CodecError(f"OpenCV could not encode {extension}")
-    return buffer.tobytes()
 
 
 def _imdecode(data: bytes, kind: str, field: str | None) -> np.ndarray:

@@ -7,11 +7,10 @@ clients in other languages send). Only bool, integer and float dtypes cross the 
 void and complex are refused both ways, so nothing here can be made to run pickle.
 
 Unpacked arrays are read-only views of the buffer passed to `unpackb`, not copies. msgpack
-copies every binary value it returns, so maps of at least `VIEW_MIN_BYTES` near the top of a
-document are first split with msgspec, whose `Raw` values are slices of the input (the approach
-vLLM's engine takes for its own zero-copy messages); an array's data is sliced out of the input,
-and only the other values go through msgpack. A server that reads a body into shared memory
-therefore gets frames that already lie there.
+copies every binary value it returns, so the maps near the top of a document are walked item by
+item: an array's data is sliced out of the input, and only the other values go through msgpack.
+A server that reads a body into shared memory therefore gets frames that already lie there.
+Pixel lists (``frame.tolist()``) in those maps are read by numpy, never as Python ints.
 """
 
 from __future__ import annotations
@@ -23,14 +22,17 @@ import msgpack
 import msgspec
 import numpy as np
 
+from vla_client.codecs.pixel_msgpack import read_nested_list
+from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError
 
 CONTENT_TYPE = "application/msgpack"
 VIEW_MIN_BYTES = 16 * 1024  # smaller values are copied: a copy is cheaper than splitting
 _ALLOWED_KINDS = frozenset("biuf")
 _WALK_DEPTH = 6  # images sit at depth 5 (input.observation.images.<cam>.data); deeper: msgpack
+_WALK_MAX_PAIRS = 256  # wider maps are not where frames travel: msgpack unpacks them at once
 _BIN_HEADER_BYTES = {0xC4: 2, 0xC5: 3, 0xC6: 5}  # bin 8/16/32: format byte, then the length
-_SPLIT_MAP = msgspec.msgpack.Decoder(dict[Any, msgspec.Raw])
+_ARRAY_KINDS = frozenset({*range(0x90, 0xA0), 0xDC, 0xDD})
 
 
 def packb(obj: Any) -> bytes:
@@ -49,17 +51,19 @@ def unpackb(data: bytes | bytearray | memoryview) -> Any:
     """Unpack msgpack bytes; numpy maps become arrays and scalars. Raises `CodecError`.
 
     Arrays of `VIEW_MIN_BYTES` or more in the maps near the top of the document (not in lists)
-    are read-only views of `data`, which must then not change while they are in use.
+    are read-only views of `data`, which must then not change while they are in use. In those
+    maps a nested list of uint8 ints (``frame.tolist()``) comes back as an HxWxC uint8 array,
+    read by numpy (`pixel_msgpack`), not as lists of Python ints.
     """
     try:
         if len(data) < VIEW_MIN_BYTES:
             return _unpack(data)
-        return _walk(memoryview(data).cast("B").toreadonly(), 0)
+        return _Walk(memoryview(data).cast("B").toreadonly()).document()
     except CodecError:
         raise
-    except RecursionError:  # msgspec skipping a value nested thousands of levels deep
+    except (RecursionError, msgpack.StackError):  # values nested thousands of levels deep
         raise CodecError("malformed msgpack body: values nested too deep") from None
-    except (ValueError, TypeError, msgpack.UnpackException, msgspec.DecodeError) as exc:
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise CodecError(f"malformed msgpack body: {exc}") from None
 
 
@@ -67,29 +71,70 @@ def _unpack(data: bytes | bytearray | memoryview) -> Any:
     return msgpack.unpackb(data, object_hook=_unpack_hook, raw=False, strict_map_key=False)
 
 
-def _walk(encoded: memoryview, depth: int) -> Any:
-    """Decode one value; big maps near the top are split without copying their values.
+class _Walk:
+    """Decode a document, walking the maps near its top item by item.
 
-    A binary value in such a map comes back as a slice of `encoded`, kept only where it is
-    array data; everything else (lists, scalars, small or deep maps) is unpacked by msgpack.
+    msgpack's own unpacker reads the values, except two kinds in those maps: a binary value of
+    `VIEW_MIN_BYTES` or more comes back as a slice of the input (kept only where it is array
+    data), and a regular pixel list as an array read by numpy; the unpacker steps over both
+    without reading them. Everything else (other lists, scalars, deep or wide maps) is
+    unpacked by msgpack in one call.
     """
-    kind = encoded[0]
-    header = _BIN_HEADER_BYTES.get(kind)
-    if header is not None and depth > 0:
-        return encoded[header:]
-    is_map = 0x80 <= kind <= 0x8F or kind in (0xDE, 0xDF)
-    if not is_map or depth >= _WALK_DEPTH or len(encoded) < VIEW_MIN_BYTES:
-        return _unpack(encoded)
-    pairs = {
-        key: _walk(memoryview(value), depth + 1)
-        for key, value in _SPLIT_MAP.decode(encoded).items()
-    }
-    result = _unpack_hook(pairs)
-    if result is pairs:
-        for key, value in pairs.items():
-            if isinstance(value, memoryview):
-                pairs[key] = value.tobytes()
-    return result
+
+    def __init__(self, encoded: memoryview) -> None:
+        self.encoded = encoded
+        self.unpacker = msgpack.Unpacker(
+            object_hook=_unpack_hook, raw=False, strict_map_key=False,
+            max_buffer_size=max(len(encoded), 1),
+        )  # fmt: skip
+        self.unpacker.feed(encoded)
+
+    def document(self) -> Any:
+        value = self.value(0)
+        if self.unpacker.tell() != len(self.encoded):
+            raise CodecError("malformed msgpack body: data after the document")
+        return value
+
+    def value(self, depth: int) -> Any:
+        at = self.unpacker.tell()
+        if at >= len(self.encoded):
+            raise msgpack.OutOfData("truncated")
+        kind = self.encoded[at]
+        if depth > 0 and kind in _BIN_HEADER_BYTES:
+            header = _BIN_HEADER_BYTES[kind]
+            size = int.from_bytes(self.encoded[at + 1 : at + header], "big")
+            if size >= VIEW_MIN_BYTES and at + header + size <= len(self.encoded):
+                self.unpacker.skip()
+                return self.encoded[at + header : at + header + size]
+        if depth > 0 and kind in _ARRAY_KINDS and len(self.encoded) - at >= VIEW_MIN_BYTES:
+            found = read_nested_list(self.encoded, at)
+            if found is not None:
+                pixels, end = found
+                self.unpacker.read_bytes(end - at)
+                return pixels
+        if depth < _WALK_DEPTH and 0 < self.map_size(at) <= _WALK_MAX_PAIRS:
+            return self.map(depth)
+        return self.unpacker.unpack()
+
+    def map_size(self, at: int) -> int:
+        """The number of pairs of the map whose header is at `at`; 0 for any other value."""
+        kind = self.encoded[at]
+        if 0x80 <= kind <= 0x8F:
+            return kind & 0x0F
+        size = {0xDE: 2, 0xDF: 4}.get(kind, 0)
+        return int.from_bytes(self.encoded[at + 1 : at + 1 + size], "big") if size else 0
+
+    def map(self, depth: int) -> Any:
+        pairs = {}
+        for _ in range(self.unpacker.read_map_header()):
+            key = self.unpacker.unpack()
+            pairs[key] = self.value(depth + 1)
+        result = _unpack_hook(pairs)
+        if result is pairs:
+            for key, value in pairs.items():
+                if isinstance(value, memoryview):
+                    pairs[key] = value.tobytes()
+        return result
 
 
 def _check_dtype(dtype: np.dtype[Any]) -> None:
@@ -98,6 +143,10 @@ def _check_dtype(dtype: np.dtype[Any]) -> None:
 
 
 def _pack_default(obj: Any) -> Any:
+    if isinstance(obj, PreEncoded):
+        if obj.wire != "msgpack":
+            raise TypeError("a value pre-encoded as JSON cannot go into msgpack")
+        return msgspec.Raw(obj.data)
     if isinstance(obj, np.ndarray):
         _check_dtype(obj.dtype)
         # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).

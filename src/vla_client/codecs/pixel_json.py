@@ -13,13 +13,18 @@ small body. `restore_placeholders` puts the arrays back after parsing::
 The result equals ``json.loads(raw)`` with `pixel_list_to_array` applied to each extracted value.
 Only lists this module is sure about are taken (plain ints 0..255 without signs, fractions,
 exponents or leading zeros, every row and every pixel the same length). Everything else stays
-in the body byte for byte, so the general path decides it exactly as SGLang does (contract
-section 7): floats, out-of-range ints, ragged lists and so on.
+in the body byte for byte, so the general path (`pixel_list_to_array`) decides it exactly as
+SGLang does: floats, out-of-range ints, ragged lists and so on.
 
 Only lists that are the value of an object member (``"wrist": [[[...]]]``) or the whole body are
 taken. A pixel list inside another list is left alone, so a 4-level batch ``[B][H][W][C]`` under
 ``observation.images`` stays a list of lists, as in SGLang. The flip side: every member value
-that is a regular pixel list comes back as an array, whichever field holds it.
+that is a regular pixel list comes back as an array, whichever field holds it. Flat lists are
+taken only as the ``"values"`` or ``"data"`` of a tensor payload (`flat_numbers`), where
+`tensor_payload_to_array` applies the payload's dtype and shape as it would to the list.
+
+Lists in vla-client's own fixed-width form (`pixel_text`) are recognised and read at fixed
+offsets; any other list goes through the general readers here and in `flat_numbers`.
 
 Parse the small body with ``json.loads`` where SGLang's outcomes must hold exactly: orjson reads
 ints beyond 64 bits as floats, so ``[[[2**70, 1, 2]]]`` (left in the body, as it must be) would
@@ -33,6 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from vla_client.codecs.flat_numbers import parse_flat_list
+from vla_client.codecs.pixel_text import read_nested_list_text
+
 PREFIX = "\x00vla-pixels:"
 """Start of every placeholder; clients cannot send a NUL-prefixed string by accident."""
 
@@ -40,6 +48,11 @@ PREFIX = "\x00vla-pixels:"
 # letters, "-", "."), 0 for digits, ",", "[", "]" and JSON whitespace. bytes.translate is a
 # plain C table lookup, faster than numpy fancy indexing for this.
 _OTHER = bytes(0 if b in b"0123456789,[] \t\n\r" else 1 for b in range(256))
+
+_WHITESPACE = b" \t\n\r"
+_LIST_BYTES = b"0123456789,[]" + _WHITESPACE
+_SEARCH_MAX_COLONS = 4096
+_FEW = 64
 
 # Maps every digit to "0" so that a list's token string can be compared with its expected shape.
 _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
@@ -49,32 +62,31 @@ _SMALLEST = len(b"[[[0]]]")
 def extract_pixel_lists(
     body: bytes, *, min_bytes: int = 4096
 ) -> tuple[bytes, dict[str, np.ndarray]]:
-    """Replace each regular ``[H][W][C]`` uint8 pixel list in `body` with a placeholder string.
+    """Replace each regular pixel list in `body` with a placeholder string.
 
-    Returns the new body and ``{placeholder: array}``; the arrays are C-contiguous, writable uint8
-    of shape (H, W, C). Lists shorter than `min_bytes` bytes are left for the general path, where
-    they cost little. The placeholders carry a random tag per call, so a string a client sends
-    can never be mistaken for one.
+    Taken are ``[H][W][C]`` uint8 lists that are the value of any object member, and flat uint8
+    lists that are the value of a ``"values"`` or ``"data"`` member (a tensor payload). Returns
+    the new body and ``{placeholder: array}``; the arrays are C-contiguous, writable uint8 of
+    shape (H, W, C), or (N,) for flat lists. Lists shorter than `min_bytes` bytes are left for
+    the general path, where they cost little. The placeholders carry a random tag per call, so
+    a string a client sends can never be mistaken for one.
     """
-    data = np.frombuffer(body, np.uint8)
-    other = np.flatnonzero(np.frombuffer(bytes(body).translate(_OTHER), np.bool_))
     lo = max(min_bytes, _SMALLEST)
-    if other.size == 0:
-        spans = [(0, data.size)] if data.size >= lo else []
-    else:
-        spans = _member_values(data, other, lo)
+    spans = _spans_by_search(body, lo)
+    if spans is None:
+        spans = _spans_by_scan(body, lo)
     if not spans:
         return body, {}
+    found = [_parse_span(body, *span) for span in spans]  # threads measured no faster
 
     tag = secrets.token_hex(8)
     arrays: dict[str, np.ndarray] = {}
     pieces: list[bytes] = []
     done = 0
-    for start, end in spans:
-        found = _parse(data[start:end])
-        if found is None:
+    for (start, end, _), parsed in zip(spans, found, strict=True):
+        if parsed is None:
             continue
-        array, comma = found
+        array, comma = parsed
         key = f"{PREFIX}{tag}:{len(arrays)}"
         arrays[key] = array
         pieces += [body[done:start], b'"\\u0000', key[1:].encode(), b'"', b"," if comma else b""]
@@ -106,6 +118,94 @@ def restore_placeholders(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
             elif isinstance(value, dict | list):
                 stack.append(value)
     return obj
+
+
+def _parse_span(body: bytes, start: int, end: int, tensor: bool) -> tuple[np.ndarray, bool] | None:
+    """The list in ``body[start:end]``: nested anywhere, flat only as a tensor's values."""
+    head = body[start : start + 64].lstrip(_WHITESPACE)
+    if head.startswith(b"[") and head[1:].lstrip(_WHITESPACE).startswith(b"["):
+        text = body[start:end].strip(_WHITESPACE)
+        comma = text.endswith(b",")
+        frame = read_nested_list_text(text[:-1].rstrip(_WHITESPACE) if comma else text)
+        if frame is not None:  # vla-client's own fixed-width form
+            return frame, comma
+        return _parse(np.frombuffer(body, np.uint8, end - start, start))
+    return parse_flat_list(body, start, end) if tensor else None
+
+
+def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None:
+    """The candidate spans, found by jumping from colon to colon; None when this cannot tell.
+
+    A span starts after a colon outside every string and runs to the next quote or closing
+    brace, which a list of numbers cannot hold, so the search jumps over each list at memchr
+    speed. Which colons lie outside strings follows from counting the unescaped quotes before
+    them. A body with very many colons is not what this is for: None hands it to
+    `_spans_by_scan`.
+    """
+    spans: list[tuple[int, int, bool]] = []
+    position = quotes = 0
+    for _ in range(_SEARCH_MAX_COLONS):
+        colon = body.find(b":", position)
+        if colon < 0:
+            if not spans and position == 0 and len(body) >= lo and b'"' not in body:
+                return [(0, len(body), False)]  # the whole body may be one list
+            return spans
+        quotes += _unescaped_quotes(body, position, colon)
+        position = colon + 1
+        if quotes % 2:
+            continue  # a colon inside a string
+        quote = body.find(b'"', position)
+        end = len(body) if quote < 0 else quote
+        brace = body.find(b"}", position, end)
+        end = end if brace < 0 else brace
+        if end - position >= lo:
+            spans.append((position, end, _is_tensor_key(body[max(0, colon - 32) : colon])))
+        position = end
+    return None
+
+
+def _unescaped_quotes(body: bytes, start: int, end: int) -> int:
+    """How many quotes in ``body[start:end]`` are not escaped by a backslash."""
+    if body.find(b"\\", start, end) < 0:
+        return _count(body, b'"', start, end)
+    region = np.frombuffer(body, np.uint8, end - start, start)
+    positions = np.flatnonzero((region == 0x22) | (region == 0x5C))
+    chars = region[positions]
+    slash = chars == 0x5C
+    return int(np.count_nonzero((chars == 0x22) & ~_escaped(positions, slash)))
+
+
+def _count(body: bytes, char: bytes, start: int, end: int) -> int:
+    """``body.count(char, start, end)``; by jumping from one to the next while they are few,
+    as between the keys of a document (memchr runs over a long string far faster than count)."""
+    found, at = 0, body.find(char, start, end)
+    while at >= 0:
+        found += 1
+        if found == _FEW:
+            return found + body.count(char, at + 1, end)
+        at = body.find(char, at + 1, end)
+    return found
+
+
+def _spans_by_scan(body: bytes, lo: int) -> list[tuple[int, int, bool]]:
+    """The candidate spans, from the positions of every byte that cannot be in a list."""
+    data = np.frombuffer(body, np.uint8)
+    other = np.flatnonzero(np.frombuffer(bytes(body).translate(_OTHER), np.bool_))
+    if other.size == 0:
+        return [(0, data.size, False)] if data.size >= lo else []
+    return [
+        (start, end, _is_tensor_key(body[max(0, start - 33) : start - 1]))
+        for start, end in _member_values(data, other, lo)
+    ]
+
+
+def _is_tensor_key(before_colon: bytes) -> bool:
+    """Whether the member whose name ends `before_colon` is ``"values"`` or ``"data"``."""
+    text = before_colon.rstrip(_WHITESPACE)
+    for name in (b'"values"', b'"data"'):
+        if text.endswith(name):
+            return text[: -len(name)].rstrip(_WHITESPACE)[-1:] in (b"{", b",")
+    return False
 
 
 def _member_values(data: np.ndarray, other: np.ndarray, lo: int) -> list[tuple[int, int]]:
@@ -149,8 +249,10 @@ def _parse(seg: np.ndarray) -> tuple[np.ndarray, bool] | None:
     Once it matches, the number tokens sit at fixed offsets, so their byte positions are a
     strided view of the token positions, already in (H, W, C) order.
     """
+    if seg.tobytes().translate(None, _LIST_BYTES):
+        return None  # something other than digits, punctuation and whitespace
     digit = (seg - 0x30) < 10
-    token = seg > 0x20  # the segment holds only digits, punctuation and whitespace
+    token = seg > 0x20
     np.greater(token[1:], digit[1:] & digit[:-1], out=token[1:])
     where = np.flatnonzero(token)
     text = seg[where].tobytes().translate(_ZERO_DIGITS)

@@ -1,6 +1,6 @@
 """One image value on the wire, in every form the action API allows, to and from a frame.
 
-The forms (contract section 2.2): ``{"b64_json": ...}`` / ``{"base64": ...}`` holding PNG, JPEG
+The forms SGLang's action API takes: ``{"b64_json": ...}`` / ``{"base64": ...}`` holding PNG, JPEG
 or anything Pillow reads, optionally as a ``data:`` URL; nested pixel lists; tensor payloads
 ``{values|data, dtype, shape}``; and, on msgpack, ndarrays (plus raw encoded image bytes, an
 extension). Whatever arrives leaves `decode_image_value` as a C-contiguous HxWx3 uint8 RGB
@@ -21,10 +21,13 @@ from vla_client.codecs.images import (
     DEFAULT_MAX_PIXELS,
     decode_image_bytes,
     encode_jpeg,
-    encode_png,
 )
+from vla_client.codecs.pixel_msgpack import nested_list_msgpack
+from vla_client.codecs.pixel_text import flat_list_text, nested_list_text
+from vla_client.codecs.png_write import encode_png
+from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, PayloadTooLargeError
-from vla_client.protocol.wire import Wire
+from vla_client.protocol.wire import Wire, loads
 
 Encoding = Literal["png", "jpeg", "raw", "pixels"]
 ENCODINGS: tuple[Encoding, ...] = ("png", "jpeg", "raw", "pixels")
@@ -37,8 +40,12 @@ def encode_image_value(
 
     - ``png`` / ``jpeg``: ``{"b64_json": <base64>}`` on either wire (what SGLang decodes).
     - ``raw``: the ndarray itself on msgpack; on JSON a tensor payload with a flat value list
-      (accepted by SGLang, but as slow as pixel lists: prefer msgpack for raw frames).
-    - ``pixels``: ``frame.tolist()``, for servers that know nothing else.
+      (accepted by SGLang, but four bytes a value: prefer msgpack for raw frames).
+    - ``pixels``: ``frame.tolist()`` in meaning, for servers that know nothing else.
+
+    Value lists are written by numpy, not built as Python ints, and come back as `PreEncoded`
+    bytes that `dumps` splices into the document (as lists with fixed-width numbers in JSON, as
+    exactly ``msgpack.packb(frame.tolist())`` in msgpack).
     """
     if encoding == "png":
         return {"b64_json": b64encode_text(encode_png(frame))}
@@ -47,9 +54,12 @@ def encode_image_value(
     if encoding == "raw":
         if wire == "msgpack":
             return frame
-        return {"values": frame.ravel().tolist(), "dtype": "uint8", "shape": list(frame.shape)}
+        values = PreEncoded(flat_list_text(frame), "json")
+        return {"values": values, "dtype": "uint8", "shape": list(frame.shape)}
     if encoding == "pixels":
-        return frame.tolist()
+        if wire == "msgpack":
+            return PreEncoded(nested_list_msgpack(frame), "msgpack")
+        return PreEncoded(nested_list_text(frame), "json")
     raise CodecError(f"unknown image encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
 
 
@@ -57,6 +67,8 @@ def decode_image_value(
     value: Any, *, field: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS
 ) -> np.ndarray:
     """Decode any accepted image form to a C-contiguous HxWx3 uint8 RGB array."""
+    if isinstance(value, PreEncoded):
+        return decode_image_value(loads(value.data, value.wire), field=field, max_pixels=max_pixels)
     if isinstance(value, np.ndarray):
         array = value
     elif isinstance(value, dict):

@@ -13,6 +13,7 @@ import orjson
 
 from vla_client.codecs import msgpack_numpy
 from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholders
+from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, UnsupportedContentTypeError
 
 Wire = Literal["json", "msgpack"]
@@ -41,29 +42,39 @@ def wants_msgpack(content_type: str | None, accept: str | None) -> bool:
 
 
 def dumps(payload: Any, wire: Wire) -> bytes:
-    """Serialise a document; numpy arrays become lists in JSON and arrays in msgpack."""
+    """Serialise a document; numpy arrays become lists in JSON and arrays in msgpack.
+
+    `PreEncoded` values (pixel lists written by numpy) go in byte for byte.
+    """
     if wire == "msgpack":
         return msgpack_numpy.packb(payload)
     try:
-        return orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY)
+        return orjson.dumps(payload, default=_fragment, option=orjson.OPT_SERIALIZE_NUMPY)
     except TypeError as exc:
         raise CodecError(f"cannot serialise to JSON: {exc}") from None
+
+
+def _fragment(value: Any) -> orjson.Fragment:
+    if isinstance(value, PreEncoded) and value.wire == "json":
+        return orjson.Fragment(value.data)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
 
 
 def loads(body: bytes | memoryview, wire: Wire) -> Any:
     """Parse a body; raises `CodecError` for malformed JSON or msgpack.
 
-    JSON bodies that carry pixel lists (``image.tolist()``) take a fast path: the lists are cut
-    out of the raw bytes as uint8 arrays before parsing, so millions of Python ints are never
-    built; what is left is a small document. Irregular lists stay in the body and reach
-    `pixel_list_to_array` like any other value.
+    JSON bodies that carry pixel lists (``image.tolist()``, or a tensor payload's flat
+    ``values``) take a fast path: the lists are cut out of the raw bytes as uint8 arrays before
+    parsing, so millions of Python ints are never built; what is left is a small document.
+    Irregular lists stay in the body and reach `pixel_list_to_array` or
+    `tensor_payload_to_array` like any other value.
     """
     if wire == "msgpack":
         return msgpack_numpy.unpackb(body)
     if isinstance(body, memoryview):
         body = body.tobytes()
     arrays: dict[str, Any] = {}
-    if len(body) > _PIXEL_SCAN_MIN_BYTES and b"[[[" in body:
+    if len(body) > _PIXEL_SCAN_MIN_BYTES:
         body, arrays = extract_pixel_lists(body)
     try:
         document = orjson.loads(body)
