@@ -1,6 +1,6 @@
 """What importing vla_client costs, in fresh interpreters, against another revision in one run.
 
-    python benchmarks/bench_import.py [--base REV] [--runs 10]
+    python benchmarks/bench_import.py [--base REV] [--runs 10] [--save results-import.json]
 
 For each statement, this tree and REV (checked out from git into a temporary folder) are timed
 alternately, `--runs` fresh interpreters each, and the medians and their ratio printed. The
@@ -12,6 +12,8 @@ noisy machine; the absolute times move with its load.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import statistics
 import subprocess
@@ -59,10 +61,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="a4508a7", help="revision to compare against")
     parser.add_argument("--runs", type=int, default=10, help="fresh interpreters per cell")
+    parser.add_argument("--save", metavar="FILE.json", help="write the figures as JSON")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    rows = []
     with tempfile.TemporaryDirectory() as folder:
         base_src = checkout(args.base, Path(folder))
-        print(f"import time, median of {args.runs} fresh interpreters; load {os.getloadavg()}")
+        print(f"import time, median of {args.runs} fresh interpreters; load {load_before:.2f}")
         print(f"{'statement':<48} {args.base:>10} {'this tree':>10} {'ratio':>7}")
         for statement in STATEMENTS:
             base, this = [], []
@@ -70,7 +75,18 @@ def main() -> None:
                 base.append(time_once(base_src, statement))
                 this.append(time_once(ROOT / "src", statement))
             b, t = statistics.median(base), statistics.median(this)
+            rows.append({"statement": statement, "base_ms": b, "this_ms": t})
             print(f"{statement:<48} {b:>8.1f}ms {t:>8.1f}ms {t / b:>7.2f}")
+    if args.save:
+        report = {
+            "format": "vla-client.import-times",
+            "date": datetime.date.today().isoformat(),
+            "base": args.base,
+            "runs": args.runs,
+            "load": [load_before, os.getloadavg()[0]],
+            "rows": rows,
+        }
+        Path(args.save).write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
