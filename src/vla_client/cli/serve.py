@@ -2,9 +2,10 @@
 
 Every option is checked before anything starts: a value that cannot work is one line on
 stderr naming the option and the reason, and exit code 2. The port is bound first, here, so a
-port in use is that one line too (the bound socket is then the one served on). Then the policy
-loads (in the worker) before the port accepts a connection: a policy that cannot load is one
-line, exit code 1, or 2 naming ``--weights`` when a weights file was given.
+port in use is that one line too (the bound socket is then the one served on). Then the server
+listens while the policy loads and warms up in the worker (``/health`` answers ``loading``
+meanwhile; uvicorn's start-up lines wait until it is ready): a policy that cannot start stops
+the server, one line, exit code 1, or 2 naming ``--weights`` when a weights file was given.
 
 ``--port 0`` is refused: it would listen on a port chosen at random, which no robot could find
 (`LocalServer` picks a free port for tests and demos).
@@ -262,36 +263,44 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exception | None:
-    """One entrypoint on `sock` until stopped; its runner starts (the policy loads) before
-    anything else. Returns the exception the policy failed to load with, if it did."""
+    """One entrypoint on `sock` until stopped. It listens at once (``/health`` says
+    ``loading``) while the policy loads in the background; uvicorn's start-up lines are held
+    back until the policy is ready, so a policy that fails to start stops the server with the
+    one line the caller prints. Returns the exception the policy failed to start with."""
+    import asyncio
     import logging
 
     import uvicorn
 
     from vla_client.server import create_app
     from vla_client.server.config import uvicorn_options
-    from vla_client.server.inference import ThreadRunner
     from vla_client.server.local import listener_url
-    from vla_client.server.worker import WorkerRunner
 
-    runner = ThreadRunner(policy) if config.in_process else WorkerRunner(policy, config.worker)
+    app = create_app(policy, config)
+    startup = app.state.pipeline.startup
     failure: Exception | None = None
+    uvicorn_log = logging.getLogger("uvicorn.error")
 
     class Server(uvicorn.Server):
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-            nonlocal failure
-            try:  # before uvicorn's start-up, whose failures print a traceback
-                await runner.start()
-            except Exception as exc:
-                failure = exc
-                return
-            logging.getLogger("uvicorn.error").info(
-                "Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock)
-            )
-            await super().serve(sockets)
+            watch = asyncio.ensure_future(self._watch_startup())
+            try:
+                await super().serve(sockets)
+            finally:
+                watch.cancel()
 
-    app = create_app(policy, config, runner=runner)
+        async def _watch_startup(self) -> None:
+            nonlocal failure
+            failure = await startup.wait()
+            if failure is not None:
+                self.should_exit = True
+                return
+            uvicorn_log.setLevel(logging.INFO)
+            uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
+
     server = Server(uvicorn.Config(app, log_level="info", **uvicorn_options(config)))
+    uvicorn_log.setLevel(logging.WARNING)  # after uvicorn.Config, which sets it to info
+    logging.getLogger("vla_client.server.startup").setLevel(logging.CRITICAL)  # said by us
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped for again, once stopped
