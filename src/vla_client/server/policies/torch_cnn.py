@@ -26,7 +26,10 @@ FEATURES = 64
 
 
 class TorchCNNPolicy(Policy):
-    """CNN per camera, features averaged over cameras, state appended, MLP to ``H * D``."""
+    """A small PyTorch CNN (extra torch), batched, on the GPU when there is one.
+
+    CNN per camera, features averaged over cameras, state appended, MLP to ``H * D``.
+    """
 
     def __init__(
         self,
