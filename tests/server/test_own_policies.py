@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -68,7 +67,7 @@ class _Locked(Misbehaving):
 
 
 def test_a_policy_that_cannot_travel_says_why() -> None:
-    with pytest.raises(RuntimeError, match="cannot be sent to the worker process .*load()"):
+    with pytest.raises(RuntimeError, match=r"cannot be sent to the worker process .*load\(\)"):
         LocalServer(create_app(_Locked(), ServerConfig())).start()
 
 
