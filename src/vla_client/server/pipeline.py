@@ -35,6 +35,7 @@ from vla_client.protocol import (
     ErrorStatus,
     build_envelope,
     build_raw,
+    decode_image_value,
     decode_payload,
     decode_request,
     dumps,
@@ -91,10 +92,12 @@ class Pipeline:
         GIL, so those bodies (and every JSON body: base64 and image decoding) go to a thread.
         An `openpi` request is read in the server's openpi layout.
         """
-        limits = self.config.limits
+        limits, keep_jpeg = self.config.limits, self.keeps_jpeg
         wire = wire_for_content_type(content_type)
         if wire == "json":
-            return await run_in_threadpool(decode_request, body, content_type, limits=limits)
+            return await run_in_threadpool(
+                decode_request, body, content_type, limits=limits, keep_jpeg=keep_jpeg
+            )
         payload = loads(body, wire)
         if openpi and self.openpi_layout is not FLAT:
             if not isinstance(payload, dict):
@@ -102,7 +105,20 @@ class Pipeline:
             payload = self.openpi_layout.to_flat(payload)
         if not has_encoded_images(payload):
             return decode_payload(payload, wire, limits=limits)
-        return await run_in_threadpool(decode_payload, payload, wire, limits=limits)
+        return await run_in_threadpool(
+            decode_payload, payload, wire, limits=limits, keep_jpeg=keep_jpeg
+        )
+
+    @property
+    def keeps_jpeg(self) -> bool:
+        """Whether JPEG frames go to the policy encoded, for it to decode on its device: when
+        the started policy asks (`Policy.decodes_jpeg`), unless requests are recorded or
+        frame sizes enforced, which need the pixels here."""
+        return (
+            self.runner.decodes_jpeg
+            and self.recorder is None
+            and not self.policy.spec.image_size_required
+        )
 
     async def answer(
         self,
@@ -167,8 +183,13 @@ class Pipeline:
         request_id = decoded.request_id or new_request_id()
         numpy_values = decoded.wire == "msgpack" or decoded.output_format == "numpy"
         extra: dict[str, Any] = {}
-        if decoded.runtime.return_digest:
-            extra["digests"] = {name: frame_digest(frame) for name, frame in decoded.images.items()}
+        if decoded.runtime.return_digest:  # of the pixels, also of frames the policy decoded
+            extra["digests"] = {
+                name: frame_digest(
+                    decode_image_value(frame.tobytes()) if frame.ndim == 1 else frame
+                )
+                for name, frame in decoded.images.items()
+            }
         chosen = decoded.runtime.response_format if form == "asked" else form
         if chosen == "raw":
             return build_raw(
