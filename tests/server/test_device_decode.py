@@ -24,8 +24,8 @@ from vla_client.protocol.decode import kept_jpeg
 from vla_client.server import LocalServer, ServerConfig, create_app
 
 torch = pytest.importorskip("torch")
+from vla_client.server.device_decode import frame_decoder  # noqa: E402
 from vla_client.server.policies import TorchCNNPolicy  # noqa: E402
-from vla_client.server.policies.jpeg_decode import frame_decoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMES = synthetic_frames(("wrist", "left", "right"), 120, 160, seed=4)

@@ -11,9 +11,9 @@ float pixels. On the CPU the same code runs without pinning. torch is imported i
 which the worker calls, so the entrypoint never imports it.
 
 JPEG frames can be decoded on the GPU instead of at the entrypoint (`jpeg_decode`): ``auto``
-does so when the policy runs on CUDA and a GPU decoder is installed (`jpeg_decode`'s module
-says which), ``worker`` always hands them to the policy (decoded on the CPU of the worker where
-no GPU decoder is), ``entrypoint`` never. The replies' timings say what ran: ``decode_cuda_ms``
+does so when the policy runs on CUDA and a GPU decoder is installed (see
+`vla_client.server.device_decode`), ``worker`` always hands them to the policy (decoded on the
+CPU of the worker where no GPU decoder is), ``entrypoint`` never. The replies' timings say what ran: ``decode_cuda_ms``
 or ``decode_cpu_ms`` for frames the policy decoded; neither when the entrypoint decoded them
 (inside ``preprocess_ms``).
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.server.policies.jpeg_decode import FrameDecoder, frame_decoder
+from vla_client.server.device_decode import FrameDecoder, frame_decoder
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
 from vla_client.validation import check_choice
 
