@@ -13,9 +13,9 @@ which the worker calls, so the entrypoint never imports it.
 JPEG frames can be decoded on the GPU instead of at the entrypoint (`jpeg_decode`): ``auto``
 does so when the policy runs on CUDA and a GPU decoder is installed (see
 `vla_client.server.device_decode`), ``worker`` always hands them to the policy (decoded on the
-CPU of the worker where no GPU decoder is), ``entrypoint`` never. The replies' timings say what ran: ``decode_cuda_ms``
-or ``decode_cpu_ms`` for frames the policy decoded; neither when the entrypoint decoded them
-(inside ``preprocess_ms``).
+CPU of the worker where no GPU decoder is), ``entrypoint`` never. The replies' timings say
+what ran: ``decode_cuda_ms`` or ``decode_cpu_ms`` for frames the policy decoded; neither when
+the entrypoint decoded them (inside ``preprocess_ms``).
 """
 
 from __future__ import annotations
