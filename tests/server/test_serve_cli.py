@@ -35,18 +35,23 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
     server.wait(30)
 
 
-@pytest.mark.usefixtures("importable")
-def test_serve_an_import_path_with_options() -> None:
+def _served_actions(*args: str) -> np.ndarray:
+    """The actions ``vla-client serve ARGS`` answers to one small frame."""
     port = load_test.free_port()
-    server = start_serve(
-        port, "--policy", "my_policies:make_constant", "--policy-option", "horizon=8",
-        "--policy-option", "value=0.375",
-    )  # fmt: skip
+    server = start_serve(port, *args)
     try:
         with ActionClient(f"http://127.0.0.1:{port}") as client:
-            actions = client.infer(Observation({"cam": np.zeros((8, 8, 3), np.uint8)})).actions
+            return client.infer(Observation({"cam": np.zeros((8, 8, 3), np.uint8)})).actions
     finally:
         _stop(server)
+
+
+@pytest.mark.usefixtures("importable")
+def test_serve_an_import_path_with_options() -> None:
+    actions = _served_actions(
+        "--policy", "my_policies:make_constant", "--policy-option", "horizon=8",
+        "--policy-option", "value=0.375",
+    )  # fmt: skip
     np.testing.assert_array_equal(actions, np.full((8, 3), 0.375, np.float32))
 
 
@@ -68,13 +73,7 @@ def test_a_plugin_is_listed_and_served(
     assert "Deterministic actions computed from the request" in rows["reference"]
     config = tmp_path / "acme.toml"
     config.write_text("value = 0.625\n")
-    port = load_test.free_port()
-    server = start_serve(port, "--policy", "acme", "--policy-config", str(config))
-    try:
-        with ActionClient(f"http://127.0.0.1:{port}") as client:
-            actions = client.infer(Observation({"cam": np.zeros((8, 8, 3), np.uint8)})).actions
-    finally:
-        _stop(server)
+    actions = _served_actions("--policy", "acme", "--policy-config", str(config))
     np.testing.assert_array_equal(actions, np.full((5, 3), 0.625, np.float32))
 
 
