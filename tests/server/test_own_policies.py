@@ -161,3 +161,24 @@ def test_a_misbehaving_policy_fails_that_request_only(
     with ActionClient(misbehaving.url) as client:  # it goes on serving (a new worker after a hang)
         after = client.infer(Observation({"cam": np.zeros((8, 8, 3), np.uint8)}, task="fine"))
     np.testing.assert_array_equal(after.actions, np.full((4, 3), 0.5, np.float32))
+
+
+def test_a_failed_start_shows_on_health_and_requests_without_a_retry(tmp_path: Path) -> None:
+    app = create_app(Lifecycle(str(tmp_path / "log"), fail="load"), ServerConfig())
+    server = LocalServer(app).start(wait_ready=False)
+    try:
+        deadline = time.monotonic() + 30
+        while (health := httpx.get(f"{server.url}/health", timeout=5)).json()[
+            "status"
+        ] == "loading":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert (health.status_code, health.json()) == (503, {"status": "failed"})
+        body, content_type = encode_request(Observation(_frames(), state=np.zeros(5)))
+        reply = httpx.post(server.url + GENERATIONS, content=body,
+                           headers={"Content-Type": content_type}, timeout=5)  # fmt: skip
+        assert reply.status_code == 503 and "retry-after" not in reply.headers
+        assert reply.json() == {"detail": "the policy failed to start; see the server log"}
+        assert "secret" not in health.text + reply.text
+    finally:
+        server.stop()

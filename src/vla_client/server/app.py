@@ -12,6 +12,7 @@ both on shutdown.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -87,8 +88,8 @@ def create_app(
         finally:
             await pipeline.startup.cancel()
             await runner.close()
-            if pipeline.recorder is not None:
-                pipeline.recorder.close()
+            if pipeline.recorder is not None:  # writes what is queued: off the event loop
+                await asyncio.to_thread(pipeline.recorder.close)
 
     middleware = (
         [Middleware(APIKeyMiddleware, api_key=config.api_key)] if config.api_key is not None else []

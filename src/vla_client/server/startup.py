@@ -44,7 +44,8 @@ class Startup:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def wait(self) -> Exception | None:
-        """Wait until the start is over; the exception it failed with, or None when ready."""
+        """Wait until the policy is ready (None) or has failed (the exception it failed with);
+        a start cancelled by a shutdown never ends this wait."""
         await self._done.wait()
         return self.error
 
@@ -71,5 +72,4 @@ class Startup:
             log.error("the server cannot serve: %s", str(exc).splitlines()[0] if str(exc) else exc)
         else:
             self.state = "ready"
-        finally:
-            self._done.set()
+        self._done.set()  # not for a cancelled start, which neither failed nor became ready
