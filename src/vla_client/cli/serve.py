@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback)")
     add("--port", type=int, default=8000, help="TCP port, 1..65535 (default: %(default)s)")
+    add_policy_options(parser)
     add(
         "--max-batch",
         type=int,
@@ -106,7 +107,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=DEFAULT_RECORD_FILES,
         help="most recording files kept (default: %(default)s)",
     )
-    add_policy_options(parser)
     parser.set_defaults(func=run)
 
 
