@@ -17,7 +17,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def test_there_are_notebooks():
-    assert {path.stem for path in NOTEBOOKS} >= {"quickstart", "encoding_tradeoffs", "control_loop"}
+    stems = {path.stem for path in NOTEBOOKS}
+    assert stems >= {"quickstart", "encoding_tradeoffs", "control_loop", "own_policy"}
 
 
 def _execute(

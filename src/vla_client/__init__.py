@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from vla_client.errors import MismatchedReplyError as MismatchedReplyError
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
     from vla_client.errors import PolicyLoadError as PolicyLoadError
+    from vla_client.errors import PolicyOutputError as PolicyOutputError
+    from vla_client.errors import PolicyStartError as PolicyStartError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError

@@ -227,3 +227,13 @@ class WorkerStartError(VLAClientError, RuntimeError):
 
 class PolicyLoadError(VLAClientError, ValueError):
     """Server side: a policy name, import path, plugin or option that does not give a policy."""
+
+
+class PolicyStartError(WorkerStartError):
+    """Server side: the policy's ``load()`` or ``warm_up()`` raised, in the worker or the thread
+    that runs it; the message names the step and the exception's type and first line."""
+
+
+class PolicyOutputError(VLAClientError, ValueError):
+    """Server side: a policy returned something that is not an action chunk of the shape it
+    announces (not numbers, a wrong shape, NaN or infinity); the request gets 500 saying so."""

@@ -82,3 +82,67 @@ def read_like_openpi(obs: dict[str, Any], layout: str) -> tuple[dict[str, np.nda
     prefix = "observation.images."
     frames = {k.removeprefix(prefix): v for k, v in obs.items() if k.startswith(prefix)}
     return frames, obs.get("observation.state")
+
+
+class Lifecycle(Constant):
+    """Writes each step of its life to the file `log`, one line each, from the process that
+    runs it: ``load PID``, ``warm_up CAMERA:HxWx3,... state:N`` and ``close``. `gate`: `load`
+    waits until that file exists; `fail`: ``load`` or ``warm_up`` raises there."""
+
+    def __init__(self, log: str, gate: str = "", fail: str = "") -> None:
+        super().__init__(horizon=3, value=0.5, dim=2)
+        self._spec = PolicySpec(
+            family="lifecycle", action_horizon=3, action_dim=2,
+            camera_names=("wrist", "top"), image_size=(48, 64), state_dim=5,
+        )  # fmt: skip
+        self.log, self.gate, self.fail = log, gate, fail
+
+    def _write(self, line: str) -> None:
+        with open(self.log, "a") as file:
+            file.write(line + "\n")
+
+    def load(self) -> None:
+        import os
+        import time
+
+        while self.gate and not os.path.exists(self.gate):
+            time.sleep(0.02)
+        if self.fail == "load":
+            raise FileNotFoundError("no checkpoint at /models/secret.ckpt")
+        self._write(f"load {os.getpid()}")
+
+    def warm_up(self, example: PolicyInput) -> None:
+        if self.fail == "warm_up":
+            raise RuntimeError("CUDA out of memory")
+        shapes = ",".join(f"{k}:{'x'.join(map(str, v.shape))}" for k, v in example.images.items())
+        state = "none" if example.state is None else example.state.size
+        self._write(f"warm_up {shapes} state:{state}")
+
+    def close(self) -> None:
+        self._write("close")
+
+
+class Misbehaving(Constant):
+    """The task picks what goes wrong: ``shape`` (a chunk of the wrong shape), ``dtype`` (text),
+    ``nan``, ``inf``, ``ragged`` (not an array), ``raise``, ``hang`` (sleeps 30 s); anything
+    else is answered as `Constant` does."""
+
+    def infer(self, observation: PolicyInput) -> Any:
+        import time
+
+        task = observation.task
+        if task == "shape":
+            return np.zeros((4, 9), np.float32)
+        if task == "dtype":
+            return np.full((4, 3), "left", dtype=object)
+        if task in ("nan", "inf"):
+            chunk = super().infer(observation)
+            chunk[1, 1] = np.nan if task == "nan" else np.inf
+            return chunk
+        if task == "ragged":
+            return [[0.0, 1.0], [2.0]]
+        if task == "raise":
+            raise RuntimeError("secret at /opt/weights")
+        if task == "hang":
+            time.sleep(30)
+        return super().infer(observation)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import textwrap
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -74,33 +71,6 @@ def test_options_are_json_where_they_parse_and_text_otherwise(tmp_path: Path) ->
     (tmp_path / "bad.json").write_text("[1, 2]")
     with pytest.raises(PolicyLoadError, match="a table of options"):
         parse_options([], str(tmp_path / "bad.json"))
-
-
-@pytest.fixture
-def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """An installed distribution adding two policies, one of them broken, via entry points."""
-    package = tmp_path / "acme_policies"
-    package.mkdir()
-    (package / "__init__.py").write_text(
-        textwrap.dedent(
-            '''
-            from my_policies import Constant
-
-            def make(value: float = 0.875) -> Constant:
-                """Acme's arm policy."""
-                return Constant(horizon=5, value=value)
-            '''
-        )
-    )
-    info = tmp_path / "acme_policies-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-policies\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(
-        "[vla_client.policies]\nacme = acme_policies:make\nbroken = acme_policies.nope:make\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    yield
-    sys.modules.pop("acme_policies", None)
 
 
 @pytest.mark.usefixtures("plugin")

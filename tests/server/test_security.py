@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -235,13 +236,35 @@ def test_pickle_bodies_are_never_loaded(keyed: LocalServer, tmp_path: Path) -> N
     for content_type in ("application/msgpack", "application/json", "application/python-pickle"):
         assert _post(keyed.url, payload, content_type).status_code in (400, 415)
     assert not marker.exists()
-    sources = Path(__file__).resolve().parents[2] / "src" / "vla_client"
-    wire_modules = [*sources.glob("codecs/*.py"), *sources.glob("protocol/*.py"),
-                    *sources.glob("transports/*.py"), *sources.glob("server/*.py")]  # fmt: skip
-    # Not a wire module: it hands the policy to the entrypoints it starts, in a private folder.
-    wire_modules.remove(sources / "server" / "api_servers.py")
-    assert not [p.name for p in wire_modules if "pickle" in p.read_text().replace("unpickl", "")
-                and "import pickle" in p.read_text()]  # fmt: skip
+
+
+SOURCES = Path(__file__).resolve().parents[2] / "src" / "vla_client"
+HANDOFF = SOURCES / "server" / "worker" / "handoff.py"
+UNPICKLING = re.compile(
+    r"^\s*(import|from)\s+(c?pickle|cloudpickle|dill|marshal|shelve)\b"
+    r"|\b(c?pickle|cloudpickle|dill|marshal|shelve|joblib)\.loads?\("
+    r"|\ballow_pickle=True",
+    re.MULTILINE,
+)
+
+
+def test_only_the_policy_handoff_pickles_and_only_the_worker_unpacks() -> None:
+    """pickle and cloudpickle are imported in one module of the package, the policy's hand-off
+    to the worker, whose one reader is the worker's start on its private pipe."""
+    modules = list(SOURCES.rglob("*.py"))
+    using = sorted(str(p.relative_to(SOURCES)) for p in modules if UNPICKLING.search(p.read_text()))
+    assert using == ["server/worker/handoff.py"]
+    pipes = [p for p in SOURCES.rglob("*.py") if "multiprocessing" in p.read_text()]
+    assert pipes and not [p.name for p in pipes if ".recv()" in p.read_text()]  # recv unpickles
+    readers = sorted(
+        str(p.relative_to(SOURCES))
+        for p in SOURCES.rglob("*.py")
+        if p != HANDOFF and "unpack_policy(" in p.read_text()
+    )
+    assert readers == ["server/worker/process.py"]
+    process = (SOURCES / "server" / "worker" / "process.py").read_text()
+    assert process.count("unpack_policy(") == 1
+    assert "unpack_policy(start.policy)" in process  # the Start message, from the starter only
 
 
 def _serve_cli_until(line: str, env: dict[str, str], *args: str) -> list[str]:

@@ -2,9 +2,10 @@
 
 Every option is checked before anything starts: a value that cannot work is one line on
 stderr naming the option and the reason, and exit code 2. The port is bound first, here, so a
-port in use is that one line too (the bound socket is then the one served on). Then the policy
-loads (in the worker) before the port accepts a connection: a policy that cannot load is one
-line, exit code 1, or 2 naming ``--weights`` when a weights file was given.
+port in use is that one line too (the bound socket is then the one served on). Then the server
+listens while the policy loads and warms up in the worker (``/health`` answers ``loading``
+meanwhile; uvicorn's start-up lines wait until it is ready): a policy that cannot start stops
+the server, one line, exit code 1, or 2 naming ``--weights`` when a weights file was given.
 
 ``--port 0`` is refused: it would listen on a port chosen at random, which no robot could find
 (`LocalServer` picks a free port for tests and demos).
@@ -14,23 +15,25 @@ from __future__ import annotations
 
 import argparse
 import errno
-import importlib.util
 import ipaddress
 import math
 import os
 import socket
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
 
 if TYPE_CHECKING:
     from vla_client.server import ServerConfig
+    from vla_client.server.config import RecordSettings
     from vla_client.server.policy import Policy
 
 API_KEY_ENV = "VLA_CLIENT_API_KEY"
-DEFAULT_HORIZON = 16
-DEFAULT_DIM = 7
 MAX_API_SERVERS = 64
+DEFAULT_RECORD_MB = 1024.0
+DEFAULT_RECORD_FILES = 16
+LAYOUTS = ("flat", "droid", "libero", "aloha")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,16 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback)")
     add("--port", type=int, default=8000, help="TCP port, 1..65535 (default: %(default)s)")
-    add(
-        "--policy",
-        choices=("reference", "replay", "torch"),
-        default="reference",
-        help="policy to serve (default: %(default)s)",
-    )
-    add(
-        "--replay-file", help="recorded chunks, .npy/.npz (default: none; --policy replay needs it)"
-    )
-    add("--weights", help="state_dict file for --policy torch (default: seeded random weights)")
+    add_policy_options(parser)
     add(
         "--max-batch",
         type=int,
@@ -84,17 +78,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         f"1..{MAX_API_SERVERS} (default: %(default)s)",
     )
     add(
-        "--action-horizon",
-        type=int,
-        help=f"actions per chunk (default: {DEFAULT_HORIZON}; replay: the recording's)",
-    )
-    add(
-        "--action-dim",
-        type=int,
-        help=f"values per action (default: {DEFAULT_DIM}; replay: the recording's)",
-    )
-    add("--cameras", default="", help="comma-separated camera names required (default: any)")
-    add(
         "--max-body-mb",
         type=float,
         default=64.0,
@@ -105,16 +88,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="require 'Authorization: Bearer <key>' on every route but /health "
         f"(default: ${API_KEY_ENV}, else no key; prefer the variable, arguments show in ps)",
     )
+    add(
+        "--openpi-layout",
+        default="flat",
+        help=f"request layout of the openpi websocket: {', '.join(LAYOUTS)} (default: %(default)s)",
+    )
+    add("--record", metavar="DIR", help="record every served request into DIR (default: off)")
+    add(
+        "--record-max-mb",
+        type=float,
+        default=DEFAULT_RECORD_MB,
+        help="most MiB the recordings hold together; past it the oldest file goes "
+        "(default: %(default)s)",
+    )
+    add(
+        "--record-max-files",
+        type=int,
+        default=DEFAULT_RECORD_FILES,
+        help="most recording files kept (default: %(default)s)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list_policies:
+        return list_policies()
     # First, so that without the 'server' extra this is the one error (named by cli.main).
     import uvicorn  # noqa: F401
 
     try:
         config = _config(args)
-        policy = _policy(args)
+        policy = build_policy(args)
         sock = _bind(args.host, args.port)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -159,15 +163,20 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     from vla_client.server import ServerConfig
     from vla_client.server.config import WorkerSettings, check_api_key_setting
 
-    _in_range("--port", args.port, 1, 65535)
-    _in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
+    in_range("--port", args.port, 1, 65535)
+    in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
     if args.api_servers > 1 and args.in_process:
         raise ValueError("--api-servers needs the worker process; drop --in-process")
-    _in_range("--max-batch", args.max_batch, 1, 256)
-    _in_range("--queue-size", args.queue_size, 1, 4096)
-    _in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
+    in_range("--max-batch", args.max_batch, 1, 256)
+    in_range("--queue-size", args.queue_size, 1, 4096)
+    in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
     if not (math.isfinite(args.max_body_mb) and args.max_body_mb > 0):
         raise ValueError(f"--max-body-mb must be a number > 0, got {args.max_body_mb:g}")
+    if args.openpi_layout not in LAYOUTS:
+        raise ValueError(
+            f"--openpi-layout must be one of {', '.join(LAYOUTS)}, got {args.openpi_layout!r}"
+        )
+    record = _record(args)
     key, source = _api_key(args)
     try:
         check_api_key_setting(key)
@@ -183,7 +192,35 @@ def _config(args: argparse.Namespace) -> ServerConfig:
             max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms, queue_size=args.queue_size
         ),
         in_process=args.in_process,
+        openpi_layout=args.openpi_layout,
+        record=record,
     )
+
+
+def _record(args: argparse.Namespace) -> RecordSettings | None:
+    """``--record`` and its bounds; a folder that cannot be written is no error here: the
+    server serves, and says once that recording stopped."""
+    from vla_client.server.config import RecordSettings
+
+    if args.record is None:
+        for option, given, default in (
+            ("--record-max-mb", args.record_max_mb, DEFAULT_RECORD_MB),
+            ("--record-max-files", args.record_max_files, DEFAULT_RECORD_FILES),
+        ):
+            if given != default:
+                raise ValueError(f"{option} needs --record DIR")
+        return None
+    if not args.record:
+        raise ValueError("--record needs a folder")
+    in_range("--record-max-files", args.record_max_files, 1, 100_000)
+    max_bytes = args.record_max_mb * 1024 * 1024
+    least = args.record_max_files * 4096
+    if not (math.isfinite(max_bytes) and max_bytes >= least):
+        raise ValueError(
+            f"--record-max-mb must allow 4 KiB per file ({least / 1024 / 1024:g} MiB for "
+            f"{args.record_max_files} files), got {args.record_max_mb:g}"
+        )
+    return RecordSettings(args.record, int(max_bytes), args.record_max_files)
 
 
 def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
@@ -196,49 +233,6 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
     if key == "":
         raise ValueError(f"{API_KEY_ENV} is set but empty; unset it to serve without a key")
     return key, API_KEY_ENV
-
-
-def _policy(args: argparse.Namespace) -> Policy:
-    """The policy the options name, its own options checked first."""
-    from vla_client.server import make_policy
-
-    cameras = tuple(name.strip() for name in args.cameras.split(",") if name.strip())
-    if len(set(cameras)) != len(cameras):
-        raise ValueError(f"--cameras names a camera twice: {args.cameras}")
-    if args.policy != "replay" and args.replay_file:
-        raise ValueError("--replay-file is only for --policy replay")
-    if args.policy != "torch" and args.weights:
-        raise ValueError("--weights is only for --policy torch")
-    if args.policy == "replay":
-        sizes = (("--action-horizon", args.action_horizon), ("--action-dim", args.action_dim))
-        given = [option for option, value in sizes if value is not None]
-        if given:
-            raise ValueError(f"{given[0]} does not apply to --policy replay: the file sets it")
-        if not args.replay_file:
-            raise ValueError("--policy replay needs --replay-file")
-        _readable_file("--replay-file", args.replay_file)
-        try:
-            return make_policy("replay", path=args.replay_file, camera_names=cameras)
-        except (ValueError, OSError) as exc:
-            raise ValueError(f"--replay-file {args.replay_file}: {exc}") from None
-    horizon = DEFAULT_HORIZON if args.action_horizon is None else args.action_horizon
-    dim = DEFAULT_DIM if args.action_dim is None else args.action_dim
-    _in_range("--action-horizon", horizon, 1, 10_000)
-    _in_range("--action-dim", dim, 1, 10_000)
-    options: dict[str, Any] = {
-        "action_horizon": horizon,
-        "action_dim": dim,
-        "camera_names": cameras,
-    }
-    if args.policy == "torch":
-        if importlib.util.find_spec("torch") is None:
-            raise ValueError(
-                "--policy torch needs the 'torch' extra: pip install 'vla-client[torch]'"
-            )
-        if args.weights:
-            _readable_file("--weights", args.weights)
-        options["weights"] = args.weights
-    return make_policy(args.policy, **options)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -262,57 +256,50 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exception | None:
-    """One entrypoint on `sock` until stopped; its runner starts (the policy loads) before
-    anything else. Returns the exception the policy failed to load with, if it did."""
+    """One entrypoint on `sock` until stopped. It listens at once (``/health`` says
+    ``loading``) while the policy loads in the background; uvicorn's start-up lines are held
+    back until the policy is ready, so a policy that fails to start stops the server with the
+    one line the caller prints. Returns the exception the policy failed to start with."""
+    import asyncio
     import logging
 
     import uvicorn
 
     from vla_client.server import create_app
     from vla_client.server.config import uvicorn_options
-    from vla_client.server.inference import ThreadRunner
     from vla_client.server.local import listener_url
-    from vla_client.server.worker import WorkerRunner
 
-    runner = ThreadRunner(policy) if config.in_process else WorkerRunner(policy, config.worker)
+    app = create_app(policy, config)
+    startup = app.state.pipeline.startup
     failure: Exception | None = None
+    uvicorn_log = logging.getLogger("uvicorn.error")
 
     class Server(uvicorn.Server):
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-            nonlocal failure
-            try:  # before uvicorn's start-up, whose failures print a traceback
-                await runner.start()
-            except Exception as exc:
-                failure = exc
-                return
-            logging.getLogger("uvicorn.error").info(
-                "Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock)
-            )
-            await super().serve(sockets)
+            watch = asyncio.ensure_future(self._watch_startup())
+            try:
+                await super().serve(sockets)
+            finally:
+                watch.cancel()
 
-    app = create_app(policy, config, runner=runner)
+        async def _watch_startup(self) -> None:
+            nonlocal failure
+            failure = await startup.wait()
+            if failure is not None:
+                self.should_exit = True
+                return
+            uvicorn_log.setLevel(logging.INFO)
+            uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
+
     server = Server(uvicorn.Config(app, log_level="info", **uvicorn_options(config)))
+    uvicorn_log.setLevel(logging.WARNING)  # after uvicorn.Config, which sets it to info
+    logging.getLogger("vla_client.server.startup").setLevel(logging.CRITICAL)  # said by us
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn raises the SIGINT it stopped for again, once stopped
         if not server.started:
             raise
     return failure
-
-
-def _in_range(option: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:  # NaN fails too
-        raise ValueError(f"{option} must be in {low:g}..{high:g}, got {value:g}")
-
-
-def _readable_file(option: str, path: str) -> None:
-    file = Path(path)
-    if not file.exists():
-        raise ValueError(f"{option} {path}: no such file")
-    if not file.is_file():
-        raise ValueError(f"{option} {path}: not a file")
-    if not os.access(file, os.R_OK):
-        raise ValueError(f"{option} {path}: not readable")
 
 
 def is_loopback(host: str) -> bool:

@@ -6,16 +6,23 @@ before anything else touches the request. Nested pixel lists are millions of Pyt
 ndarray costs almost nothing to hand to another process, so no Python object tree ever crosses a
 process boundary. Every request SGLang's ``/v1/actions/generations`` accepts is accepted here;
 what SGLang would turn into a 500 or a silent wrong answer is a `CodecError` naming the field.
+
+The one exception, asked for with ``keep_jpeg``: a server whose policy decodes JPEG on its own
+device (a GPU) gets each colour JPEG frame as the file's bytes, a 1-D uint8 array, checked
+here (header, size limit, end marker) but not decoded.
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from PIL import Image
 
 from vla_client.codecs import DEFAULT_MAX_PIXELS, map_frames, tensor_payload_to_array
+from vla_client.codecs.b64 import b64decode_text
 from vla_client.errors import CodecError, PayloadTooLargeError
 from vla_client.protocol.image_forms import decode_image_value
 from vla_client.protocol.models import RuntimeOptions, SamplingParameters, validate_block
@@ -28,6 +35,7 @@ FLAT_PARAMETER_KEYS = frozenset(
 """Keys a flat (openpi-style) observation may carry as sampling parameters."""
 _FLAT_IMAGE_PREFIXES = ("observation.images.", "images.", "observation/")
 _STATE_KEYS = ("state", "observation.state", "observation/state")
+_JPEG_START, _JPEG_END = b"\xff\xd8\xff", b"\xff\xd9"
 
 
 @dataclass(frozen=True)
@@ -61,15 +69,20 @@ class DecodedRequest:
 
 
 def decode_request(
-    body: bytes | memoryview, content_type: str | None, *, limits: DecodeLimits | None = None
+    body: bytes | memoryview,
+    content_type: str | None,
+    *,
+    limits: DecodeLimits | None = None,
+    keep_jpeg: bool = False,
 ) -> DecodedRequest:
-    """Parse a request body and decode every image to an ndarray. Raises `CodecError`."""
+    """Parse a request body and decode every image to an ndarray (colour JPEG frames kept as
+    their bytes with `keep_jpeg`). Raises `CodecError`."""
     wire = wire_for_content_type(content_type)
-    return decode_payload(loads(body, wire), wire, limits=limits)
+    return decode_payload(loads(body, wire), wire, limits=limits, keep_jpeg=keep_jpeg)
 
 
 def decode_payload(
-    payload: Any, wire: Wire, *, limits: DecodeLimits | None = None
+    payload: Any, wire: Wire, *, limits: DecodeLimits | None = None, keep_jpeg: bool = False
 ) -> DecodedRequest:
     """`decode_request` for an already parsed document (websocket messages arrive this way)."""
     limits = limits or DecodeLimits()
@@ -96,7 +109,7 @@ def decode_payload(
         task = observation.pop("prompt", None) or observation.pop("task", None) or ""
     if not isinstance(task, str):
         raise CodecError("task must be a string", field="input.task")
-    images = _decode_images(_pop_images(observation, prefix, limits), limits)
+    images = _decode_images(_pop_images(observation, prefix, limits), limits, keep_jpeg)
     state = _decode_state(observation, prefix)
     capture_times = _capture_times(observation.pop("capture_times", None), prefix)
     return DecodedRequest(
@@ -170,12 +183,14 @@ def _looks_like_image(value: Any) -> bool:
 
 
 def _decode_images(
-    values: dict[str, tuple[str, Any]], limits: DecodeLimits
+    values: dict[str, tuple[str, Any]], limits: DecodeLimits, keep_jpeg: bool
 ) -> dict[str, np.ndarray]:
     def decode(name: str) -> np.ndarray:
-        return decode_image_value(
-            values[name][1], field=values[name][0], max_pixels=limits.max_image_pixels
-        )
+        where, value = values[name]
+        kept = kept_jpeg(value, where, limits.max_image_pixels) if keep_jpeg else None
+        if kept is not None:
+            return kept
+        return decode_image_value(value, field=where, max_pixels=limits.max_image_pixels)
 
     names = list(values)
     # Only encoded images (bytes, base64 text) decode without the GIL; for arrays and lists
@@ -183,6 +198,33 @@ def _decode_images(
     if any(isinstance(value, bytes | str) for _, value in values.values()):
         return dict(zip(names, map_frames(decode, names), strict=True))
     return {name: decode(name) for name in names}
+
+
+def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
+    """A colour JPEG image value as its bytes (a read-only 1-D uint8 array), its header and end
+    checked; None for anything else (decoded as usual, which reports what is wrong with it)."""
+    if isinstance(value, dict):
+        encoded = value.get("b64_json", value.get("base64"))
+        data = b64decode_text(encoded, field=where) if isinstance(encoded, str) else None
+    else:
+        data = bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+    if data is None or not data.startswith(_JPEG_START):
+        return None
+    try:
+        with Image.open(io.BytesIO(data)) as image:  # reads the header, decodes nothing
+            width, height = image.size
+            colour = image.format == "JPEG" and image.mode == "RGB"
+    except Exception:  # not a JPEG after all: the usual decode says why
+        return None
+    if not colour:
+        return None
+    if width * height > max_pixels:
+        raise PayloadTooLargeError(
+            f"image has {width * height} pixels, over the limit of {max_pixels}", field=where
+        )
+    if _JPEG_END not in data[-64:]:
+        raise CodecError("truncated JPEG (no end-of-image marker)", field=where)
+    return np.frombuffer(data, np.uint8)
 
 
 def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:

@@ -3,12 +3,16 @@
 `create_app` picks the runner (a supervised inference worker process by default, a thread
 with ``in_process``), builds the request `Pipeline` around it, and puts the routes in front:
 the HTTP edge (`vla_client.server.http`) and the websocket edge
-(`vla_client.server.websocket`). The API-key check wraps them all; the app's lifespan starts
-and stops the runner.
+(`vla_client.server.websocket`). The API-key check wraps them all. The app's lifespan starts
+the runner in the background (`vla_client.server.startup`: the server listens, and ``/health``
+says ``loading``, while the policy loads), opens the request recorder when the config asks for
+one (in each process that serves, so every entrypoint records its own requests), and stops
+both on shutdown.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,9 +25,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vla_client.errors import VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
+from vla_client.recorder import RequestRecorder
 from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
-from vla_client.server.http import failure_response, generations_endpoint, health
+from vla_client.server.http import failure_response, generations_endpoint, health_endpoint
 from vla_client.server.inference import Runner, ThreadRunner
 from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
@@ -72,11 +77,19 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         keep_freed_memory()
         quiet_refused_handshakes()
-        await runner.start()
+        record = config.record
+        if record is not None:
+            pipeline.recorder = RequestRecorder(
+                record.folder, max_bytes=record.max_bytes, max_files=record.max_files
+            )
+        pipeline.startup.begin()
         try:
             yield
         finally:
+            await pipeline.startup.cancel()
             await runner.close()
+            if pipeline.recorder is not None:  # writes what is queued: off the event loop
+                await asyncio.to_thread(pipeline.recorder.close)
 
     middleware = (
         [Middleware(APIKeyMiddleware, api_key=config.api_key)] if config.api_key is not None else []
@@ -91,7 +104,7 @@ def create_app(
     app.state.config = config
     app.state.pipeline = pipeline
     generations = generations_endpoint(pipeline)
-    app.add_api_route(HEALTH_PATH, health, methods=["GET"])
+    app.add_api_route(HEALTH_PATH, health_endpoint(pipeline.startup), methods=["GET"])
 
     async def action_metadata() -> dict[str, Any]:
         return pipeline.metadata

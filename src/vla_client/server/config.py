@@ -20,6 +20,7 @@ from vla_client.validation import check_at_least, check_positive
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
+_MIN_FILE_BYTES = 4096  # the least a recording file may be given (RequestRecorder's own bound)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,27 @@ class WorkerSettings:
 
 
 @dataclass(frozen=True)
+class RecordSettings:
+    """Record every served request into `folder` (`vla_client.recorder.RequestRecorder`).
+
+    The files together hold at most `max_bytes` and number at most `max_files`; past that the
+    oldest file is deleted (a flight recorder). Each server process records on its own, into
+    files named after its process id. A folder that cannot be written stops the recording,
+    said once in the log; requests are still served.
+    """
+
+    folder: str
+    max_bytes: int = 1 << 30
+    max_files: int = 16
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.folder, str) or not self.folder:
+            raise ValueError(f"record folder must be a non-empty path; got {self.folder!r}")
+        check_at_least("max_files", self.max_files, 1, integer=True)
+        check_at_least("max_bytes", self.max_bytes, self.max_files * _MIN_FILE_BYTES, integer=True)
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """How the reference server listens and what it accepts."""
 
@@ -63,6 +85,8 @@ class ServerConfig:
     max_connections: int | None = 256
     # The request layout the openpi websocket reads: flat, droid, libero or aloha.
     openpi_layout: str = "flat"
+    # Record every served request (None: no recording).
+    record: RecordSettings | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -89,6 +113,8 @@ class ServerConfig:
             raise ValueError(f"in_process must be True or False; got {self.in_process!r}")
         check_api_key_setting(self.api_key)
         openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
+        if self.record is not None and not isinstance(self.record, RecordSettings):
+            raise ValueError(f"record must be a RecordSettings or None; got {self.record!r}")
 
 
 def check_api_key_setting(key: str | None) -> None:

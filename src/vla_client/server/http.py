@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -21,6 +20,7 @@ from vla_client.protocol import CONTENT_TYPES, Wire, dumps, wants_msgpack
 from vla_client.server.inference import RequestMemory
 from vla_client.server.limits import read_body
 from vla_client.server.pipeline import Pipeline, failure
+from vla_client.server.startup import Startup
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -68,6 +68,13 @@ async def failure_response(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": status.detail}, status.status, headers=headers)
 
 
-def health() -> dict[str, Any]:
-    """GET /health: the process serves (it says nothing of the policy)."""
-    return {"status": "ok"}
+def health_endpoint(startup: Startup) -> Callable[[], JSONResponse]:
+    """GET /health: ``{"status": "ok"}`` once the policy is ready; 503 with ``"loading"``
+    before, ``"failed"`` if it could not start (the reason is in the server log)."""
+
+    def health() -> JSONResponse:
+        if startup.state == "ready":
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": startup.state}, 503)
+
+    return health

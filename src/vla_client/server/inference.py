@@ -16,8 +16,8 @@ from typing import Protocol
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from vla_client.errors import InferenceError
-from vla_client.server.policy import Policy, PolicyInput
+from vla_client.errors import InferenceError, PolicyOutputError
+from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
 
 log = logging.getLogger("vla_client.server")
 
@@ -36,7 +36,13 @@ class Runner(Protocol):
     """Runs one observation through the policy; returns the chunk and stage timings in ms."""
 
     async def start(self) -> None:
-        """Start workers; called once before the first request."""
+        """Start workers and the policy (`start_policy`); called once, in the background, by
+        the app's lifespan. Raises `WorkerStartError` (`PolicyStartError` for the policy's own
+        hooks)."""
+
+    @property
+    def decodes_jpeg(self) -> bool:
+        """Whether the started policy takes JPEG frames encoded (`Policy.decodes_jpeg`)."""
 
     def lend_memory(self) -> RequestMemory | None:
         """Memory to read a body into, so arrays decoded from it need no copy; None if none.
@@ -59,15 +65,19 @@ class ThreadRunner:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._started = False
+        self._decodes_jpeg = False
 
     async def start(self) -> None:
-        """Load the policy (its ``load()`` hook), once: later calls do nothing."""
+        """Load and warm up the policy (`start_policy`), once: later calls do nothing."""
         if self._started:
             return
-        load = getattr(self.policy, "load", None)
-        if callable(load):
-            await run_in_threadpool(load)
+        await run_in_threadpool(start_policy, self.policy)
+        self._decodes_jpeg = bool(self.policy.decodes_jpeg())
         self._started = True
+
+    @property
+    def decodes_jpeg(self) -> bool:
+        return self._decodes_jpeg
 
     def lend_memory(self) -> None:
         """Nothing to lend: the policy reads the decoded arrays where they are."""
@@ -77,14 +87,20 @@ class ThreadRunner:
     ) -> tuple[np.ndarray, dict[str, float]]:
         start = time.perf_counter()
         try:
-            actions = await run_in_threadpool(self.policy.infer, observation)
+            (chunk,) = await run_in_threadpool(self.policy.infer_batch, [observation])
+            stages = dict(self.policy.batch_timings())
         except Exception as exc:
             log.warning("policy failed: %s: %s", type(exc).__name__, exc)
             raise InferenceError(
                 500, policy_failure_detail(f"{type(exc).__name__}: {exc}")
             ) from exc
         inference_ms = (time.perf_counter() - start) * 1000
-        return actions, {"queue_ms": 0.0, "ipc_ms": 0.0, "inference_ms": inference_ms}
+        try:
+            actions = check_actions(chunk, self.policy.spec, observation.action_horizon)
+        except PolicyOutputError as exc:
+            log.warning("policy output refused: %s", exc)
+            raise InferenceError(500, str(exc)) from exc
+        return actions, {"queue_ms": 0.0, "ipc_ms": 0.0, "inference_ms": inference_ms, **stages}
 
     async def close(self) -> None:
         self.policy.close()

@@ -2,7 +2,9 @@
 
 The socket is bound before uvicorn starts (port 0 picks a free port), so there is no race
 between choosing a port and listening on it. Timeouts and connection limits come from the
-`ServerConfig` the app was created with, exactly as `vla-client serve` applies them.
+`ServerConfig` the app was created with, exactly as `vla-client serve` applies them. `start`
+returns once the policy is ready (it loads while the server already listens: see
+`vla_client.server.startup`), or raises saying why it could not start.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from vla_client.server.config import ServerConfig, uvicorn_options
+from vla_client.server.startup import Startup
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -47,6 +50,7 @@ class LocalServer:
     """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens."""
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._app = app
         self._socket = bind_listener(host, port)
         self.host, self.port = self._socket.getsockname()[:2]
         options = uvicorn_options(getattr(app.state, "config", None) or ServerConfig())
@@ -63,14 +67,27 @@ class LocalServer:
         """Base URL, e.g. ``http://127.0.0.1:54321``."""
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 15.0) -> LocalServer:
-        """Start serving; returns once the server accepts connections."""
+    def start(self, timeout: float = 15.0, *, wait_ready: bool = True) -> LocalServer:
+        """Start serving; returns once the server accepts connections and, with `wait_ready`,
+        once its policy is ready. `RuntimeError` (the server stopped) if it does not start or
+        its policy fails to, saying why, or within `timeout` seconds."""
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
                 raise RuntimeError("local server failed to start")
             time.sleep(0.01)
+        pipeline = getattr(self._app.state, "pipeline", None)  # None: an app of another kind
+        startup: Startup | None = pipeline.startup if pipeline is not None else None
+        while wait_ready and startup is not None and startup.state == "loading":
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"local server failed to start: no policy after {timeout:g} s")
+            time.sleep(0.01)
+        if startup is not None and startup.state == "failed":
+            self.stop()
+            raise RuntimeError(f"local server failed to start: {startup.error}")
         return self
 
     def stop(self, timeout: float = 15.0) -> None:

@@ -4,9 +4,13 @@ Every request takes the same steps, whichever route it came in by (POST generati
 realtime websocket, openpi's websocket)::
 
     decode  ->  check against the policy  ->  run (the runner, under a time limit)  ->  reply
+                                                                   (and record, if asked)
 
 `Pipeline.decode` turns a body into a `DecodedRequest` (every image an ndarray), and
-`Pipeline.answer` does the rest and returns the reply document. Failures are the domain's own
+`Pipeline.answer` does the rest and returns the reply document. Until the policy has started
+(`startup`), `answer` refuses with 503 and ``Retry-After``. With a `recorder`, every answered
+request is recorded: copies of its frames and state (they may view shared memory that the next
+request reuses), its task and parameters, the actions and the timings. Failures are the domain's own
 errors (`CodecError` and its kin for bad input, `InvalidObservationError` for an observation
 the policy cannot take, `InferenceError` from the runner); the routes only move bytes in and
 out and turn those errors into a status at their edge (`failure`). The metadata document is
@@ -20,6 +24,7 @@ import logging
 import time
 from typing import Any, Literal
 
+import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from vla_client.codecs import frame_digest
@@ -30,6 +35,7 @@ from vla_client.protocol import (
     ErrorStatus,
     build_envelope,
     build_raw,
+    decode_image_value,
     decode_payload,
     decode_request,
     dumps,
@@ -39,10 +45,12 @@ from vla_client.protocol import (
     openpi_layout,
     wire_for_content_type,
 )
+from vla_client.recorder import RequestRecorder
 from vla_client.server.config import ServerConfig
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
 from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.startup import Startup
 
 log = logging.getLogger("vla_client.server")
 
@@ -61,6 +69,9 @@ class Pipeline:
         self.policy = policy
         self.runner = runner
         self.config = config
+        self.startup = Startup(runner)
+        self.recorder: RequestRecorder | None = None
+        """Set by the app's lifespan when ``config.record`` asks for recording."""
         self.openpi_layout = openpi_layout(config.openpi_layout)
         self.metadata = metadata_document(
             policy.spec,
@@ -81,10 +92,12 @@ class Pipeline:
         GIL, so those bodies (and every JSON body: base64 and image decoding) go to a thread.
         An `openpi` request is read in the server's openpi layout.
         """
-        limits = self.config.limits
+        limits, keep_jpeg = self.config.limits, self.keeps_jpeg
         wire = wire_for_content_type(content_type)
         if wire == "json":
-            return await run_in_threadpool(decode_request, body, content_type, limits=limits)
+            return await run_in_threadpool(
+                decode_request, body, content_type, limits=limits, keep_jpeg=keep_jpeg
+            )
         payload = loads(body, wire)
         if openpi and self.openpi_layout is not FLAT:
             if not isinstance(payload, dict):
@@ -92,7 +105,20 @@ class Pipeline:
             payload = self.openpi_layout.to_flat(payload)
         if not has_encoded_images(payload):
             return decode_payload(payload, wire, limits=limits)
-        return await run_in_threadpool(decode_payload, payload, wire, limits=limits)
+        return await run_in_threadpool(
+            decode_payload, payload, wire, limits=limits, keep_jpeg=keep_jpeg
+        )
+
+    @property
+    def keeps_jpeg(self) -> bool:
+        """Whether JPEG frames go to the policy encoded, for it to decode on its device: when
+        the started policy asks (`Policy.decodes_jpeg`), unless requests are recorded or
+        frame sizes enforced, which need the pixels here."""
+        return (
+            self.runner.decodes_jpeg
+            and self.recorder is None
+            and not self.policy.spec.image_size_required
+        )
 
     async def answer(
         self,
@@ -108,6 +134,7 @@ class Pipeline:
         `memory` is what the runner lent the request's body, if anything.
         """
         preprocess_ms = (time.perf_counter() - started) * 1000
+        self.startup.check()
         observation = policy_input(decoded, self.policy)
         timeout_s = self.config.infer_timeout_s
         try:
@@ -119,15 +146,34 @@ class Pipeline:
             reply = await run_in_threadpool(self.reply_document, decoded, actions, form)
         else:  # a few hundred values: cheaper than the hop to a thread and back
             reply = self.reply_document(decoded, actions, form)
+        end = time.perf_counter()
+        timings = {
+            "preprocess_ms": preprocess_ms,
+            **stage_timings,
+            "postprocess_ms": (end - post_start) * 1000,
+            "total_ms": (end - started) * 1000,
+        }
         if decoded.runtime.return_timing:
-            end = time.perf_counter()
-            reply["timings"] = {
-                "preprocess_ms": preprocess_ms,
-                **stage_timings,
-                "postprocess_ms": (end - post_start) * 1000,
-                "total_ms": (end - started) * 1000,
-            }
+            reply["timings"] = timings
+        if self.recorder is not None:
+            self.record(self.recorder, decoded, actions, timings)
         return reply
+
+    @staticmethod
+    def record(
+        recorder: RequestRecorder, decoded: DecodedRequest, actions: Any, timings: dict[str, float]
+    ) -> None:
+        """Queue the request for `recorder`, with copies of what may view shared memory."""
+        state = None if decoded.state is None else np.array(decoded.state)
+        recorder.record(
+            {name: np.array(frame) for name, frame in decoded.images.items()},
+            state,
+            decoded.task,
+            decoded.parameters.model_dump(exclude_none=True),
+            np.array(actions),
+            timings,
+            request_id=decoded.request_id,
+        )
 
     def reply_document(
         self, decoded: DecodedRequest, actions: Any, form: ReplyForm
@@ -137,8 +183,13 @@ class Pipeline:
         request_id = decoded.request_id or new_request_id()
         numpy_values = decoded.wire == "msgpack" or decoded.output_format == "numpy"
         extra: dict[str, Any] = {}
-        if decoded.runtime.return_digest:
-            extra["digests"] = {name: frame_digest(frame) for name, frame in decoded.images.items()}
+        if decoded.runtime.return_digest:  # of the pixels, also of frames the policy decoded
+            extra["digests"] = {
+                name: frame_digest(
+                    decode_image_value(frame.tobytes()) if frame.ndim == 1 else frame
+                )
+                for name, frame in decoded.images.items()
+            }
         chosen = decoded.runtime.response_format if form == "asked" else form
         if chosen == "raw":
             return build_raw(

@@ -2,17 +2,25 @@
 
 By the time a policy runs, the entrypoint has decoded every image to an HxWx3 uint8 RGB array
 and validated the state and parameters. A policy declares what it expects (`PolicySpec`, which
-becomes the metadata document) and maps a batch of `PolicyInput`s to action chunks.
+becomes the metadata document) and maps a batch of `PolicyInput`s to action chunks, which the
+server checks (`check_actions`) before any client sees them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from vla_client.errors import PolicyOutputError, PolicyStartError
+
+WARM_UP_IMAGE_SIZE = (224, 224)
+"""(height, width) of the warm-up frames for a policy that announces no `image_size`."""
+WARM_UP_CAMERA = "camera"
+"""The warm-up frame's camera name for a policy that takes any names."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,22 @@ class PolicySpec:
 
 
 class Policy(ABC):
-    """A policy served by the reference server."""
+    """A policy served by the reference server.
+
+    Its life, as the server drives it:
+
+    1. Made where the server starts, holding settings only: it travels to the process that
+       runs it (the inference worker) pickled, so it must not hold open files, sockets,
+       threads or device memory yet (see `vla_client.server.worker.handoff`).
+    2. `load` runs once in that process: weights, device memory, compiled kernels.
+    3. `warm_up` runs once after it, with one observation of the announced shapes
+       (`warm_up_input`), before the server reports ready: ``GET /health`` says
+       ``{"status": "loading"}`` (503) until then, and requests get 503 with ``Retry-After``.
+    4. `infer_batch` (or `infer`) serves requests; `check_actions` checks each chunk.
+    5. `close` runs on shutdown.
+
+    A `load` or `warm_up` that raises stops ``vla-client serve`` with one line and exit code 1.
+    """
 
     @property
     @abstractmethod
@@ -65,8 +88,81 @@ class Policy(ABC):
         """Chunks for several observations; policies that batch on a device override this."""
         return [self.infer(observation) for observation in observations]
 
+    def load(self) -> None:  # noqa: B027 - optional hook, most policies hold nothing to load
+        """Build what the policy needs to run (weights, device memory); runs in the worker."""
+
+    def warm_up(self, example: PolicyInput) -> None:  # noqa: B027 - optional hook
+        """Run once before serving, e.g. ``self.infer_batch([example])`` to compile kernels and
+        fill caches so the first robot does not pay for it. Does nothing unless overridden."""
+
+    def decodes_jpeg(self) -> bool:
+        """Whether, once loaded, the policy decodes JPEG frames itself (on its device): then
+        the entrypoint hands it a JPEG frame as the file's bytes, a 1-D uint8 array, in
+        `PolicyInput.images`. False unless overridden."""
+        return False
+
+    def batch_timings(self) -> Mapping[str, float]:
+        """Stage timings in ms the policy measured in its last `infer_batch` call (a device
+        decode, say); the server adds them to each reply's timings. Empty unless overridden."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook, most policies hold nothing
         """Release resources (device memory, files)."""
+
+
+def warm_up_input(spec: PolicySpec) -> PolicyInput:
+    """The warm-up observation for `spec`: a black frame for each announced camera (one named
+    `WARM_UP_CAMERA` if any names go) at the announced `image_size` (else
+    `WARM_UP_IMAGE_SIZE`), a zero state of `state_dim` values when one is announced."""
+    height, width = spec.image_size or WARM_UP_IMAGE_SIZE
+    names = spec.camera_names or (WARM_UP_CAMERA,)
+    state = np.zeros(spec.state_dim, np.float32) if spec.state_dim is not None else None
+    return PolicyInput(
+        images={name: np.zeros((height, width, 3), np.uint8) for name in names}, state=state
+    )
+
+
+def start_policy(policy: Policy) -> None:
+    """`Policy.load`, then `Policy.warm_up`; `PolicyStartError` naming the step that raised."""
+    _step("load", policy.load)
+    _step("warm up", lambda: policy.warm_up(warm_up_input(policy.spec)))
+
+
+def _step(name: str, run: Callable[[], None]) -> None:
+    try:
+        run()
+    except Exception as exc:
+        lines = str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+        raise PolicyStartError(f"policy failed to {name}: {reason}") from exc
+
+
+def check_actions(chunk: Any, spec: PolicySpec, horizon: int | None) -> np.ndarray:
+    """`chunk` as a C-contiguous float32 ``[H, D]`` array (or ``[N, H, D]`` candidates), with
+    `D` the announced `action_dim` and ``1 <= H <= horizon`` (the request's, else the
+    announced one); `PolicyOutputError` saying what is wrong otherwise."""
+    try:
+        array = np.asarray(chunk)
+    except Exception as exc:  # ragged lists, objects that refuse conversion
+        raise PolicyOutputError(f"policy returned actions that are not an array ({exc})") from exc
+    if array.dtype.kind not in "fiu":
+        raise PolicyOutputError(
+            f"policy returned actions of dtype {array.dtype}; expected numbers (float32)"
+        )
+    limit = horizon or spec.action_horizon
+    if (
+        array.ndim not in (2, 3)
+        or array.shape[-1] != spec.action_dim
+        or not 1 <= array.shape[-2] <= limit
+    ):
+        raise PolicyOutputError(
+            f"policy returned actions of shape {list(array.shape)}; expected [H, "
+            f"{spec.action_dim}] with H in 1..{limit}"
+        )
+    result = np.ascontiguousarray(array, dtype=np.float32)
+    if not np.isfinite(result).all():
+        raise PolicyOutputError("policy returned NaN or infinite actions")
+    return result
 
 
 def metadata_document(

@@ -48,8 +48,33 @@ class PolicyEntry:
 
 def load_policy(name: str, options: Mapping[str, Any] | None = None) -> Policy:
     """The policy `name` gives, built with `options`; `PolicyLoadError` naming the cause."""
-    target, origin = _resolve(name)
+    target, origin = resolve_policy(name)
     return _build(target, dict(options or {}), origin)
+
+
+@dataclass(frozen=True)
+class OptionNames:
+    """The options a policy source takes: `accepted` (None: any, it takes ``**options``) and
+    `required` (those without a default)."""
+
+    accepted: frozenset[str] | None
+    required: frozenset[str]
+
+
+def option_names(target: Any) -> OptionNames:
+    """What `target` (a `Policy` subclass or a factory) takes as options, read from its
+    signature; a ready `Policy` takes none, and a callable without a readable signature any."""
+    if isinstance(target, Policy):
+        return OptionNames(frozenset(), frozenset())
+    try:
+        parameters = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: let the call decide
+        return OptionNames(None, frozenset())
+    named = [p for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = frozenset(p.name for p in named if p.default is inspect.Parameter.empty)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return OptionNames(None, required)
+    return OptionNames(frozenset(p.name for p in named), required)
 
 
 def available_policies(builtins: Mapping[str, Callable[..., Policy]]) -> list[PolicyEntry]:
@@ -90,11 +115,13 @@ def parse_options(pairs: Iterable[str], file: str | None = None) -> dict[str, An
     return options
 
 
-def _resolve(name: str) -> tuple[Any, str]:
+def resolve_policy(name: str) -> tuple[Any, str]:
+    """What `name` names (a class, a factory or an instance, not yet called) and how to name
+    it in a message; `PolicyLoadError` if it names nothing."""
     from vla_client.server.policies import POLICIES
 
     if name in POLICIES:
-        return POLICIES[name], "built in"
+        return POLICIES[name], f"policy {name!r}"
     if ":" in name:
         return _import(name), name
     for point in _entry_points():
@@ -154,16 +181,10 @@ def _build(target: Any, options: dict[str, Any], origin: str) -> Policy:
 
 def _check_options(target: Any, options: dict[str, Any], origin: str) -> None:
     """Refuse an option the factory does not take, naming the ones it does."""
-    try:
-        parameters = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):  # no signature to read: let the call decide
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return
-    names = {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    unknown = sorted(set(options) - names)
+    accepted = option_names(target).accepted
+    unknown = sorted(set(options) - accepted) if accepted is not None else []
     if unknown:
-        takes = ", ".join(sorted(names)) or "none"
+        takes = ", ".join(sorted(accepted or ())) or "none"
         raise PolicyLoadError(f"{origin} takes no option {unknown[0]!r}; it takes {takes}")
 
 

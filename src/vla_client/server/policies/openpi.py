@@ -92,6 +92,11 @@ class OpenpiPolicy(Policy):
                 raise TypeError(f"the openpi policy factory returned {type(made).__name__}")
             self._policy = made
 
+    def warm_up(self, example: PolicyInput) -> None:
+        """One inference on the announced shapes: openpi's JAX models compile on their first
+        call, which can take a minute; better before the server says it is ready."""
+        self.infer(example)
+
     def infer(self, observation: PolicyInput) -> np.ndarray:
         if self._policy is None:
             self.load()

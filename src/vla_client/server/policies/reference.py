@@ -17,7 +17,11 @@ from vla_client.server.policy import Policy, PolicyInput, PolicySpec
 
 
 class ReferencePolicy(Policy):
-    """``actions[h, d] = tanh(features . w_d) * cos(0.1 * h * (d + 1))``, all deterministic."""
+    """Deterministic actions computed from the request, for tests, demos and benchmarks.
+
+    ``actions[h, d] = tanh(features . w_d) * cos(0.1 * h * (d + 1))``, where the features are
+    the cameras' mean colours, the state and the task text.
+    """
 
     def __init__(
         self,

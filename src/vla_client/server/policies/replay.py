@@ -19,7 +19,7 @@ from vla_client.server.policy import Policy, PolicyInput, PolicySpec
 
 
 class ReplayPolicy(Policy):
-    """Returns the recorded chunks of `path` one after another."""
+    """Plays recorded action chunks back, in order (the file at `path`, --replay-file)."""
 
     def __init__(self, path: str | Path, *, camera_names: tuple[str, ...] = ()) -> None:
         self.path = Path(path)

@@ -9,24 +9,38 @@ The device path is the one a real engine uses: uint8 frames go to pinned host me
 GPU with non-blocking copies and are converted and normalised there, so the host never touches
 float pixels. On the CPU the same code runs without pinning. torch is imported in `load()`,
 which the worker calls, so the entrypoint never imports it.
+
+JPEG frames can be decoded on the GPU instead of at the entrypoint (`jpeg_decode`): ``auto``
+does so when the policy runs on CUDA and a GPU decoder is installed (see
+`vla_client.server.device_decode`), ``worker`` always hands them to the policy (decoded on the
+CPU of the worker where no GPU decoder is), ``entrypoint`` never. The replies' timings say
+what ran: ``decode_cuda_ms`` or ``decode_cpu_ms`` for frames the policy decoded; neither when
+the entrypoint decoded them (inside ``preprocess_ms``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from vla_client.server.device_decode import FrameDecoder, frame_decoder
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
+from vla_client.validation import check_choice
 
 INPUT_SIZE = 96
 FEATURES = 64
+JPEG_DECODE = ("auto", "worker", "entrypoint")
 
 
 class TorchCNNPolicy(Policy):
-    """CNN per camera, features averaged over cameras, state appended, MLP to ``H * D``."""
+    """A small PyTorch CNN (extra torch), batched, on the GPU when there is one.
+
+    CNN per camera, features averaged over cameras, state appended, MLP to ``H * D``.
+    """
 
     def __init__(
         self,
@@ -38,7 +52,9 @@ class TorchCNNPolicy(Policy):
         weights: str | Path | None = None,
         seed: int = 0,
         device: str = "auto",
+        jpeg_decode: str = "auto",
     ) -> None:
+        check_choice("jpeg_decode", jpeg_decode, JPEG_DECODE)
         self._spec = PolicySpec(
             family="torch-cnn",
             action_horizon=action_horizon,
@@ -51,8 +67,11 @@ class TorchCNNPolicy(Policy):
         self.weights = Path(weights) if weights is not None else None
         self.seed = seed
         self.device_name = device
+        self.jpeg_decode = jpeg_decode
         self._model: Any = None
         self._device: Any = None
+        self._decoder: FrameDecoder | None = None
+        self._timings: dict[str, float] = {}
         # Pinned staging buffers by (shape, position in the batch): each frame of a batch needs
         # its own, since the copies to the device are still running while the next is staged.
         self._pinned: dict[tuple[tuple[int, ...], int], Any] = {}
@@ -64,7 +83,7 @@ class TorchCNNPolicy(Policy):
 
     def __getstate__(self) -> dict[str, Any]:
         """Settings only: the worker builds the model itself in `load()`."""
-        return {**self.__dict__, "_model": None, "_device": None, "_pinned": {}}
+        return {**self.__dict__, "_model": None, "_device": None, "_pinned": {}, "_decoder": None}
 
     def load(self) -> None:
         """Build the network (seeded or from `weights`) on the chosen device."""
@@ -82,6 +101,19 @@ class TorchCNNPolicy(Policy):
             state = torch.load(self.weights, map_location="cpu", weights_only=True)
             model.load_state_dict(state)
         self._model = model.to(self._device).eval()
+        self._decoder = frame_decoder(self._device)
+
+    def warm_up(self, example: PolicyInput) -> None:
+        """One forward pass, so kernels are chosen and memory allocated before serving."""
+        self.infer_batch([example])
+
+    def decodes_jpeg(self) -> bool:
+        """As `jpeg_decode` says: ``auto`` only on CUDA with a GPU decoder installed."""
+        on_gpu = self._decoder is not None and self._decoder.path == "cuda"
+        return self.jpeg_decode == "worker" or (self.jpeg_decode == "auto" and on_gpu)
+
+    def batch_timings(self) -> Mapping[str, float]:
+        return self._timings
 
     def infer(self, observation: PolicyInput) -> np.ndarray:
         return self.infer_batch([observation])[0]
@@ -96,7 +128,10 @@ class TorchCNNPolicy(Policy):
         if len(self._pinned) > 256:
             self._pinned.clear()
         with torch.inference_mode():
-            features = torch.stack([self._camera_features(o) for o in observations])
+            decoded = self._decode_jpegs(observations)
+            features = torch.stack(
+                [self._camera_features(o, index, decoded) for index, o in enumerate(observations)]
+            )
             if spec.state_dim is not None:
                 states = torch.stack([self._state(o) for o in observations])
                 features = torch.cat([features, states], dim=1)
@@ -107,20 +142,50 @@ class TorchCNNPolicy(Policy):
             for chunk, o in zip(chunks, observations, strict=True)
         ]
 
-    def _camera_features(self, observation: PolicyInput) -> Any:
+    def _decode_jpegs(self, observations: Sequence[PolicyInput]) -> dict[tuple[int, str], Any]:
+        """The batch's JPEG frames (1-D arrays) decoded in one call, on the device where it can;
+        the time it took goes to `batch_timings` under the decoder's path."""
+        import torch
+
+        self._timings = {}
+        keys = [
+            (index, name)
+            for index, observation in enumerate(observations)
+            for name, frame in observation.images.items()
+            if frame.ndim == 1
+        ]
+        if not keys:
+            return {}
+        assert self._decoder is not None
+        start = time.perf_counter()
+        tensors = self._decoder([observations[index].images[name] for index, name in keys])
+        if self._device.type == "cuda":
+            torch.cuda.synchronize(self._device)  # so the time is the decode's own
+        self._timings = {f"decode_{self._decoder.path}_ms": (time.perf_counter() - start) * 1000}
+        return dict(zip(keys, tensors, strict=True))
+
+    def _camera_features(
+        self, observation: PolicyInput, index: int, decoded: dict[tuple[int, str], Any]
+    ) -> Any:
         import torch
         import torch.nn.functional as functional
 
         names = sorted(observation.images)
+        on_device = [
+            decoded[index, name]  # decoded from JPEG, already on the device
+            if (index, name) in decoded
+            else self._to_device(observation.images[name])
+            for name in names
+        ]
         pixels = [
             functional.interpolate(
-                self._to_device(observation.images[name]).permute(2, 0, 1)[None].float() / 255.0,
+                frame.permute(2, 0, 1)[None].float() / 255.0,
                 size=(INPUT_SIZE, INPUT_SIZE),
                 mode="bilinear",
                 antialias=False,
                 align_corners=False,
             )
-            for name in names
+            for frame in on_device
         ]
         encoded = self._model.encoder(torch.cat(pixels))
         return encoded.mean(dim=0)

@@ -99,6 +99,11 @@ class WorkerRunner:
         self._closing = False
 
     @property
+    def decodes_jpeg(self) -> bool:
+        """Whether the worker's policy takes JPEG frames encoded (`Policy.decodes_jpeg`)."""
+        return self._started and self._worker.decodes_jpeg
+
+    @property
     def worker_pid(self) -> int | None:
         """The current worker's process id (tests use it to simulate a crash)."""
         return self._worker.pid
@@ -106,8 +111,7 @@ class WorkerRunner:
     async def start(self) -> None:
         """Spawn the worker and wait for its policy to load. Raises `WorkerStartError`.
 
-        Once started, calling it again does nothing (the CLI starts the runner before the
-        server, whose lifespan starts it too).
+        Once started, calling it again does nothing.
         """
         if self._started:
             return
@@ -123,8 +127,10 @@ class WorkerRunner:
         self, observation: PolicyInput, memory: RequestMemory | None = None
     ) -> tuple[np.ndarray, Timings]:
         start = time.perf_counter()
-        if self._closing or not self._started:
+        if self._closing:
             raise InferenceError(503, "the server is shutting down", retry_after=RETRY_AFTER_S)
+        if not self._started:
+            raise InferenceError(503, "the policy is loading", retry_after=RETRY_AFTER_S)
         if self._start_error:
             raise InferenceError(503, self._start_error, retry_after=RETRY_AFTER_S)
         if self._admitted >= self.settings.queue_size:
@@ -223,15 +229,21 @@ class WorkerRunner:
             for result in message.results:
                 pending = self._in_flight.pop(result.job_id, None)
                 if pending is not None:
-                    self._resolve(pending, result, message.inference_ms)
+                    self._resolve(pending, result, message.inference_ms, message.timings)
         elif isinstance(message, BatchFailed):
             log.warning("policy failed on batch %d: %s", message.batch_id, message.error)
             for pending in self._in_flight.values():
                 pending.fail(InferenceError(500, policy_failure_detail(message.error)))
         self._finish_batch()
 
-    def _resolve(self, pending: Pending[Job], result: Result, inference_ms: float) -> None:
+    def _resolve(
+        self, pending: Pending[Job], result: Result, inference_ms: float, stages: Timings
+    ) -> None:
         layout = result.layout
+        if layout is None:  # the chunk failed its check; the detail is the server's own words
+            log.warning("policy output refused (job %d): %s", result.job_id, result.error)
+            pending.fail(InferenceError(500, result.error or "policy returned no actions"))
+            return
         if result.inline is None:
             actions = np.array(view(self._pool.slot(pending.item.slot_index).buffer, layout))
         else:
@@ -239,6 +251,7 @@ class WorkerRunner:
         timings = {
             "queue_ms": (pending.dispatched - pending.admitted) * 1000,
             "inference_ms": inference_ms,
+            **stages,
         }
         pending.resolve((actions, timings))
 

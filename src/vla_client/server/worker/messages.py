@@ -5,9 +5,10 @@ carry only their `ArrayLayout`s, so each message is about a hundred bytes whatev
 size. They are msgspec structs packed as msgpack arrays (as vLLM's engine does for its own
 messages): one C call encodes or decodes a whole batch, where pickle ran a Python constructor
 per record, which showed on the hand-off's latency when the worker woke with cold caches.
-The entrypoint's first message, its ``sys.path`` and the pickled policy, is plain pickle; the
-worker answers `Ready` or `StartFailed`, and says `Ready` again to each entrypoint that connects
-to a shared worker (``vla-client serve --api-servers N``).
+The entrypoint's first message, `Start`, carries its ``sys.path`` and the policy, packed by
+`handoff.pack_policy` (the only pickle in the server); the worker answers `Ready` or
+`StartFailed`, and says `Ready` again to each entrypoint that connects to a shared worker
+(``vla-client serve --api-servers N``).
 """
 
 from __future__ import annotations
@@ -45,19 +46,33 @@ class Stop(msgspec.Struct, frozen=True, array_like=True, tag=True):
     """Finish and exit."""
 
 
+class Start(msgspec.Struct, frozen=True, array_like=True):
+    """The starter's first message: its ``sys.path``, the packed policy and the batch bound."""
+
+    sys_path: tuple[str, ...]
+    policy: bytes
+    max_batch: int
+
+
 class Result(msgspec.Struct, frozen=True, array_like=True):
     """One job's chunk: `layout` in the job's slot, or its bytes in `inline` when it did not fit
-    (then `layout.offset` means nothing)."""
+    (then `layout.offset` means nothing); or, for a chunk that failed `check_actions`, no
+    layout and the `error` its request is answered with."""
 
     job_id: int
-    layout: ArrayLayout
+    layout: ArrayLayout | None
     inline: bytes | None = None
+    error: str | None = None
 
 
 class BatchDone(msgspec.Struct, frozen=True, array_like=True, tag=True):
+    """The batch ran: one `Result` per job, the policy call's time and the stage timings the
+    policy measured itself (`Policy.batch_timings`)."""
+
     batch_id: int
     results: tuple[Result, ...]
     inference_ms: float
+    timings: dict[str, float] = {}
 
 
 class BatchFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):
@@ -68,13 +83,15 @@ class BatchFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):
 
 
 class Ready(msgspec.Struct, frozen=True, array_like=True, tag=True):
-    """The worker has loaded its policy and takes batches."""
+    """The worker has loaded and warmed up its policy and takes batches; `decodes_jpeg` is
+    what the loaded policy's `Policy.decodes_jpeg` said."""
 
     pid: int
+    decodes_jpeg: bool = False
 
 
 class StartFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):
-    """Sent instead of `Ready` when the policy could not be loaded."""
+    """Sent instead of `Ready`: why the policy could not be unpacked, loaded or warmed up."""
 
     error: str
 
@@ -83,3 +100,4 @@ encode = msgspec.msgpack.Encoder().encode
 decode_order = msgspec.msgpack.Decoder(Batch | Stop).decode
 decode_reply = msgspec.msgpack.Decoder(BatchDone | BatchFailed).decode
 decode_greeting = msgspec.msgpack.Decoder(Ready | StartFailed).decode
+decode_start = msgspec.msgpack.Decoder(Start).decode

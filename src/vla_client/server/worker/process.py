@@ -12,16 +12,18 @@ so it never outlives the server.
 
 It is started as ``python -m vla_client.server.worker FD [LISTENER_FD]`` rather than by
 multiprocessing, so the entrypoint's main module is never re-imported (a script without a
-``__main__`` guard still works). The first message on the pipe is the starter's ``sys.path``,
-the pickled policy and `max_batch`. With a listening Unix socket the worker is shared: more
-entrypoint processes connect there (``vla-client serve --api-servers N``), and batches from
-all of them are merged into one policy call, as a serving engine batches across its API servers.
+``__main__`` guard still works). The first message on the pipe, `Start`, is the starter's
+``sys.path``, the packed policy (`handoff`) and `max_batch`; the worker unpacks the policy, runs
+its ``load()`` and ``warm_up()`` (`start_policy`) and answers `Ready` or `StartFailed`. With a
+listening Unix socket the worker is shared: more entrypoint processes connect there
+(``vla-client serve --api-servers N``), and batches from all of them are merged into one
+policy call, as a serving engine batches across its API servers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import pickle
 import selectors
 import signal
 import socket
@@ -31,10 +33,10 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
-import numpy as np
-
+from vla_client.errors import PolicyOutputError, PolicyStartError
 from vla_client.server.lifeline import end_with_parent
-from vla_client.server.policy import Policy, PolicyInput
+from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
+from vla_client.server.worker.handoff import unpack_policy
 from vla_client.server.worker.messages import (
     STATE_KEY,
     Batch,
@@ -46,6 +48,7 @@ from vla_client.server.worker.messages import (
     StartFailed,
     Stop,
     decode_order,
+    decode_start,
     encode,
 )
 from vla_client.server.worker.shm import Attachments, plan_layout, view
@@ -62,16 +65,20 @@ def worker_main(fd: int, listener_fd: int | None = None) -> None:
     end_with_parent(os.getppid(), signal.SIGKILL)
     control = Connection(fd)
     try:
-        sys_path, pickled_policy, max_batch = control.recv()
-        sys.path[:] = sys_path
-        policy: Policy = pickle.loads(pickled_policy)
-        load = getattr(policy, "load", None)
-        if callable(load):
-            load()
+        start = decode_start(control.recv_bytes())
+        sys.path[:] = start.sys_path
+        policy = unpack_policy(start.policy)
     except Exception as exc:
-        control.send_bytes(encode(StartFailed(_describe(exc))))
+        _refuse(control, f"the worker cannot unpack the policy: {_describe(exc)}")
         return
-    control.send_bytes(encode(Ready(os.getpid())))
+    try:
+        start_policy(policy)
+        decodes_jpeg = bool(policy.decodes_jpeg())
+    except Exception as exc:
+        _refuse(control, str(exc) if isinstance(exc, PolicyStartError) else _describe(exc))
+        return
+    control.send_bytes(encode(Ready(os.getpid(), decodes_jpeg=decodes_jpeg)))
+    max_batch = start.max_batch
     listener = socket.socket(fileno=listener_fd) if listener_fd is not None else None
     entrypoints = Entrypoints(control, listener)
     try:
@@ -184,15 +191,20 @@ def run_batches(
         chunks = policy.infer_batch(inputs)
         if len(chunks) != len(inputs):
             raise ValueError(f"policy returned {len(chunks)} chunks for {len(inputs)} observations")
-        arrays = [_as_chunk(chunk) for chunk in chunks]
+        timings = dict(policy.batch_timings())
     except Exception as exc:
         error = _describe(exc)
         return [(conn, BatchFailed(batch.batch_id, error)) for conn, batch in orders]
     inference_ms = (time.perf_counter() - start) * 1000
     del inputs
-    results = iter(map(_store, jobs, arrays, buffers))
+    results = iter(map(_store, jobs, chunks, buffers, [policy] * len(jobs)))
     return [
-        (conn, BatchDone(batch.batch_id, tuple(next(results) for _ in batch.jobs), inference_ms))
+        (
+            conn,
+            BatchDone(
+                batch.batch_id, tuple(next(results) for _ in batch.jobs), inference_ms, timings
+            ),
+        )
         for conn, batch in orders
     ]
 
@@ -211,19 +223,23 @@ def _policy_input(job: Job, buffer: memoryview) -> PolicyInput:
     )
 
 
-def _as_chunk(chunk: Any) -> np.ndarray:
-    array = np.asarray(chunk, dtype=np.float32)
-    if array.ndim not in (2, 3) or 0 in array.shape:
-        raise ValueError(f"policy returned actions of shape {array.shape}; expected [H, D]")
-    return array
-
-
-def _store(job: Job, chunk: np.ndarray, buffer: memoryview) -> Result:
-    (layout,), needed = plan_layout({"actions": chunk}, job.results_offset)
+def _store(job: Job, chunk: Any, buffer: memoryview, policy: Policy) -> Result:
+    """The job's chunk, checked, into its slot (inline when it does not fit); a chunk that
+    fails `check_actions` fails this job only."""
+    try:
+        actions = check_actions(chunk, policy.spec, job.action_horizon)
+    except PolicyOutputError as exc:
+        return Result(job.job_id, None, error=str(exc))
+    (layout,), needed = plan_layout({"actions": actions}, job.results_offset)
     if needed > len(buffer):
-        return Result(job.job_id, layout, inline=chunk.tobytes())
-    view(buffer, layout)[...] = chunk
+        return Result(job.job_id, layout, inline=actions.tobytes())
+    view(buffer, layout)[...] = actions
     return Result(job.job_id, layout)
+
+
+def _refuse(control: Connection, error: str) -> None:
+    with contextlib.suppress(OSError):  # the starter is gone: nobody to tell
+        control.send_bytes(encode(StartFailed(error)))
 
 
 def _describe(exc: BaseException) -> str:

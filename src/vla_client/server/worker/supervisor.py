@@ -4,8 +4,8 @@ The worker is a fresh interpreter (``python -m vla_client.server.worker FD``), n
 entrypoint runs uvicorn and thread pools, and forking a threaded process can copy a held lock
 into the child; and unlike multiprocessing's spawn it never re-imports the caller's main
 module. It costs an interpreter start (well under a second here) and needs the policy to
-pickle, which only means its settings: policies load weights in their ``load()`` hook, inside
-the worker.
+travel (`handoff.pack_policy`), which only means its settings: policies load weights in their
+``load()`` hook, inside the worker, then warm up, and only then does the worker say `Ready`.
 
 Replies are read by an event-loop reader on the pipe, not a thread, so a finished batch wakes
 the waiting requests without a thread hop. End of file on the pipe means the worker died.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pickle
 import signal
 import socket
 import subprocess
@@ -30,10 +29,13 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from vla_client.errors import WorkerStartError
+from vla_client.errors import PolicyStartError, WorkerStartError
 from vla_client.server.policy import Policy
+from vla_client.server.worker.handoff import pack_policy
 from vla_client.server.worker.messages import (
     Batch,
+    Ready,
+    Start,
     StartFailed,
     Stop,
     decode_greeting,
@@ -53,6 +55,8 @@ class WorkerChannel:
         self._on_exit = on_exit
         self._conn: Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.decodes_jpeg = False
+        """What the worker's `Ready` said: its policy takes JPEG frames encoded."""
 
     def send(self, batch: Batch) -> None:
         """Hand a batch to the worker (a few hundred bytes; the pipe never fills)."""
@@ -118,7 +122,9 @@ class WorkerProcess(WorkerChannel):
         return self._process.pid if self._process is not None else None
 
     async def start(self) -> None:
-        """Spawn the worker and wait until its policy is loaded. Raises `WorkerStartError`."""
+        """Spawn the worker and wait until its policy is loaded and warmed up. Raises
+        `WorkerStartError` (`PolicyStartError` when the policy's own hooks raised)."""
+        packed = pack_policy(self._policy)
         parent_socket, child_socket = socket.socketpair()
         fds = [child_socket.fileno()]
         if self._listener is not None:
@@ -129,12 +135,13 @@ class WorkerProcess(WorkerChannel):
         child_socket.close()
         parent_conn = Connection(parent_socket.detach())
         try:
-            await asyncio.to_thread(self._await_ready, parent_conn, process)
+            ready = await asyncio.to_thread(self._await_ready, parent_conn, process, packed)
         except BaseException:
             parent_conn.close()
             _reap(process, 1.0)
             raise
         self._process = process
+        self.decodes_jpeg = ready.decodes_jpeg
         self._attach(parent_conn)
 
     def kill(self) -> None:
@@ -153,8 +160,10 @@ class WorkerProcess(WorkerChannel):
         await asyncio.to_thread(_reap, process, timeout_s)
         conn.close()
 
-    def _await_ready(self, conn: Connection, process: subprocess.Popen[bytes]) -> None:
-        conn.send((list(sys.path), pickle.dumps(self._policy), self._max_batch))
+    def _await_ready(
+        self, conn: Connection, process: subprocess.Popen[bytes], packed: bytes
+    ) -> Ready:
+        conn.send_bytes(encode(Start(tuple(sys.path), packed, self._max_batch)))
         deadline = time.monotonic() + self._start_timeout_s
         while not conn.poll(0.05):
             if process.poll() is not None:
@@ -163,7 +172,7 @@ class WorkerProcess(WorkerChannel):
                 raise WorkerStartError(
                     f"inference worker not ready after {self._start_timeout_s} s"
                 )
-        _greeting(conn)
+        return _greeting(conn)
 
     def _exit_code(self) -> int | None:
         process, self._process = self._process, None
@@ -196,7 +205,8 @@ class WorkerLink(WorkerChannel):
 
     async def start(self) -> None:
         """Connect and wait for the worker's `Ready`. Raises `WorkerStartError`."""
-        conn, self.pid = await asyncio.to_thread(self._connect)
+        conn, ready = await asyncio.to_thread(self._connect)
+        self.pid, self.decodes_jpeg = ready.pid, ready.decodes_jpeg
         self._attach(conn)
 
     def kill(self) -> None:
@@ -209,7 +219,7 @@ class WorkerLink(WorkerChannel):
         if conn is not None:
             conn.close()
 
-    def _connect(self) -> tuple[Connection, int]:
+    def _connect(self) -> tuple[Connection, Ready]:
         deadline = time.monotonic() + self._start_timeout_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -233,16 +243,16 @@ class WorkerLink(WorkerChannel):
             raise
 
 
-def _greeting(conn: Connection) -> int:
-    """The pid in the worker's `Ready`; `WorkerStartError` for anything else."""
+def _greeting(conn: Connection) -> Ready:
+    """The worker's `Ready`; `PolicyStartError` for a `StartFailed`, `WorkerStartError` if it
+    said nothing."""
     try:
         message = decode_greeting(conn.recv_bytes())
     except EOFError:
         raise WorkerStartError("inference worker exited before it was ready") from None
     if isinstance(message, StartFailed):
-        raise WorkerStartError(f"policy failed to load: {message.error}")
-    pid: int = message.pid
-    return pid
+        raise PolicyStartError(message.error)
+    return message
 
 
 def _reap(process: subprocess.Popen[bytes], timeout_s: float) -> None:

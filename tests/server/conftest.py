@@ -1,0 +1,38 @@
+"""Fixtures of the server tests: a policy plugin, installed the way a package installs one."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An installed distribution adding two policies, one of them broken, via entry points:
+    on this process's ``sys.path``, and in the folder yielded for a subprocess's PYTHONPATH."""
+    package = tmp_path / "acme_policies"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        textwrap.dedent(
+            '''
+            from my_policies import Constant
+
+            def make(value: float = 0.875) -> Constant:
+                """Acme's arm policy."""
+                return Constant(horizon=5, value=value)
+            '''
+        )
+    )
+    info = tmp_path / "acme_policies-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-policies\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[vla_client.policies]\nacme = acme_policies:make\nbroken = acme_policies.nope:make\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("acme_policies", None)
