@@ -6,13 +6,21 @@ start), overruns, and the executor's latency and drop counters. The tests assert
 is where the rate and jitter are measured and reported.
 
     PYTHONPATH=src python benchmarks/bench_control_loop.py --rate 50 --seconds 5 --infer-ms 30
+
+``--save FILE.json`` writes the figures for the Performance page
+(``benchmarks/render_performance.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
+import json
+import os
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -53,7 +61,9 @@ def main() -> None:
     parser.add_argument("--prefetch-at", type=int, default=4)
     parser.add_argument("--blend", type=int, default=2)
     parser.add_argument("--action-dim", type=int, default=7)
+    parser.add_argument("--save", metavar="FILE.json", help="write the figures as JSON")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
 
     robot = SimRobot(args.action_dim, 1.0 / args.rate)
     policy = FakePolicy(args.horizon, args.action_dim, args.infer_ms)
@@ -98,6 +108,24 @@ def main() -> None:
         f"starved ticks {counters.starved_ticks}, watchdog trips {watchdog.trips}"
     )
     print(f"sim position error to goal: {np.abs(robot.position - policy.goal).max():.4f}")
+    if args.save:
+        report = {
+            "format": "vla-client.control-loop",
+            "date": datetime.date.today().isoformat(),
+            "load": [load_before, os.getloadavg()[0]],
+            "rate_hz": args.rate,
+            "seconds": args.seconds,
+            "infer_ms": args.infer_ms,
+            "horizon": args.horizon,
+            "ticks": stats.ticks,
+            "wall_s": wall,
+            "ideal_s": (ticks - 1) / args.rate,
+            "overruns": stats.overruns,
+            "jitter_ms": dataclasses.asdict(stats.jitter_ms()),
+            "observation_to_action_ms": dataclasses.asdict(counters.observation_to_action_ms()),
+            "chunks": [counters.chunks_received, counters.requests_sent],
+        }
+        Path(args.save).write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":
