@@ -25,9 +25,10 @@ FRAMES = synthetic_frames(["base_0_rgb", "left_wrist_0_rgb"], 64, 64, seed=9)
 STATE = np.arange(5, dtype=np.float32) / 10
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    config = ServerConfig(in_process=True, api_key="pi-key")
+@pytest.fixture(scope="module", params=["worker", "in_process"])
+def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
+    """The server openpi's client talks to, in the default worker layout and in-process."""
+    config = ServerConfig(in_process=request.param == "in_process", api_key="pi-key")
     with LocalServer(create_app(ReferencePolicy(action_horizon=10, action_dim=6), config)) as s:
         yield s
 

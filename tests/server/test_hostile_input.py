@@ -19,35 +19,46 @@ import msgpack
 import numpy as np
 import pytest
 from PIL import Image
+from served import LAYOUTS, Resources, serve
 
 from vla_client.client import ActionClient
 from vla_client.codecs import b64encode_text, encode_jpeg
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits
-from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server import LocalServer, ReferencePolicy
+from vla_client.server.config import WorkerSettings
 
 GOOD = Observation({"cam": np.full((24, 32, 3), 60, np.uint8)}, state=[0.1], task="ok")
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    config = ServerConfig(
-        in_process=True,
+QUEUE = 8
+
+
+@pytest.fixture(scope="module", params=LAYOUTS)
+def server(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
+    """The server in the default worker layout and in-process, each for the whole module."""
+    running = serve(
+        ReferencePolicy(),
+        request.param,
         body_timeout_s=1.0,
         limits=DecodeLimits(max_image_pixels=1024 * 1024),
+        worker=WorkerSettings(queue_size=QUEUE),
     )
-    with LocalServer(create_app(ReferencePolicy(), config)) as running:
-        yield running
+    yield running
+    running.stop()
 
 
 @pytest.fixture(autouse=True)
 def still_serving(server: LocalServer, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """After each hostile request: no unhandled error logged, and a good request succeeds."""
+    """After each hostile request: no unhandled error logged, a good request succeeds, and no
+    descriptor or shared-memory segment was left behind."""
+    resources = Resources(keep=QUEUE, server=server)
     with caplog.at_level(logging.ERROR, logger="vla_client.server"):
         yield
     assert not [r for r in caplog.records if r.name == "vla_client.server"]
     with ActionClient(server.url) as client:
         assert client.infer(GOOD).actions.shape == (16, 7)
+    resources.check()
 
 
 def _post(

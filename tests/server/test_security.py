@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from served import LAYOUTS, Resources, serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
@@ -26,28 +27,46 @@ from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits, encode_request
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.auth import check_api_key
+from vla_client.server.config import WorkerSettings
 from vla_client.server.policy import PolicyInput
 
 KEY = "k3y-for-tests"
+QUEUE = 8
 FRAME = np.full((32, 32, 3), 90, np.uint8)
 OBSERVATION = Observation({"cam": FRAME}, state=[0.5], task="reach")
 
 
-def _serve(policy: ReferencePolicy | None = None, **settings: object) -> LocalServer:
-    config = ServerConfig(in_process=True, **settings)  # type: ignore[arg-type]
-    return LocalServer(create_app(policy or ReferencePolicy(), config)).start()
+def _serve(
+    policy: ReferencePolicy | None = None, layout: str = "in_process", **settings: object
+) -> LocalServer:
+    return serve(policy or ReferencePolicy(), layout, **settings)
 
 
-@pytest.fixture(scope="module")
-def keyed() -> Iterator[LocalServer]:
+@pytest.fixture(scope="module", params=LAYOUTS)
+def keyed(request: pytest.FixtureRequest) -> Iterator[LocalServer]:
+    """A server with an API key and small limits, in the worker layout and in-process."""
     server = _serve(
+        layout=request.param,
         api_key=KEY,
         max_body_bytes=256 * 1024,
         max_ws_message_bytes=64 * 1024,
         limits=DecodeLimits(max_cameras=2, max_image_pixels=64 * 64),
+        worker=WorkerSettings(queue_size=QUEUE),
     )
     yield server
     server.stop()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test on the keyed server: no slot held, no descriptor or segment left."""
+    if "keyed" not in request.fixturenames:
+        yield
+        return
+    server = request.getfixturevalue("keyed")
+    resources = Resources(keep=QUEUE, server=server)
+    yield
+    resources.check()
 
 
 def _post(url: str, body: bytes, content_type: str, key: str | None = KEY) -> httpx.Response:
@@ -195,8 +214,9 @@ def test_unhandled_errors_answer_only_the_request_id(caplog: pytest.LogCaptureFi
     assert any(request_id in r.getMessage() and r.exc_info for r in caplog.records)
 
 
-def test_slow_inference_answers_504() -> None:
-    server = _serve(_Slow(), infer_timeout_s=0.2)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_slow_inference_answers_504(layout: str) -> None:
+    server = _serve(_Slow(), layout, infer_timeout_s=0.2)
     try:
         reply = _post(server.url, *encode_request(OBSERVATION), key=None)
     finally:

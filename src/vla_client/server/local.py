@@ -50,7 +50,7 @@ class LocalServer:
     """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens."""
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._app = app
+        self.app = app
         self._socket = bind_listener(host, port)
         self.host, self.port = self._socket.getsockname()[:2]
         options = uvicorn_options(getattr(app.state, "config", None) or ServerConfig())
@@ -78,7 +78,7 @@ class LocalServer:
                 self.stop()
                 raise RuntimeError("local server failed to start")
             time.sleep(0.01)
-        pipeline = getattr(self._app.state, "pipeline", None)  # None: an app of another kind
+        pipeline = getattr(self.app.state, "pipeline", None)  # None: an app of another kind
         startup: Startup | None = pipeline.startup if pipeline is not None else None
         while wait_ready and startup is not None and startup.state == "loading":
             if time.monotonic() > deadline:

@@ -104,6 +104,11 @@ class WorkerRunner:
         return self._started and self._worker.decodes_jpeg
 
     @property
+    def slots_in_use(self) -> int:
+        """Shared-memory slots held by requests now: 0 whenever the server is idle."""
+        return self._pool.in_use
+
+    @property
     def worker_pid(self) -> int | None:
         """The current worker's process id (tests use it to simulate a crash)."""
         return self._worker.pid
