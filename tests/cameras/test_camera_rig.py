@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -25,19 +26,30 @@ from vla_client.cameras.preprocess import FramePreprocessor
 
 
 class FixedCamera(CameraBase):
-    """A camera whose frames are `age_s` old when retrieved, or that fails as told."""
+    """A camera whose frames are `age_s` old when retrieved, or that fails as told.
+
+    Each `grab` and `retrieve` is written to `calls` as ``("grab", source)`` or
+    ``("retrieve", source)``; cameras given one list show the order the rig used them in.
+    `captured_at`, when given, is the frame's capture time instead of now minus `age_s`.
+    """
 
     def __init__(
         self,
         age_s: float = 0.0,
         open_error: CameraError | None = None,
         read_error: CameraError | None = None,
+        *,
+        source: str = "fixed",
+        calls: list[tuple[str, str]] | None = None,
+        captured_at: float | None = None,
     ) -> None:
-        self.source = "fixed"
+        self.source = source
         self.age_s = age_s
         self.open_error, self.read_error = open_error, read_error
         self.opened = False
         self.sequence = 0
+        self.calls = [] if calls is None else calls
+        self.captured_at = captured_at
 
     def open(self) -> None:
         if self.open_error is not None:
@@ -48,13 +60,14 @@ class FixedCamera(CameraBase):
         self.opened = False
 
     def grab(self) -> None:
-        pass
+        self.calls.append(("grab", self.source))
 
     def retrieve(self, timeout: float | None = None) -> Frame:
+        self.calls.append(("retrieve", self.source))
         if self.read_error is not None:
             raise self.read_error
         self.sequence += 1
-        taken = time.monotonic() - self.age_s
+        taken = time.monotonic() - self.age_s if self.captured_at is None else self.captured_at
         return Frame(solid(GREEN), self.sequence, taken, time.time() - self.age_s)
 
 
@@ -98,6 +111,42 @@ def test_stream_yields_fresh_captures() -> None:
         first, second = next(stream), next(stream)
     assert second.observation.task == "wave"
     assert all(second.frames[n].sequence > first.frames[n].sequence for n in first.frames)
+
+
+def test_every_camera_is_grabbed_before_any_is_retrieved() -> None:
+    calls: list[tuple[str, str]] = []
+    names = ("wrist", "left", "right")
+    rig = CameraRig({name: FixedCamera(source=name, calls=calls) for name in names})
+    with rig:
+        rig.capture()
+        assert calls == [("grab", name) for name in names] + [("retrieve", n) for n in names]
+        calls.clear()
+        next(rig.stream())
+    assert calls == [("grab", name) for name in names] + [("retrieve", n) for n in names]
+
+
+EPS = 2.0**-46  # the spacing of floats between 64 and 128
+
+
+@pytest.mark.parametrize(
+    ("age", "refused"), [(0.25 - EPS, False), (0.25, False), (0.25 + EPS, True)],
+    ids=["just-under", "at", "just-over"],
+)  # fmt: skip
+def test_a_frame_exactly_max_age_old_is_taken(
+    monkeypatch: pytest.MonkeyPatch, age: float, refused: bool
+) -> None:
+    """On a clock the test sets (the rig's only): 100.0 now, frames captured `age` before."""
+    import vla_client.cameras.rig as rig_module
+
+    monkeypatch.setattr(rig_module, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    assert 100.0 - (100.0 - age) == age
+    cameras = {"wrist": FixedCamera(captured_at=100.0), "left": FixedCamera(captured_at=100 - age)}
+    with CameraRig(cameras, max_age_s=0.25) as rig:  # type: ignore[arg-type]
+        if refused:
+            with pytest.raises(StaleFrameError, match="left"):
+                rig.capture()
+        else:
+            assert rig.capture().skew_s == age
 
 
 def test_frames_older_than_max_age_are_refused() -> None:
