@@ -40,9 +40,11 @@ WORK = Path(tempfile.gettempdir()) / "vla-mutation"
 
 MODULES: dict[str, list[str]] = {
     "transports/retry": ["tests/transports/test_retry_policy.py"],
-    "control/safety": ["tests/control/test_safety.py", "tests/control/test_safety_edges.py"],
-    "control/watchdog": ["tests/control/test_watchdog.py",
-                         "tests/control/test_timing_at_the_edge.py"],
+    "control/safety": ["tests/control/test_safety.py", "tests/control/test_safety_edges.py",
+                       "tests/control/test_options_are_checked.py"],
+    "control/watchdog": ["tests/control/test_watchdog.py", "tests/control/test_watchdog_details.py",
+                         "tests/control/test_timing_at_the_edge.py",
+                         "tests/control/test_options_are_checked.py"],
     "server/limits": ["tests/server/test_limits_at_the_edge.py"],
     "server/auth": ["tests/server/test_security.py"],
     "codecs/b64": ["tests/codecs/test_b64.py", "tests/codecs/test_properties.py"],

@@ -29,6 +29,7 @@ from vla_client.errors import ServerSilentError
 log = logging.getLogger(__name__)
 
 Behaviour = Literal["hold", "stop", "finish_chunk"]
+BEHAVIOURS: tuple[Behaviour, ...] = ("hold", "stop", "finish_chunk")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class Watchdog:
     ) -> None:
         if timeout_s <= 0:
             raise ValueError("timeout_s must be > 0")
+        if behaviour not in BEHAVIOURS:
+            raise ValueError(f"behaviour must be one of {', '.join(BEHAVIOURS)}; got {behaviour!r}")
         self.timeout_s = timeout_s
         self.behaviour = behaviour
         self._stop_action = None if stop_action is None else np.asarray(stop_action, np.float32)
