@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -50,6 +51,7 @@ class FixedCamera(CameraBase):
         self.sequence = 0
         self.calls = [] if calls is None else calls
         self.captured_at = captured_at
+        self.timeouts: list[float | None] = []
 
     def open(self) -> None:
         if self.open_error is not None:
@@ -64,6 +66,7 @@ class FixedCamera(CameraBase):
 
     def retrieve(self, timeout: float | None = None) -> Frame:
         self.calls.append(("retrieve", self.source))
+        self.timeouts.append(timeout)
         if self.read_error is not None:
             raise self.read_error
         self.sequence += 1
@@ -149,6 +152,55 @@ def test_a_frame_exactly_max_age_old_is_taken(
             assert rig.capture().skew_s == age
 
 
+@pytest.fixture
+def rig_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rig reads the time 100.0 (its own clock only)."""
+    import vla_client.cameras.rig as rig_module
+
+    monkeypatch.setattr(rig_module, "time", SimpleNamespace(monotonic=lambda: 100.0))
+
+
+def test_the_stale_message_names_each_stale_camera_and_its_age(rig_clock: None) -> None:
+    cameras = {
+        "wrist": FixedCamera(captured_at=99.5),
+        "fresh": FixedCamera(captured_at=100.0),
+        "left": FixedCamera(captured_at=99.25),
+    }
+    rig = CameraRig(cameras, max_age_s=0.25)  # type: ignore[arg-type]
+    with rig, pytest.raises(StaleFrameError) as caught:
+        rig.capture()
+    assert str(caught.value) == "frames older than 250 ms: wrist 500 ms, left 750 ms"
+
+
+def test_each_capture_is_logged_with_ages_and_skew(rig_clock: None, caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger="vla_client.cameras.rig")
+    cameras = {"a": FixedCamera(captured_at=99.875), "b": FixedCamera(captured_at=100.0)}
+    with CameraRig(cameras) as rig:  # type: ignore[arg-type]
+        rig.capture()
+    assert [r.getMessage() for r in caplog.records] == [
+        "captured a #1 age 125.0 ms, b #1 age 0.0 ms; skew 125.0 ms"
+    ]
+
+
+def test_defaults_max_age_no_timeout_no_task_no_state() -> None:
+    camera = FixedCamera(age_s=0.15)
+    with CameraRig({"a": camera}) as rig:
+        assert rig.max_age_s == 0.2 and rig.timeout_s is None
+        capture = rig.capture()
+        assert capture.observation.task == "" and capture.observation.state is None
+        assert next(rig.stream()).observation.task == ""
+    assert camera.timeouts == [None, None]
+    with CameraRig({"a": FixedCamera(age_s=0.25)}) as rig, pytest.raises(StaleFrameError):
+        rig.capture()
+
+
+def test_the_timeout_reaches_every_camera() -> None:
+    cameras = {"a": FixedCamera(), "b": FixedCamera()}
+    with CameraRig(cameras, timeout_s=0.7) as rig:
+        rig.capture(task="t")
+    assert cameras["a"].timeouts == cameras["b"].timeouts == [0.7]
+
+
 def test_frames_older_than_max_age_are_refused() -> None:
     rig = CameraRig({"wrist": FixedCamera(), "left": FixedCamera(age_s=0.5)}, max_age_s=0.1)
     with rig, pytest.raises(StaleFrameError, match=r"older than 100 ms: left 50\d ms"):
@@ -167,7 +219,7 @@ def test_a_failed_open_closes_the_cameras_already_open() -> None:
     with pytest.raises(CameraError, match="unplugged"):
         CameraRig({"a": good, "b": bad}).open()
     assert not good.opened
-    with pytest.raises(CameraError, match="at least one camera"):
+    with pytest.raises(CameraError, match=r"^a camera rig needs at least one camera$"):
         CameraRig({})
 
 

@@ -81,7 +81,11 @@ def test_floats_in_0_1_are_scaled_and_rounded(dtype: type) -> None:
         (np.zeros(12, np.uint8), "image must be HxWxC, got shape (12,)"),
         (np.zeros((0, 4, 3), np.uint8), "image has a zero-size dimension: (0, 4, 3)"),
         (np.zeros((4, 0, 3), np.uint8), "image has a zero-size dimension: (4, 0, 3)"),
-        (np.zeros((3, 6, 8), np.uint8), "image shape (3, 6, 8) looks like CHW; transpose it"),
+        (
+            np.zeros((3, 6, 8), np.uint8),
+            "image shape (3, 6, 8) looks like CHW; transpose it to HxWxC "
+            "(np.transpose(image, (1, 2, 0)))",
+        ),
         (np.zeros((1, 5, 6), np.uint8), "image shape (1, 5, 6) looks like CHW; transpose it"),
         (np.zeros((4, 5, 7), np.uint8), "image shape (4, 5, 7) looks like CHW; transpose it"),
     ],
