@@ -12,10 +12,17 @@ folder, at the lowest CPU priority and one test process at a time::
     python tools/mutation.py control/watchdog transports/retry
     python tools/mutation.py --list                # the modules and their tests
 
-For each module it prints the counts (killed, survived, no tests, timeout), the score (killed
-and timed out over all tried), every survivor with its diff, and writes the same as JSON next
-to the work folders. Too slow for CI (minutes per module): run it by hand when the modules or
-their tests change.
+For each module it prints the counts (killed, survived, no tests, timeout), every survivor
+with its diff, and the score: mutants killed (or timed out) over all mutants but the known
+equivalent ones, which are listed with the reason in docs/testing.md ("Equivalent mutants")
+and read from there. Each module's result is kept under the work folder; ``--docs`` writes the
+latest of each, with its date, to docs/mutation-scores.md (included in docs/testing.md)::
+
+    python tools/mutation.py --docs
+
+Too slow for CI (minutes per module): run it by hand when the modules or their tests change.
+Mutant names carry a number per function, so after an edit of a module its listed equivalents
+may need their numbers checked again: the report flags listed names that no longer survive.
 """
 
 from __future__ import annotations
@@ -37,6 +44,10 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(tempfile.gettempdir()) / "vla-mutation"
+RESULTS = WORK / "results"
+TESTING_DOC = ROOT / "docs" / "testing.md"
+SCORES_DOC = ROOT / "docs" / "mutation-scores.md"
+_EQUIVALENT_LINE = re.compile(r"^- `(vla_client\.[^`]+)`: (.+)$")
 
 MODULES: dict[str, list[str]] = {
     "transports/retry": ["tests/transports/test_retry_policy.py"],
@@ -46,9 +57,10 @@ MODULES: dict[str, list[str]] = {
                          "tests/control/test_timing_at_the_edge.py",
                          "tests/control/test_options_are_checked.py"],
     "server/limits": ["tests/server/test_limits_at_the_edge.py",
-                      "tests/server/test_hostile_input.py"],
-    "server/auth": ["tests/server/test_security.py"],
-    "codecs/b64": ["tests/codecs/test_b64.py", "tests/codecs/test_properties.py"],
+                      "tests/server/test_hostile_input.py::test_slow_drip_body_gets_408",
+                      "tests/server/test_hostile_input.py::test_client_disconnect_mid_body"],
+    "server/auth": ["tests/server/test_security.py", "tests/server/test_auth_reply.py"],
+    "codecs/b64": ["tests/codecs/test_b64.py"],
     "codecs/frames": ["tests/codecs/test_frames.py",
                       "tests/codecs/test_pixel_limit_at_the_edge.py"],
     "codecs/digest": ["tests/codecs/test_properties.py"],
@@ -73,22 +85,32 @@ KILLED = ("killed", "timeout")
 @dataclass
 class ModuleResult:
     module: str
+    date: str = ""
     counts: dict[str, int] = field(default_factory=dict)
     survivors: dict[str, str] = field(default_factory=dict)
+    equivalent: list[str] = field(default_factory=list)
     seconds: float = 0.0
     error: str = ""
 
     @property
+    def considered(self) -> int:
+        """Mutants that count: all tried, less the known equivalent survivors."""
+        return sum(self.counts.values()) - len(self.equivalent)
+
+    @property
+    def killed(self) -> int:
+        return sum(self.counts.get(status, 0) for status in KILLED)
+
+    @property
     def score(self) -> float | None:
-        tried = sum(n for status, n in self.counts.items() if status not in ("skipped",))
-        caught = sum(self.counts.get(status, 0) for status in KILLED)
-        return None if not tried else caught / tried
+        return None if not self.considered else self.killed / self.considered
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to run (default: all, in order)")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests")
+    parser.add_argument("--docs", action="store_true", help=f"write {SCORES_DOC.name} and stop")
     parser.add_argument("--timeout-s", type=float, default=3600, help="per module (default 1 h)")
     args = parser.parse_args()
     unknown = [m for m in args.modules if m not in MODULES]
@@ -99,21 +121,63 @@ def main() -> int:
         for module, tests in MODULES.items():
             print(f"{module}: {' '.join(tests)}")
         return 0
+    if args.docs:
+        write_docs()
+        return 0
     modules = args.modules or list(MODULES)
     check_scope(settings, modules)
+    equivalent = equivalents()
     results = []
     for module in modules:
         result = run_module(module, settings, args.timeout_s)
+        result.equivalent = sorted(set(result.survivors) & set(equivalent))
         results.append(result)
-        report(result)
-    WORK.mkdir(parents=True, exist_ok=True)
-    summary = WORK / f"summary-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    summary.write_text(json.dumps([asdict(r) | {"score": r.score} for r in results], indent=2))
-    print(f"\nsummary: {summary}")
+        report(result, equivalent)
+        save(result)
+    print()
     for result in results:
         score = "n/a" if result.score is None else f"{result.score:.1%}"
         print(f"  {result.module:24} {score:>7}  {result.counts}  {result.seconds:.0f} s")
     return 1 if any(r.error for r in results) else 0
+
+
+def equivalents() -> dict[str, str]:
+    """Mutant name -> why it changes nothing, from docs/testing.md's list."""
+    lines = TESTING_DOC.read_text().splitlines() if TESTING_DOC.exists() else []
+    return {m[1]: m[2] for m in map(_EQUIVALENT_LINE.match, lines) if m}
+
+
+def save(result: ModuleResult) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{result.module.replace('/', '-')}.json"
+    path.write_text(json.dumps(asdict(result), indent=2))
+
+
+def write_docs() -> None:
+    """docs/mutation-scores.md from the latest result of each module, in `MODULES` order."""
+    saved = {}
+    for path in RESULTS.glob("*.json") if RESULTS.exists() else []:
+        data = json.loads(path.read_text())
+        saved[data["module"]] = ModuleResult(**data)
+    rows = [
+        "<!-- generated by tools/mutation.py --docs; do not edit -->",
+        "",
+        "| module | date | mutants | killed | equivalent | survived | no tests | score |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for module in [m for m in MODULES if m in saved]:
+        r = saved[module]
+        survived = r.counts.get("survived", 0) - len(r.equivalent)
+        score = "n/a" if r.score is None else f"{r.score:.1%}"
+        rows.append(
+            f"| {module} | {r.date} | {sum(r.counts.values())} | {r.killed} | "
+            f"{len(r.equivalent)} | {survived} | {r.counts.get('no tests', 0)} | {score} |"
+        )
+    missing = [m for m in MODULES if m not in saved]
+    if missing:
+        rows += ["", f"Not run yet: {', '.join(missing)}."]
+    SCORES_DOC.write_text("\n".join(rows) + "\n")
+    print(f"wrote {SCORES_DOC.relative_to(ROOT)} ({len(saved)} modules)")
 
 
 def check_scope(settings: dict[str, object], modules: list[str]) -> None:
@@ -125,22 +189,25 @@ def check_scope(settings: dict[str, object], modules: list[str]) -> None:
         path = f"src/vla_client/{module}.py"
         if not any(fnmatch.fnmatch(path, pattern) for pattern in patterns):
             raise SystemExit(f"{path} is not in [tool.mutmut] only_mutate of pyproject.toml")
-        missing = [test for test in tests if not (ROOT / test).exists()]
+        missing = [test for test in tests if not (ROOT / test.split("::")[0]).exists()]
         if missing or not (ROOT / path).exists():
             raise SystemExit(f"{module}: missing {missing or path}")
 
 
 def run_module(module: str, settings: dict[str, object], timeout_s: float) -> ModuleResult:
     """mutmut on one module, in a fresh work folder that links to this checkout."""
-    result = ModuleResult(module)
+    result = ModuleResult(module, date=time.strftime("%Y-%m-%d"))
     work = WORK / module.replace("/", "-")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "src").symlink_to(ROOT / "src")
     (work / "tests").symlink_to(ROOT / "tests")
     (work / "pyproject.toml").write_text(work_pyproject(module, settings))
-    # The tests must import the mutated copy mutmut makes: no PYTHONPATH to this checkout.
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The tests, and the servers and CLIs they start in other processes, must import the
+    # mutated copy mutmut makes in mutants/src. The folder exists before Python starts, so
+    # the import system does not remember it as missing.
+    (work / "mutants" / "src").mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(work / "mutants" / "src")}
     mutmut = str(Path(sys.executable).with_name("mutmut"))
     started = time.monotonic()
     print(f"\n=== {module}: mutmut run ({', '.join(MODULES[module])})", flush=True)
@@ -196,13 +263,21 @@ def show(work: Path, mutmut: str, env: dict[str, str], name: str) -> str:
     return shown.stdout.strip()
 
 
-def report(result: ModuleResult) -> None:
+def report(result: ModuleResult, equivalent: dict[str, str]) -> None:
     score = "n/a" if result.score is None else f"{result.score:.1%}"
-    print(f"--- {result.module}: score {score}, {result.counts}, {result.seconds:.0f} s")
+    print(f"--- {result.module}: score {score} of {result.considered} non-equivalent mutants, "
+          f"{result.counts}, {result.seconds:.0f} s")  # fmt: skip
     if result.error:
         print(f"    error: {result.error}")
     for name, diff in result.survivors.items():
-        print(f"\nsurvived: {name}\n{diff}")
+        if name in result.equivalent:
+            print(f"\nequivalent: {name} ({equivalent[name]})")
+        else:
+            print(f"\nsurvived: {name}\n{diff}")
+    prefix = f"vla_client.{result.module.replace('/', '.')}."
+    stale = [n for n in equivalent if n.startswith(prefix) and n not in result.survivors]
+    for name in stale:
+        print(f"\nlisted as equivalent but not a survivor now (check docs/testing.md): {name}")
 
 
 def tail(text: str, lines: int = 15) -> str:

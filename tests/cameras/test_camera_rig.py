@@ -162,14 +162,14 @@ def rig_clock(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_stale_message_names_each_stale_camera_and_its_age(rig_clock: None) -> None:
     cameras = {
-        "wrist": FixedCamera(captured_at=99.5),
+        "wrist": FixedCamera(captured_at=98.5),
         "fresh": FixedCamera(captured_at=100.0),
-        "left": FixedCamera(captured_at=99.25),
+        "left": FixedCamera(captured_at=97.75),
     }
-    rig = CameraRig(cameras, max_age_s=0.25)  # type: ignore[arg-type]
+    rig = CameraRig(cameras, max_age_s=1.0)  # type: ignore[arg-type]
     with rig, pytest.raises(StaleFrameError) as caught:
         rig.capture()
-    assert str(caught.value) == "frames older than 250 ms: wrist 500 ms, left 750 ms"
+    assert str(caught.value) == "frames older than 1000 ms: wrist 1500 ms, left 2250 ms"
 
 
 def test_each_capture_is_logged_with_ages_and_skew(rig_clock: None, caplog) -> None:

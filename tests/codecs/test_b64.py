@@ -37,6 +37,15 @@ def test_decoding_takes_text_bytes_and_data_urls(text: str | bytes) -> None:
     assert type(decoded) is bytes and decoded == DATA
 
 
+@pytest.mark.parametrize(
+    "text", ["data:,QUJD,REVG", b"data:,QUJD,REVG", "data:a,b,QUJD", b"QUJD,REVG"]
+)
+def test_only_the_first_comma_of_a_data_url_ends_its_prefix(text: str | bytes) -> None:
+    """What follows the first comma is the payload, whole: a comma there is not base64."""
+    with pytest.raises(CodecError, match="invalid base64"):
+        b64decode_text(text)
+
+
 def test_a_data_prefix_without_a_comma_is_not_a_url() -> None:
     with pytest.raises(CodecError, match="invalid base64"):
         b64decode_text("data:AAAA")  # ':' is not in the alphabet
