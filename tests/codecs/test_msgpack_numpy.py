@@ -107,6 +107,12 @@ def test_trailing_bytes_after_a_small_document_are_refused(document):
         unpackb(body + b"\x00")
 
 
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, {"nested": [2**70]}])
+def test_ints_msgpack_cannot_carry_are_a_codec_error(value):
+    with pytest.raises(CodecError, match="cannot pack to msgpack"):
+        packb({"parameters": {"seed": value}})
+
+
 def test_malformed_msgpack_is_a_codec_error():
     with pytest.raises(CodecError):
         unpackb(b"\xc1\xc1\xc1")

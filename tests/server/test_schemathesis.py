@@ -23,6 +23,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from oracles import frame_digest_of
 from vla_client.codecs import b64encode_text, encode_png, msgpack_numpy
+from vla_client.errors import CodecError
 from vla_client.protocol import GENERATIONS_PATH, SamplingParameters
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 
@@ -129,9 +130,13 @@ def test_schema_valid_bodies_with_real_images_are_accepted(server_url: str) -> N
         response = case.call(base_url=server_url)
         assert response.status_code == 200, (body, response.text)
         assert_answers_as_asked(body, response.json())
+        try:
+            content = msgpack_numpy.packb(body)
+        except CodecError:  # JSON carries ints of any size, msgpack only 64-bit ones
+            return
         packed = httpx.post(
             server_url + GENERATIONS_PATH,
-            content=msgpack_numpy.packb(body),
+            content=content,
             headers={"content-type": "application/msgpack"},
             timeout=30,
         )
