@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 
 websocket_client_policy = pytest.importorskip("openpi_client.websocket_client_policy")
@@ -42,7 +42,7 @@ def test_openpi_client_infers_on_the_openpi_path(server: LocalServer) -> None:
     policy = WebsocketClientPolicy(f"ws://127.0.0.1:{server.port}/openpi/policy", api_key="pi-key")
     assert policy.get_server_metadata()["capabilities"]["openpi_websocket"] is True
     replies = [policy.infer(observation()) for _ in range(2)]
-    want = reference_actions(
+    want = oracle_actions(
         PolicyInput(images=dict(FRAMES), state=STATE, task="fold the towel"),
         horizon=10,
         action_dim=6,

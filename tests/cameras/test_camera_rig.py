@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -25,19 +27,31 @@ from vla_client.cameras.preprocess import FramePreprocessor
 
 
 class FixedCamera(CameraBase):
-    """A camera whose frames are `age_s` old when retrieved, or that fails as told."""
+    """A camera whose frames are `age_s` old when retrieved, or that fails as told.
+
+    Each `grab` and `retrieve` is written to `calls` as ``("grab", source)`` or
+    ``("retrieve", source)``; cameras given one list show the order the rig used them in.
+    `captured_at`, when given, is the frame's capture time instead of now minus `age_s`.
+    """
 
     def __init__(
         self,
         age_s: float = 0.0,
         open_error: CameraError | None = None,
         read_error: CameraError | None = None,
+        *,
+        source: str = "fixed",
+        calls: list[tuple[str, str]] | None = None,
+        captured_at: float | None = None,
     ) -> None:
-        self.source = "fixed"
+        self.source = source
         self.age_s = age_s
         self.open_error, self.read_error = open_error, read_error
         self.opened = False
         self.sequence = 0
+        self.calls = [] if calls is None else calls
+        self.captured_at = captured_at
+        self.timeouts: list[float | None] = []
 
     def open(self) -> None:
         if self.open_error is not None:
@@ -48,13 +62,15 @@ class FixedCamera(CameraBase):
         self.opened = False
 
     def grab(self) -> None:
-        pass
+        self.calls.append(("grab", self.source))
 
     def retrieve(self, timeout: float | None = None) -> Frame:
+        self.calls.append(("retrieve", self.source))
+        self.timeouts.append(timeout)
         if self.read_error is not None:
             raise self.read_error
         self.sequence += 1
-        taken = time.monotonic() - self.age_s
+        taken = time.monotonic() - self.age_s if self.captured_at is None else self.captured_at
         return Frame(solid(GREEN), self.sequence, taken, time.time() - self.age_s)
 
 
@@ -100,6 +116,91 @@ def test_stream_yields_fresh_captures() -> None:
     assert all(second.frames[n].sequence > first.frames[n].sequence for n in first.frames)
 
 
+def test_every_camera_is_grabbed_before_any_is_retrieved() -> None:
+    calls: list[tuple[str, str]] = []
+    names = ("wrist", "left", "right")
+    rig = CameraRig({name: FixedCamera(source=name, calls=calls) for name in names})
+    with rig:
+        rig.capture()
+        assert calls == [("grab", name) for name in names] + [("retrieve", n) for n in names]
+        calls.clear()
+        next(rig.stream())
+    assert calls == [("grab", name) for name in names] + [("retrieve", n) for n in names]
+
+
+EPS = 2.0**-46  # the spacing of floats between 64 and 128
+
+
+@pytest.mark.parametrize(
+    ("age", "refused"), [(0.25 - EPS, False), (0.25, False), (0.25 + EPS, True)],
+    ids=["just-under", "at", "just-over"],
+)  # fmt: skip
+def test_a_frame_exactly_max_age_old_is_taken(
+    monkeypatch: pytest.MonkeyPatch, age: float, refused: bool
+) -> None:
+    """On a clock the test sets (the rig's only): 100.0 now, frames captured `age` before."""
+    import vla_client.cameras.rig as rig_module
+
+    monkeypatch.setattr(rig_module, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    assert 100.0 - (100.0 - age) == age
+    cameras = {"wrist": FixedCamera(captured_at=100.0), "left": FixedCamera(captured_at=100 - age)}
+    with CameraRig(cameras, max_age_s=0.25) as rig:  # type: ignore[arg-type]
+        if refused:
+            with pytest.raises(StaleFrameError, match="left"):
+                rig.capture()
+        else:
+            assert rig.capture().skew_s == age
+
+
+@pytest.fixture
+def rig_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rig reads the time 100.0 (its own clock only)."""
+    import vla_client.cameras.rig as rig_module
+
+    monkeypatch.setattr(rig_module, "time", SimpleNamespace(monotonic=lambda: 100.0))
+
+
+def test_the_stale_message_names_each_stale_camera_and_its_age(rig_clock: None) -> None:
+    cameras = {
+        "wrist": FixedCamera(captured_at=98.5),
+        "fresh": FixedCamera(captured_at=100.0),
+        "left": FixedCamera(captured_at=97.75),
+    }
+    rig = CameraRig(cameras, max_age_s=1.0)  # type: ignore[arg-type]
+    with rig, pytest.raises(StaleFrameError) as caught:
+        rig.capture()
+    assert str(caught.value) == "frames older than 1000 ms: wrist 1500 ms, left 2250 ms"
+
+
+def test_each_capture_is_logged_with_ages_and_skew(rig_clock: None, caplog) -> None:
+    caplog.set_level(logging.DEBUG, logger="vla_client.cameras.rig")
+    cameras = {"a": FixedCamera(captured_at=99.875), "b": FixedCamera(captured_at=100.0)}
+    with CameraRig(cameras) as rig:  # type: ignore[arg-type]
+        rig.capture()
+    assert [r.getMessage() for r in caplog.records] == [
+        "captured a #1 age 125.0 ms, b #1 age 0.0 ms; skew 125.0 ms"
+    ]
+
+
+def test_defaults_max_age_no_timeout_no_task_no_state() -> None:
+    camera = FixedCamera(age_s=0.15)
+    with CameraRig({"a": camera}) as rig:
+        assert rig.max_age_s == 0.2 and rig.timeout_s is None
+        capture = rig.capture()
+        assert capture.observation.task == "" and capture.observation.state is None
+        assert next(rig.stream()).observation.task == ""
+    assert camera.timeouts == [None, None]
+    with CameraRig({"a": FixedCamera(age_s=0.25)}) as rig, pytest.raises(StaleFrameError):
+        rig.capture()
+
+
+def test_the_timeout_reaches_every_camera() -> None:
+    cameras = {"a": FixedCamera(), "b": FixedCamera()}
+    with CameraRig(cameras, timeout_s=0.7) as rig:
+        rig.capture(task="t")
+    assert cameras["a"].timeouts == cameras["b"].timeouts == [0.7]
+
+
 def test_frames_older_than_max_age_are_refused() -> None:
     rig = CameraRig({"wrist": FixedCamera(), "left": FixedCamera(age_s=0.5)}, max_age_s=0.1)
     with rig, pytest.raises(StaleFrameError, match=r"older than 100 ms: left 50\d ms"):
@@ -118,7 +219,7 @@ def test_a_failed_open_closes_the_cameras_already_open() -> None:
     with pytest.raises(CameraError, match="unplugged"):
         CameraRig({"a": good, "b": bad}).open()
     assert not good.opened
-    with pytest.raises(CameraError, match="at least one camera"):
+    with pytest.raises(CameraError, match=r"^a camera rig needs at least one camera$"):
         CameraRig({})
 
 

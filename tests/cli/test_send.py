@@ -9,10 +9,10 @@ import cv2
 import numpy as np
 import pytest
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter, load_action_chunks
-from vla_client.server.policies import reference_actions
 from vla_client.server.policy import PolicyInput
 
 STAGES = {"encode", "round trip", "server preprocess", "server inference", "decode", "total"}
@@ -58,7 +58,7 @@ def test_image_files_reach_the_policy_exactly(cli, server_url, tmp_path, frames)
     assert run.code == 0, run.err
     report = json.loads(run.out)
     assert report["lossless"] is True
-    expected = reference_actions(
+    expected = oracle_actions(
         PolicyInput(dict(frames), state=np.array([0, 0.5, 1], np.float32), task="fold"),
         horizon=10, action_dim=7,
     )  # fmt: skip
@@ -105,7 +105,7 @@ def test_recorded_observations_replay_in_order(cli, server_url, tmp_path):
     chunks = load_action_chunks(saved)
     for t in range(3):
         frames = synthetic_frames(1, 48, 64, t=t)
-        expected = reference_actions(
+        expected = oracle_actions(
             PolicyInput(frames, task="pick up the red block"), horizon=10, action_dim=7
         )
         np.testing.assert_allclose(chunks[t], expected, rtol=1e-5)

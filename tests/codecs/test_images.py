@@ -49,7 +49,15 @@ def test_grey_and_rgba_pngs_decode_to_rgb():
     assert ok
     decoded = decode_image_bytes(buffer.tobytes())
     assert decoded.shape == (8, 8, 3)
-    np.testing.assert_array_equal(decoded[..., 1], grey)
+    for channel in range(3):
+        np.testing.assert_array_equal(decoded[..., channel], grey)
+    rgba = np.random.default_rng(4).integers(0, 256, (8, 9, 4), dtype=np.uint8)
+    rgba[..., 3] = np.arange(72, dtype=np.uint8).reshape(8, 9)  # alpha varies: it must be dropped
+    png = io.BytesIO()
+    Image.fromarray(rgba).save(png, format="PNG")
+    decoded = decode_image_bytes(png.getvalue())
+    assert decoded.shape == (8, 9, 3) and decoded.dtype == np.uint8
+    np.testing.assert_array_equal(decoded, rgba[..., :3])  # RGB order kept, alpha dropped
 
 
 def test_pillow_formats_are_accepted():

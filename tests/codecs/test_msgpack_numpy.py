@@ -72,13 +72,45 @@ def test_unsafe_or_unknown_dtypes_are_refused_when_unpacking(dtype):
         unpackb(body)
 
 
-def test_data_length_must_match_shape():
-    body = msgpack.packb(
-        {b"__ndarray__": True, b"data": b"\0" * 5, b"dtype": "|u1", b"shape": [2, 3]},
-        use_bin_type=True,
-    )
-    with pytest.raises(CodecError, match="needs 6"):
-        unpackb(body)
+@pytest.mark.parametrize("where", ["alone", "in a big body"])
+@pytest.mark.parametrize("extra", [-1, 0, 1], ids=["one-short", "exact", "one-trailing-byte"])
+def test_data_length_must_match_shape_exactly(where, extra):
+    """Short data and trailing bytes after an array's data are refused; exact data is read.
+
+    "in a big body" the array sits in a map of a body over `VIEW_MIN_BYTES`, where its data is
+    a view sliced out of the body rather than a copy msgpack made.
+    """
+    rows = 2 if where == "alone" else VIEW_MIN_BYTES // 3 + 1
+    needed = rows * 3
+    data = bytes(range(256)) * (needed // 256 + 1)
+    ndarray = {b"__ndarray__": True, b"data": data[: needed + extra], b"dtype": "|u1",
+               b"shape": [rows, 3]}  # fmt: skip
+    document = ndarray if where == "alone" else {"input": {"images": {"cam": ndarray}}}
+    body = msgpack.packb(document, use_bin_type=True)
+    assert (len(body) >= VIEW_MIN_BYTES) is (where != "alone")
+    if extra:
+        with pytest.raises(CodecError, match=f"has {needed + extra} bytes.* needs {needed}"):
+            unpackb(body)
+        return
+    out = unpackb(body)
+    array = out if where == "alone" else out["input"]["images"]["cam"]
+    assert array.shape == (rows, 3)
+    assert array.tobytes() == data[:needed]
+
+
+@pytest.mark.parametrize("document", [{"a": np.arange(3)}, np.arange(3)], ids=["map", "array"])
+def test_trailing_bytes_after_a_small_document_are_refused(document):
+    body = packb(document)
+    assert len(body) < VIEW_MIN_BYTES
+    unpackb(body)  # whole, it is read
+    with pytest.raises(CodecError, match="malformed msgpack"):
+        unpackb(body + b"\x00")
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, {"nested": [2**70]}])
+def test_ints_msgpack_cannot_carry_are_a_codec_error(value):
+    with pytest.raises(CodecError, match="cannot pack to msgpack"):
+        packb({"parameters": {"seed": value}})
 
 
 def test_malformed_msgpack_is_a_codec_error():

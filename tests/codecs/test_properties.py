@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from PIL import Image
 
+from oracles import frame_digest_of
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import (
     b64decode_text,
@@ -59,7 +60,24 @@ def test_lossless_image_value_round_trips_exactly(
     decoded = decode_image_value(value)
     assert decoded.dtype == np.uint8 and decoded.flags.c_contiguous
     np.testing.assert_array_equal(decoded, frame)
-    assert frame_digest(decoded) == frame_digest(frame)
+    assert frame_digest(decoded) == frame_digest_of(frame)
+
+
+@SETTINGS
+@given(frame=frames, layout=st.sampled_from(["c", "fortran", "flipped", "strided"]))
+def test_the_digest_is_sha256_of_the_c_order_pixels_whatever_the_layout(
+    frame: np.ndarray, layout: str
+) -> None:
+    """Against hashlib on ``tobytes()`` of the original: the whole frame, row by row."""
+    expected = frame_digest_of(frame)
+    if layout == "fortran":
+        frame = np.asfortranarray(frame)
+    elif layout == "flipped":  # a negative-stride view of a flipped copy, flipped back
+        frame = np.ascontiguousarray(frame[::-1])[::-1]
+    elif layout == "strided":  # every other column of a frame twice as wide
+        wide = np.repeat(frame, 2, axis=1)
+        frame = wide[:, ::2]
+    assert frame_digest(frame) == expected
 
 
 @pytest.mark.parametrize("wire", ["json", "msgpack"])

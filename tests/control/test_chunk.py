@@ -192,16 +192,7 @@ def test_source_names_the_request_and_row_of_each_action(clock, observe, policy_
     policy.release()
 
 
-@pytest.mark.parametrize(("infer_s", "accepted"), [(0.15, True), (0.25, False)])
-def test_reply_past_its_deadline_is_dropped(infer_s, accepted, clock, observe, policy_type):
-    policy = policy_type(clock=clock, infer_s=infer_s)
-    executor = ChunkExecutor(policy, reply_deadline_s=0.2, clock=clock)
-    executor.tick(observe)
-    executor.join(5)
-    action = executor.tick(observe)
-    assert (action is not None) is accepted
-    assert executor.stats.dropped_late == (0 if accepted else 1)
-    assert executor.stats.chunks_received == (1 if accepted else 0)
+# Reply deadlines: tests/control/test_timing_at_the_edge.py, at the edge and either side.
 
 
 def test_reply_with_every_action_in_the_past_is_dropped(clock, observe, policy_type):

@@ -29,6 +29,7 @@ import httpx
 import numpy as np
 import pytest
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import SyntheticScene
 from vla_client.client import ActionClient
 from vla_client.client.result import ActionResult
@@ -41,7 +42,6 @@ from vla_client.control import (
     Watchdog,
 )
 from vla_client.observation import Observation
-from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport
 
@@ -223,7 +223,7 @@ def expected_chunk(observation: Observation) -> np.ndarray:
     policy_input = PolicyInput(
         images=dict(observation.images), state=observation.state, task=observation.task
     )
-    return reference_actions(policy_input, horizon=HORIZON, action_dim=ACTION_DIM)
+    return oracle_actions(policy_input, horizon=HORIZON, action_dim=ACTION_DIM)
 
 
 def check_executed(chain: Chain) -> list[int]:

@@ -1,12 +1,18 @@
-"""Fuzzing `decode_request`: whatever arrives, the result is a `DecodedRequest` or a `CodecError`.
+"""Fuzzing `decode_request`: whatever arrives, the result is a right decode or a named refusal.
 
-Anything else (an IndexError, a RecursionError, a MemoryError from a forged shape) would be a
-500 on the server, or worse a hang; the per-example deadline and the pytest timeout catch those.
+A decode must be right: every frame equals an independent decode (`oracles.independent_frame`,
+no OpenCV, no vla_client) of some image value in the body, parsed again with the standard
+`json` or `msgpack`. A refusal must be a `CodecError` that says where: its `field`, or the part
+of the request named in its message. Anything else (an IndexError, a RecursionError, a
+MemoryError from a forged shape) would be a 500 on the server, or worse a hang; the per-example
+deadline and the pytest timeout catch those.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from typing import Any
 
 import msgpack
@@ -15,8 +21,10 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
-from vla_client.codecs import encode_png
+from oracles import independent_frame
+from vla_client.codecs import b64encode_text, encode_png, msgpack_numpy
 from vla_client.errors import CodecError
 from vla_client.observation import Observation
 from vla_client.protocol import DecodedRequest, DecodeLimits, decode_request, encode_request
@@ -43,7 +51,29 @@ _KEYS = [
     "dtype", "shape", "observation.images.cam", "observation/image", "__ndarray__",
     "__npgeneric__", "response_format", "output_format", "return_digest", "seed",
 ]  # fmt: skip
+
+
+@st.composite
+def valid_images(draw: st.DrawFn) -> Any:
+    """A real image in one of the wire forms: grey, RGB or RGBA; uint8, int16 or float."""
+    height, width = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    channels = draw(st.sampled_from([0, 1, 3, 4]))  # 0: a grey HxW array
+    shape = (height, width) if channels == 0 else (height, width, channels)
+    dtype = draw(st.sampled_from(["uint8", "int16", "float32", "float64"]))
+    elements = st.floats(0, 1, width=32) if dtype.startswith("float") else st.integers(0, 255)
+    array = draw(hnp.arrays(np.dtype(dtype), shape, elements=elements))
+    form = draw(st.sampled_from(["ndarray", "tensor", "pixels", "png"]))
+    if form == "png" and channels == 3 and dtype == "uint8":
+        return {"b64_json": b64encode_text(encode_png(array))}
+    if form == "pixels" and channels:
+        return array.tolist()
+    if form == "tensor":
+        return {"values": array.ravel().tolist(), "dtype": dtype, "shape": list(shape)}
+    return array
+
+
 image_like = st.one_of(
+    valid_images(),
     st.fixed_dictionaries({"b64_json": st.sampled_from(["", "!!", "aGVsbG8=", "data:,AAAA"])}),
     st.fixed_dictionaries(
         {"values": json_values, "dtype": st.sampled_from(["uint8", "float32", "object", "V8", 3]),
@@ -59,14 +89,63 @@ request_like = st.recursive(
 )
 
 
-def _assert_decodes_or_refuses(body: bytes, content_type: str | None) -> None:
+WHERE = re.compile(
+    r"\b(request|body|msgpack|JSON|ndarray|dtype|parameters\.\w+|runtime\.\w+)\b", re.I
+)
+"""What a refusal without a `field` must name: the body as a whole or the part that is wrong."""
+
+
+def _assert_decodes_or_refuses(
+    body: bytes, content_type: str | None, expected: dict[str, np.ndarray] | None = None
+) -> None:
+    """`decode_request` decodes `body` right or refuses it with a named reason.
+
+    With `expected`, the decoded frames must be exactly those; otherwise each must equal an
+    independent decode of an image value somewhere in the body.
+    """
     try:
         result = decode_request(body, content_type, limits=LIMITS)
-    except CodecError:
+    except CodecError as exc:
+        assert exc.field or WHERE.search(str(exc)), f"refusal names no field: {exc!r}"
+        if exc.field:
+            assert str(exc).startswith(f"{exc.field}: ")
         return
     assert isinstance(result, DecodedRequest)
     for frame in result.images.values():
         assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+        assert frame.flags.c_contiguous
+    if expected is not None:
+        assert set(result.images) == set(expected)
+        for name, frame in expected.items():
+            np.testing.assert_array_equal(result.images[name], frame)
+        return
+    candidates = _independent_frames(body, content_type)
+    for name, frame in result.images.items():
+        assert any(c.shape == frame.shape and np.array_equal(c, frame) for c in candidates), (
+            f"camera {name!r}: {frame.shape} frame matches no image value in the body"
+        )
+
+
+def _independent_frames(body: bytes, content_type: str | None) -> list[np.ndarray]:
+    """Every value in `body` (parsed with the standard json or msgpack) that is an image."""
+    try:
+        if content_type == "application/msgpack":
+            document = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        else:
+            document = json.loads(body)
+    except (ValueError, msgpack.UnpackException):
+        return []
+    found, stack = [], [document]
+    while stack:
+        node = stack.pop()
+        frame = independent_frame(node)
+        if frame is not None:
+            found.append(frame)
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
 
 
 @pytest.mark.parametrize("content_type", CONTENT_TYPES)
@@ -96,10 +175,28 @@ def test_structured_garbage_decodes_or_raises_codec_error(document: Any) -> None
     _assert_decodes_or_refuses(body, "application/json")
 
 
+@pytest.mark.parametrize("wire", ["json", "msgpack"])
+@SETTINGS
+@given(value=valid_images())
+def test_every_image_form_decodes_to_the_independent_frame(wire: str, value: Any) -> None:
+    expected = independent_frame(value)
+    assert expected is not None
+    document = {"input": {"observation": {"images": {"cam": value}}}}
+    if wire == "json":
+        if isinstance(value, np.ndarray):
+            value = {"values": value.ravel().tolist(), "shape": list(value.shape)}
+            document["input"]["observation"]["images"]["cam"] = value
+            expected = independent_frame(value)
+        _assert_decodes_or_refuses(_json(document), "application/json", {"cam": expected})
+    else:
+        body = msgpack_numpy.packb(document)
+        _assert_decodes_or_refuses(body, "application/msgpack", {"cam": expected})
+
+
 @SETTINGS
 @given(value=json_values, where=st.sampled_from(["images.cam", "state", "capture_times", "task"]))
 def test_valid_request_with_one_field_replaced(value: Any, where: str) -> None:
-    frame = np.full((8, 8, 3), 7, np.uint8)
+    frame = np.arange(5 * 7 * 3, dtype=np.uint8).reshape(5, 7, 3)
     body, _ = encode_request(Observation({"cam": frame}, state=[1.0]), wire="msgpack")
     document = msgpack.unpackb(body, raw=False)
     target = document["input"] if where == "task" else document["input"]["observation"]
@@ -110,7 +207,12 @@ def test_valid_request_with_one_field_replaced(value: Any, where: str) -> None:
         mutated = _pack(document)
     except OverflowError:
         return
-    _assert_decodes_or_refuses(mutated, "application/msgpack")
+    if where == "images.cam":
+        replaced = independent_frame(value)
+        expected = None if replaced is None else {"cam": replaced}
+        _assert_decodes_or_refuses(mutated, "application/msgpack", expected)
+    else:
+        _assert_decodes_or_refuses(mutated, "application/msgpack", {"cam": frame})
 
 
 @SETTINGS
@@ -124,7 +226,10 @@ def test_valid_request_with_one_field_replaced(value: Any, where: str) -> None:
 def test_forged_ndarray_maps(dtype: str, shape: list[int], data: bytes) -> None:
     forged = {"__ndarray__": True, "data": data, "dtype": dtype, "shape": shape}
     body = _pack({"input": {"observation": {"images": {"cam": forged}, "state": forged}}})
-    _assert_decodes_or_refuses(body, "application/msgpack")
+    frame = independent_frame(forged)
+    _assert_decodes_or_refuses(
+        body, "application/msgpack", None if frame is None else {"cam": frame}
+    )
 
 
 def test_deeply_nested_json_is_refused_cleanly() -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from worker_doubles import FaultyPolicy
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.errors import InferenceError
 from vla_client.observation import Observation
@@ -27,7 +28,6 @@ from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.server import PolicyInput, ReferencePolicy
 from vla_client.server.api_servers import kept_worker
 from vla_client.server.config import WorkerSettings
-from vla_client.server.policies import reference_actions
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -76,7 +76,7 @@ def test_two_entrypoints_share_one_worker_and_stop_cleanly() -> None:
         for i, reply in replies.items():
             assert reply.status_code == 200, reply.text
             seen = PolicyInput(images=observations[i].images, task=observations[i].task)
-            expected = reference_actions(seen, horizon=16, action_dim=7)
+            expected = oracle_actions(seen, horizon=16, action_dim=7)
             actions, _ = read_actions(loads(reply.content, "msgpack"))
             np.testing.assert_allclose(actions, expected, rtol=1e-6)
         # A slot's name carries the pid of the entrypoint that made it: both took requests.

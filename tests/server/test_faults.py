@@ -98,7 +98,10 @@ def test_worker_killed_from_outside_is_replaced(served: tuple[str, WorkerRunner]
     deadline = time.monotonic() + 20
     while runner.worker_pid in (None, pid) and time.monotonic() < deadline:
         time.sleep(0.05)
+    replacement = runner.worker_pid
+    assert replacement not in (None, pid), "no new worker within 20 s"
     assert_serving(url, runner)
+    assert runner.worker_pid == replacement, "the new worker serves; it is not replaced again"
 
 
 def test_stuck_inference_is_stopped_with_504(served: tuple[str, WorkerRunner]) -> None:

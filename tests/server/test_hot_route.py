@@ -8,11 +8,11 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.routing import Route
 
+from oracles import oracle_actions
 from vla_client import encode_request
 from vla_client.errors import InferenceError, VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, loads, read_actions
 from vla_client.server import PolicyInput, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.policies import reference_actions
 
 
 def test_the_hot_route_is_plain_starlette_and_the_documented_one_stays():
@@ -35,7 +35,7 @@ def test_the_plain_route_serves_arrays_and_errors(server_url, observation):
         reply = http.post(GENERATIONS_PATH, content=body, headers={"content-type": content_type})
         assert reply.status_code == 200
         actions, _ = read_actions(loads(reply.content, "msgpack"))
-        expected = reference_actions(
+        expected = oracle_actions(
             PolicyInput(dict(observation.images), observation.state, observation.task),
             horizon=10,
             action_dim=7,

@@ -11,10 +11,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import msgpack_numpy
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 
 FRAMES = synthetic_frames(2, 40, 56, seed=5)
@@ -34,7 +34,7 @@ def open_ws(server: LocalServer, path: str) -> ClientConnection:
 
 def expected() -> np.ndarray:
     policy_input = PolicyInput(images=dict(FRAMES), state=STATE, task="pick")
-    return reference_actions(policy_input, horizon=6, action_dim=4)
+    return oracle_actions(policy_input, horizon=6, action_dim=4)
 
 
 def realtime_request(request_id: str) -> bytes:

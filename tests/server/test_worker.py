@@ -10,10 +10,10 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.server import PolicyInput, ReferencePolicy
 from vla_client.server.config import WorkerSettings
-from vla_client.server.policies import reference_actions
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
 from vla_client.server.worker.shm import MIN_SLOT_BYTES, SlotPool, plan_layout, view, write_arrays
 
@@ -92,7 +92,7 @@ def test_worker_runner_returns_the_reference_chunk_and_cleans_up(
         return actions, timings, runner.worker_pid
 
     actions, timings, pid = with_runner(scenario)
-    expected = reference_actions(observation, horizon=5, action_dim=7)
+    expected = oracle_actions(observation, horizon=5, action_dim=7)
     np.testing.assert_allclose(actions, expected, rtol=1e-6)
     assert pid is not None and pid != os.getpid()
     assert set(timings) == {"queue_ms", "ipc_ms", "inference_ms"}
@@ -109,7 +109,7 @@ def test_requests_of_different_sizes_share_slots(
         for shape in [(24, 32), size, (24, 32)]:
             frames = synthetic_frames(1, *shape, seed=shape[0])
             actions, _ = await runner.infer(PolicyInput(images=frames))
-            expected = reference_actions(PolicyInput(images=frames), horizon=16, action_dim=7)
+            expected = oracle_actions(PolicyInput(images=frames), horizon=16, action_dim=7)
             np.testing.assert_allclose(actions, expected, rtol=1e-6)
             results.append(actions)
         return results
@@ -153,7 +153,7 @@ def test_arrays_read_into_a_lent_slot_reach_the_worker_in_place(
         job = runner._write_job(lease.slot, observation)
         assert [layout.offset for layout in job.arrays] == [8, 8 + frames["left"].nbytes]
         actions, _ = await runner.infer(observation, lease)
-        expected = reference_actions(observation, horizon=16, action_dim=7)
+        expected = oracle_actions(observation, horizon=16, action_dim=7)
         np.testing.assert_allclose(actions, expected, rtol=1e-6)
         # The worker wrote its chunk after the body: the frames are intact for digests.
         for name, frame in frames.items():
@@ -182,7 +182,7 @@ def test_a_slot_that_must_grow_keeps_the_body_and_moves_every_array(
         assert lease.slot.name != first
         assert first not in own_segments(), "the outgrown segment is unlinked at once"
         np.testing.assert_array_equal(images["a"], small["a"])  # still mapped: views live
-        expected = reference_actions(PolicyInput(images=images), horizon=16, action_dim=7)
+        expected = oracle_actions(PolicyInput(images=images), horizon=16, action_dim=7)
         np.testing.assert_allclose(actions, expected, rtol=1e-6)
         del images, body
         lease.release()
@@ -253,7 +253,7 @@ def test_a_chunk_too_big_for_the_slot_comes_back_inline(
         return actions
 
     actions = with_runner(scenario)
-    expected = reference_actions(observation, horizon=50_000, action_dim=7)
+    expected = oracle_actions(observation, horizon=50_000, action_dim=7)
     assert actions.flags.writeable and actions.shape == (50_000, 7)
     np.testing.assert_allclose(actions, expected, rtol=1e-6)
     assert own_segments() == []

@@ -5,23 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from runners import FlakyRunner, serve
+from runners import TRANSPORTS, FlakyRunner, client_for, serve
 
-from vla_client.client import ActionClient, AsyncActionClient
+from vla_client.client import AsyncActionClient
 from vla_client.errors import InferenceError, ServerError
 from vla_client.observation import Observation
-from vla_client.server import LocalServer
 from vla_client.transports import NO_RETRY
-
-TRANSPORTS = {
-    "http": lambda server: {"base_url": server.url},
-    "realtime": lambda server: {"base_url": f"ws://127.0.0.1:{server.port}"},
-    "openpi": lambda server: {"base_url": f"ws://127.0.0.1:{server.port}", "endpoint": "openpi"},
-}
-
-
-def client_for(server: LocalServer, transport: str, **options: object) -> ActionClient:
-    return ActionClient(**TRANSPORTS[transport](server), **options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))

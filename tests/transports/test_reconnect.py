@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oracles import oracle_actions
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient
 from vla_client.errors import TransportError
 from vla_client.observation import Observation
-from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport
 
@@ -63,7 +63,7 @@ def observation_for(step: int) -> Observation:
 
 def expected(observation: Observation) -> np.ndarray:
     policy_input = PolicyInput(images=dict(observation.images), state=observation.state, task="go")
-    return reference_actions(policy_input, horizon=6, action_dim=4)
+    return oracle_actions(policy_input, horizon=6, action_dim=4)
 
 
 def run_until(client: ActionClient, step: int, ok: int, seconds: float) -> tuple[int, int, int]:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from scripted_server import ScriptedServer, step_actions
 
+from oracles import oracle_actions
 from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.errors import (
     ConnectError,
@@ -21,7 +22,6 @@ from vla_client.errors import (
 from vla_client.observation import Observation
 from vla_client.protocol import FLAT
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.policies.reference import reference_actions
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport
 
@@ -30,7 +30,7 @@ def expected(observation: Observation, horizon: int = 8, dim: int = 5) -> np.nda
     policy_input = PolicyInput(
         images=dict(observation.images), state=observation.state, task=observation.task
     )
-    return reference_actions(policy_input, horizon=horizon, action_dim=dim)
+    return oracle_actions(policy_input, horizon=horizon, action_dim=dim)
 
 
 def ws_url(server: LocalServer) -> str:

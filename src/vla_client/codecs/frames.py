@@ -60,5 +60,7 @@ def _as_uint8(array: np.ndarray, field: str | None) -> np.ndarray:
             raise CodecError(
                 "float images must be in [0, 1] (send uint8 for 0..255 data)", field=field
             )
-        return np.rint(array * 255.0).astype(np.uint8)
+        # In float64, where x * 255 is exact for float16 and float32 pixels: in their own
+        # precision 0.998 (float16) * 255 rounds to 254.5, and then to 254 instead of 255.
+        return np.rint(array.astype(np.float64) * 255.0).astype(np.uint8)
     raise CodecError(f"unsupported image dtype {array.dtype}", field=field)

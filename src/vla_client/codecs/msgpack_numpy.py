@@ -43,7 +43,7 @@ def packb(obj: Any) -> bytes:
     """
     try:
         return _ENCODER.encode(obj)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: ints over 64 bits
         raise CodecError(f"cannot pack to msgpack: {exc}") from None
 
 
