@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -172,3 +174,200 @@ def test_cameras_the_server_does_not_know_are_refused() -> None:
         FramePreprocessor(fit="stretch")  # type: ignore[arg-type]
     with pytest.raises(ProtocolError, match="'input'"):
         FramePreprocessor.from_metadata({"input": [1]})
+
+
+def columns(height: int, width: int) -> np.ndarray:
+    """A frame whose every column has its own grey level (10, 20, 30, ...)."""
+    levels = (np.arange(width, dtype=np.uint8) + 1) * 10
+    return np.ascontiguousarray(np.broadcast_to(levels[None, :, None], (height, width, 3)))
+
+
+def pil_bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    pil = Image.fromarray(np.ascontiguousarray(image))
+    return np.asarray(pil.resize((width, height), resample=Image.Resampling.BILINEAR))
+
+
+def test_center_crop_resize_cuts_the_middle_to_the_target_aspect() -> None:
+    wide = columns(10, 30)  # a square from it is its middle 10 columns
+    np.testing.assert_array_equal(
+        center_crop_resize(wide, 5, 5), pil_bilinear(wide[:, 10:20], 5, 5)
+    )
+    tall = np.ascontiguousarray(wide.transpose(1, 0, 2))  # 30x10, each row its own level
+    np.testing.assert_array_equal(center_crop_resize(tall, 5, 5), pil_bilinear(tall[10:20], 5, 5))
+    # The same aspect at another size is no crop at all, only the scale.
+    same_aspect = columns(20, 40)
+    np.testing.assert_array_equal(
+        center_crop_resize(same_aspect, 10, 20), pil_bilinear(same_aspect, 10, 20)
+    )
+
+
+def test_center_crop_resize_of_a_sliver_keeps_its_one_middle_pixel() -> None:
+    line = columns(1, 5)  # levels 10..50; a 10x3 target's aspect is a 1x0.3 crop: one pixel
+    assert (center_crop_resize(line, 10, 3) == 30).all()
+    column = np.ascontiguousarray(line.transpose(1, 0, 2))
+    assert (center_crop_resize(column, 3, 10) == 30).all()
+
+
+def test_size_under_eight_pixels_a_side_is_refused() -> None:
+    assert FramePreprocessor(size=(8, 8)).size == (8, 8)
+    for size in [(7, 64), (64, 7)]:
+        with pytest.raises(ValueError, match=re.escape(f"image size {size} is under 8 pixels")):
+            FramePreprocessor(size=size)
+    with pytest.raises(ValueError, match="fit must be one of 'pad', 'crop', 'none'; got 'x'"):
+        FramePreprocessor(fit="x")  # type: ignore[arg-type]
+
+
+def test_metadata_fields_are_read() -> None:
+    spec = {
+        "image_keys": ["a", "b"],
+        "camera_aliases": {"c": "a"},
+        "image_size": [32, 48],
+        "image_size_required": True,
+        "state_dim": 7,
+    }
+    pre = FramePreprocessor.from_metadata({"input": spec}, {"x": "b"}, fit="crop")
+    assert pre == FramePreprocessor(
+        size=(32, 48),
+        fit="crop",
+        camera_map={"x": "b"},
+        server_keys=("a", "b"),
+        aliases={"c": "a"},
+        size_required=True,
+        state_dim=7,
+    )
+    assert FramePreprocessor.from_metadata({"input": {"state_dim": 0}}).state_dim == 0
+    for flag in [False, "true", 1, None]:
+        spec = {"image_size": 16, "image_size_required": flag}
+        assert FramePreprocessor.from_metadata({"input": spec}).size_required is False
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ([1], "metadata 'input' must be an object, got list"),
+        ({"image_keys": "ab"}, "metadata image_keys must be a list of names, got 'ab'"),
+        ({"image_keys": ["a", 2]}, r"metadata image_keys must be a list of names, got \['a', 2\]"),
+        ({"camera_aliases": ["a"]}, r"metadata camera_aliases must be an object, got \['a'\]"),
+        ({"state_dim": -1}, "metadata state_dim must be a count, got -1"),
+        ({"state_dim": True}, "metadata state_dim must be a count, got True"),
+        ({"state_dim": "8"}, "metadata state_dim must be a count, got '8'"),
+        ({"state_dim": 8.0}, r"metadata state_dim must be a count, got 8\.0"),
+    ],
+)
+def test_malformed_metadata_says_which_field(spec: object, message: str) -> None:
+    with pytest.raises(ProtocolError, match=f"^{message}$"):
+        FramePreprocessor.from_metadata({"input": spec})
+
+
+def test_an_announced_image_size_under_eight_pixels_is_a_contract_error() -> None:
+    assert FramePreprocessor.from_metadata({"input": {"image_size": [8, 9]}}).size == (8, 9)
+    with pytest.raises(ContractError) as caught:
+        FramePreprocessor.from_metadata({"input": {"image_size": [7, 64]}})
+    error = caught.value
+    assert (error.field, error.expected, error.given) == (
+        "input.image_size",
+        ">= 8 pixels a side",
+        (7, 64),
+    )
+    assert str(error) == (
+        "input.image_size: the server expects >= 8 pixels a side, the observation has (7, 64)"
+    )
+
+
+def test_an_unknown_camera_error_names_the_keys_and_a_mapping() -> None:
+    pre = FramePreprocessor(server_keys=("front", "side"))
+    with pytest.raises(ContractError) as caught:
+        pre.server_name("top")
+    error = caught.value
+    assert (error.field, error.expected, error.given) == (
+        "input.image_keys",
+        ["front", "side"],
+        "camera 'top'",
+    )
+    assert str(error) == (
+        "input.image_keys: the server expects ['front', 'side'], the observation has camera "
+        "'top'; 'top' matches none of them; map it to one, for example camera_map={'top': 'front'}"
+    )
+
+
+def test_two_cameras_on_one_key_and_a_key_left_empty_are_contract_errors() -> None:
+    pre = FramePreprocessor(server_keys=("front", "side"), aliases={"cam0": "front"})
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["front", "cam0"])
+    error = caught.value
+    assert (error.field, error.expected, error.given) == (
+        "input.image_keys",
+        "one camera per key",
+        "'front' and 'cam0' on 'front'",
+    )
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["cam0"])
+    error = caught.value
+    assert (error.field, error.expected, error.given) == (
+        "input.image_keys",
+        ["front", "side"],
+        ["front"],
+    )
+    assert str(error).endswith("the observation has ['front']; missing ['side']")
+    assert pre.check_names(["side", "cam0"]) == {"side": "side", "cam0": "front"}
+
+
+def test_a_required_size_refuses_other_frames_when_not_resizing() -> None:
+    strict = FramePreprocessor(size=(48, 64), fit="none", size_required=True)
+    frame = scene(48, 64)
+    np.testing.assert_array_equal(strict(Observation({"cam": frame})).images["cam"], frame)
+    with pytest.raises(ContractError) as caught:
+        strict(Observation({"cam": scene(40, 64)}))
+    error = caught.value
+    assert (error.field, error.expected, error.given) == (
+        "input.image_size",
+        [48, 64],
+        "'cam' at [40, 64]",
+    )
+    assert str(error).endswith("; resize frames (fit='pad' or 'crop') or send them at that size")
+    # Announced but not required, or required with no size known: frames pass as they are.
+    for loose in [
+        FramePreprocessor(size=(48, 64), fit="none"),
+        FramePreprocessor(size_required=True),
+    ]:
+        np.testing.assert_array_equal(
+            loose(Observation({"cam": scene(40, 64)})).images["cam"], scene(40, 64)
+        )
+
+
+def test_a_state_of_another_length_or_none_is_refused() -> None:
+    pre = FramePreprocessor(state_dim=3)
+    images = {"cam": scene(16, 16)}
+    np.testing.assert_array_equal(pre(Observation(images, [1, 2, 3])).state, np.float32([1, 2, 3]))
+    for state, has in [([1, 2], 2), (None, "none")]:
+        with pytest.raises(ContractError) as caught:
+            pre(Observation(images, state))
+        error = caught.value
+        assert (error.field, error.expected, error.given) == ("input.state_dim", "3 values", has)
+        assert str(error) == (
+            f"input.state_dim: the server expects 3 values, the observation has {has}"
+        )
+    assert FramePreprocessor()(Observation(images)).state is None  # no state_dim, no check
+
+
+@pytest.mark.parametrize(
+    "camera_map", [[("a", "b")], {"": "b"}, {"a": ""}, {1: "b"}, {"a": 2}, {"a": None}]
+)
+def test_a_camera_map_must_map_names_to_names(camera_map: object) -> None:
+    with pytest.raises(ValueError, match=r"^camera_map must map camera names to camera names, got"):
+        FramePreprocessor(camera_map=camera_map)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ([240, 320, 1], (240, 320)),
+        ([240, 320, 4], (240, 320)),
+        ([1, 224], (1, 224)),
+        ([4, 5, 6], (5, 6)),
+    ],
+)
+def test_parse_image_size_channels_last_first_and_tiny(
+    value: object, size: tuple[int, int]
+) -> None:
+    assert parse_image_size(value) == size
