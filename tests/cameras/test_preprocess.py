@@ -371,3 +371,48 @@ def test_parse_image_size_channels_last_first_and_tiny(
     value: object, size: tuple[int, int]
 ) -> None:
     assert parse_image_size(value) == size
+
+
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [
+        (64, "size must be (height, width) or None; got 64"),
+        ((64,), "size must be (height, width) or None; got (64,)"),
+        ((64, 64, 3), "size must be (height, width) or None; got (64, 64, 3)"),
+        ((64.0, 64), "size height must be an integer > 0; got 64.0"),
+        ((64, 0), "size width must be an integer > 0; got 0"),
+    ],
+)
+def test_a_size_that_is_not_two_whole_sides_is_refused(size: object, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        FramePreprocessor(size=size)  # type: ignore[arg-type]
+
+
+def test_describe_lists_what_is_checked_and_changed() -> None:
+    pre = FramePreprocessor(
+        size=(32, 48),
+        fit="crop",
+        camera_map={"x": "b"},
+        server_keys=("a", "b"),
+        aliases={"c": "a"},
+        size_required=True,
+        state_dim=7,
+    )
+    assert pre.describe() == {
+        "cameras": ["a", "b"],
+        "camera_aliases": {"c": "a"},
+        "camera_map": {"x": "b"},
+        "state_dim": 7,
+        "image_size": [32, 48],
+        "image_size_required": True,
+        "resize": "crop",
+    }
+    assert FramePreprocessor(fit="crop").describe() == {
+        "cameras": "any",
+        "camera_aliases": {},
+        "camera_map": {},
+        "state_dim": None,
+        "image_size": None,
+        "image_size_required": False,
+        "resize": "none",
+    }
