@@ -1,4 +1,6 @@
 import io
+import os
+import signal
 import struct
 import zlib
 
@@ -107,3 +109,18 @@ def test_jpeg_bomb_is_refused_from_the_header(frames):
 
 def test_map_frames_keeps_order():
     assert map_frames(lambda x: x * 2, range(10)) == [x * 2 for x in range(10)]
+
+
+def test_map_frames_works_in_a_forked_child():
+    """A robot program that forks after encoding frames (multiprocessing's default on Linux)
+    must not find the parent's thread pool, whose threads the child does not have."""
+    assert map_frames(abs, range(-4, 0)) == [4, 3, 2, 1]  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the frames came back, killed by the alarm if hung
+        try:
+            signal.alarm(10)
+            os._exit(0 if map_frames(abs, range(-4, 0)) == [4, 3, 2, 1] else 1)
+        finally:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

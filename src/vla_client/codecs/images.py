@@ -85,6 +85,16 @@ def _thread_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _forget_pool() -> None:
+    """In a forked child the pool's threads do not exist, and work handed to it would wait
+    forever: the child starts a pool of its own when it first needs one."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _imdecode(data: bytes, kind: str, field: str | None) -> np.ndarray:
     frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB)
     if frame is None:
