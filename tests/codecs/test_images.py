@@ -2,6 +2,7 @@ import io
 import os
 import signal
 import struct
+import threading
 import zlib
 
 import cv2
@@ -124,3 +125,106 @@ def test_map_frames_works_in_a_forked_child():
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+FRAME = np.random.default_rng(1).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+
+
+def refused(data: bytes, error: type[CodecError] = CodecError, **options) -> CodecError:
+    """The error `decode_image_bytes` raises for `data`, checked to name field images.cam."""
+    with pytest.raises(error) as caught:
+        decode_image_bytes(data, field="images.cam", **options)
+    assert caught.value.field == "images.cam"
+    return caught.value
+
+
+def test_jpeg_quality_runs_from_1_to_100(frames):
+    frame = frames["wrist"]
+    sizes = [len(encode_jpeg(frame, quality)) for quality in (1, 50, 100)]
+    assert sizes == sorted(sizes) and sizes[0] < sizes[2] / 2  # the quality reaches the encoder
+    worst, best = (decode_image_bytes(encode_jpeg(frame, quality)) for quality in (1, 100))
+    assert psnr(best, frame) > psnr(worst, frame) + 5
+    for quality in (0, 101):
+        with pytest.raises(CodecError, match=f"^JPEG quality must be in 1..100, got {quality}$"):
+            encode_jpeg(frame, quality)
+
+
+def test_png_header_edges_are_named():
+    png = encode_png(FRAME)
+    # 24 bytes carry the signature and the whole size: the size is read, the end is missing.
+    assert str(refused(png[:24])) == "images.cam: truncated PNG (no IEND chunk)"
+    assert str(refused(png[:23])) == "images.cam: truncated PNG (no IHDR header)"
+    assert str(refused(png + b"X")) == "images.cam: truncated PNG (no IEND chunk)"
+    np.testing.assert_array_equal(decode_image_bytes(png + b"\x00" * 5), FRAME)  # zero padding
+
+
+def test_corrupt_pixel_data_is_named_by_format():
+    png = bytearray(encode_png(FRAME))
+    start = png.find(b"IDAT") + 10
+    png[start : start + 20] = bytes(20)  # the zlib stream broken, the chunks and IEND intact
+    assert str(refused(bytes(png))) == "images.cam: corrupt PNG data"
+    jpeg = encode_jpeg(FRAME)
+    sof = jpeg.find(b"\xff\xc0")
+    (length,) = struct.unpack(">H", jpeg[sof + 2 : sof + 4])
+    headers_only = jpeg[: sof + 2 + length] + b"\xff\xd9"  # a frame header, then no scan
+    assert str(refused(headers_only)) == "images.cam: corrupt JPEG data"
+
+
+@pytest.mark.parametrize(("width", "height"), [(0, 5), (5, 0), (0, 0)])
+def test_an_empty_size_in_the_header_is_refused(width, height):
+    with pytest.raises(CodecError) as caught:
+        decode_image_bytes(_png_header(width, height) + b"IEND\xaeB`\x82", field="images.cam")
+    assert str(caught.value) == f"images.cam: image header gives an empty size {width}x{height}"
+
+
+@pytest.mark.parametrize("shape", [(1, 7, 3), (7, 1, 3), (1, 1, 3)])
+def test_one_pixel_wide_or_high_frames_round_trip(shape):
+    frame = np.random.default_rng(2).integers(0, 256, shape, dtype=np.uint8)
+    np.testing.assert_array_equal(decode_image_bytes(encode_png(frame)), frame)
+    assert decode_image_bytes(encode_jpeg(frame)).shape == shape
+
+
+def test_jpeg_markers_before_the_frame_header_are_walked_over():
+    jpeg = encode_jpeg(FRAME)
+    expected = decode_image_bytes(jpeg)
+    comment = b"\xff\xfe" + struct.pack(">H", 40002) + bytes(40000)  # a length over 32767
+    for inserted in [b"\xff" * 3, b"\xff\x01", b"\xff\xd0\xff\xd7", comment]:
+        variant = jpeg[:2] + inserted + jpeg[2:]  # fill bytes, TEM, RST0 and RST7, a comment
+        np.testing.assert_array_equal(decode_image_bytes(variant), expected)
+
+
+def test_jpeg_header_edges_are_named():
+    jpeg = encode_jpeg(FRAME)
+    sof = jpeg.find(b"\xff\xc0")
+    # The size is judged as soon as the frame header gives it: nine bytes from its marker.
+    error = refused(jpeg[: sof + 9], PayloadTooLargeError, max_pixels=24 * 32 - 1)
+    assert "32x24 = 768 pixels" in str(error)
+    assert str(refused(jpeg[: sof + 8])) == "images.cam: truncated JPEG (no frame header)"
+    assert str(refused(jpeg[:20])) == "images.cam: truncated JPEG (no frame header)"  # after APP0
+    assert str(refused(jpeg[:20] + b"abcd")) == "images.cam: corrupt JPEG (bad marker)"
+    # The end-of-image marker may be followed by up to 62 bytes of padding, not more.
+    np.testing.assert_array_equal(decode_image_bytes(jpeg + bytes(62)), decode_image_bytes(jpeg))
+    error = refused(jpeg + bytes(63))
+    assert str(error) == "images.cam: truncated JPEG (no end-of-image marker)"
+
+
+def test_other_formats_decode_to_rgb_and_their_errors_are_named():
+    grey = io.BytesIO()
+    Image.fromarray(FRAME[:, :, 0]).save(grey, format="BMP")
+    as_rgb = np.repeat(FRAME[:, :, :1], 3, axis=2)
+    np.testing.assert_array_equal(decode_image_bytes(grey.getvalue()), as_rgb)
+    rgb = io.BytesIO()
+    Image.fromarray(FRAME).save(rgb, format="BMP")
+    bomb = bytearray(rgb.getvalue())
+    bomb[18:26] = struct.pack("<ii", 20000, 20000)  # a header claiming 400 M pixels
+    error = refused(bytes(bomb), PayloadTooLargeError)
+    assert str(error).startswith("images.cam: image over the pixel limit: ")
+    error = refused(rgb.getvalue()[:200])
+    assert str(error).startswith("images.cam: corrupt image data: ")
+    assert not isinstance(error, PayloadTooLargeError)
+    assert str(refused(b"not an image")).startswith("images.cam: undecodable image data: ")
+
+
+def test_map_frames_runs_its_threads_under_the_codec_name():
+    names = map_frames(lambda _: threading.current_thread().name, range(4))
+    assert all(name.startswith("codec") for name in names)
