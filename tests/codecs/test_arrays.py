@@ -90,3 +90,11 @@ def test_tensor_payload_data_key_and_float_values():
 def test_bad_tensor_payloads(payload, message):
     with pytest.raises(CodecError, match=message):
         tensor_payload_to_array(payload)
+
+
+def test_ragged_pixels_with_the_right_total_are_returned_unchanged():
+    """Eight values in 2x2 pixels of 2, but spread 2, 3, 1, 2: not an image, as numpy agrees."""
+    value = [[[1, 2], [3, 4, 5]], [[6], [7, 8]]]
+    with pytest.raises(ValueError):
+        np.asarray(value)
+    assert pixel_list_to_array(value) is value

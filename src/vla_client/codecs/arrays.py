@@ -34,7 +34,12 @@ def pixel_list_to_array(value: Any) -> Any:
                 flat = bytes(chain.from_iterable(chain.from_iterable(rows)))
             except (TypeError, ValueError):
                 flat = None
-            if flat is not None and len(flat) == height * width * channels:
+            # The right total can still hide ragged pixels ([1, 2], [3, 4, 5] ...): each is checked.
+            if (
+                flat is not None
+                and len(flat) == height * width * channels
+                and set(map(len, chain.from_iterable(rows))) == {channels}
+            ):
                 return np.frombuffer(flat, dtype=np.uint8).reshape(height, width, channels)
     try:
         array = np.asarray(value)
