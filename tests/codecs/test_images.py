@@ -3,6 +3,7 @@ import os
 import signal
 import struct
 import threading
+import time
 import zlib
 
 import cv2
@@ -228,3 +229,24 @@ def test_other_formats_decode_to_rgb_and_their_errors_are_named():
 def test_map_frames_runs_its_threads_under_the_codec_name():
     names = map_frames(lambda _: threading.current_thread().name, range(4))
     assert all(name.startswith("codec") for name in names)
+
+
+def test_map_frames_handles_two_frames_at_once_and_one_inline():
+    both_waiting = threading.Barrier(2, timeout=5)  # breaks unless the two run concurrently
+    assert map_frames(lambda x: (both_waiting.wait(), x)[1], [1, 2]) == [1, 2]
+    assert map_frames(abs, [-3]) == [3] and map_frames(abs, []) == []
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(16, 8), (3, 3), (None, 2)])
+def test_the_codec_pool_has_a_thread_per_core_up_to_eight(monkeypatch, cores, threads):
+    from vla_client.codecs import images
+
+    monkeypatch.setattr(images, "_pool", None)  # a fresh pool, sized for the cores below
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    try:
+        names = map_frames(lambda _: (time.sleep(0.05), threading.current_thread().name)[1],
+                           range(4 * threads + 4))  # fmt: skip
+        assert len(set(names)) == threads
+    finally:
+        if images._pool is not None:
+            images._pool.shutdown()
