@@ -98,3 +98,44 @@ def test_ragged_pixels_with_the_right_total_are_returned_unchanged():
     with pytest.raises(ValueError):
         np.asarray(value)
     assert pixel_list_to_array(value) is value
+
+
+def test_tensor_values_as_bytes_or_uint8_array_keep_their_values():
+    raw = np.arange(6, dtype=np.float32)
+    out = tensor_payload_to_array({"values": raw.tobytes(), "dtype": "float32", "shape": [2, 3]})
+    np.testing.assert_array_equal(out, raw.reshape(2, 3))
+    out = tensor_payload_to_array({"values": bytes([1, 2, 255])})  # no dtype: bytes are uint8
+    assert out.dtype == np.uint8 and out.tolist() == [1, 2, 255]
+    as_read = np.array([1, 2, 200], dtype=np.uint8)  # how the JSON reader hands over int lists
+    out = tensor_payload_to_array({"values": as_read, "dtype": "float32"})
+    assert out.dtype == np.float32 and out.tolist() == [1.0, 2.0, 200.0]
+    out = tensor_payload_to_array({"values": as_read})
+    assert out.dtype == np.int_ and out.tolist() == [1, 2, 200]  # as a list of JSON ints
+    out = tensor_payload_to_array({"values": [0, 7, 255], "dtype": "uint8"})
+    assert out.dtype == np.uint8 and out.tolist() == [0, 7, 255]
+    out = tensor_payload_to_array({"values": [1.0, 2.0], "dtype": "uint8"})
+    assert out.dtype == np.uint8 and out.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"shape": [1]}, "tensor payload needs 'values' or 'data'"),
+        ({"values": [1], "dtype": 5}, "dtype must be a string, got 5"),
+        ({"values": [1], "dtype": "bogus"}, "unknown dtype 'bogus'"),
+        ({"values": [1], "dtype": "U4"}, "dtype 'U4' is not numeric"),
+        ({"values": ["a"]}, "tensor values must be numeric, got <U1"),
+        ({"values": [[1], [2, 3]]}, "tensor values are ragged, non-numeric or out of range: "),
+        ({"values": [1, 2], "shape": 2}, "tensor shape must be a list of ints, got 2"),
+        (
+            {"values": [1, 2], "shape": [True, 2]},
+            r"tensor shape must be a list of ints, got \[True",
+        ),
+        ({"values": [1, 2], "shape": [2.0]}, r"tensor shape must be a list of ints, got \[2.0\]"),
+        ({"values": [1, 2, 3], "shape": [2, 2]}, r"cannot reshape 3 values to shape \[2, 2\]"),
+    ],
+)
+def test_bad_tensor_payloads_name_the_field(payload, message):
+    with pytest.raises(CodecError, match=f"^images.cam: {message}") as caught:
+        tensor_payload_to_array(payload, field="images.cam")
+    assert caught.value.field == "images.cam"
