@@ -111,8 +111,9 @@ def test_tensor_values_as_bytes_or_uint8_array_keep_their_values():
     assert out.dtype == np.float32 and out.tolist() == [1.0, 2.0, 200.0]
     out = tensor_payload_to_array({"values": as_read})
     assert out.dtype == np.int_ and out.tolist() == [1, 2, 200]  # as a list of JSON ints
-    out = tensor_payload_to_array({"values": [0, 7, 255], "dtype": "uint8"})
-    assert out.dtype == np.uint8 and out.tolist() == [0, 7, 255]
+    eight = [0, 7, 255, 1, 2, 3, 4, 5]  # eight bytes: as many as one float64 would take
+    out = tensor_payload_to_array({"values": eight, "dtype": "uint8"})
+    assert out.dtype == np.uint8 and out.tolist() == eight
     out = tensor_payload_to_array({"values": [1.0, 2.0], "dtype": "uint8"})
     assert out.dtype == np.uint8 and out.tolist() == [1, 2]
 
