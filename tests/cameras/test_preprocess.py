@@ -217,6 +217,19 @@ def test_size_under_eight_pixels_a_side_is_refused() -> None:
         FramePreprocessor(fit="x")  # type: ignore[arg-type]
 
 
+def every_option() -> FramePreprocessor:
+    """A preprocessor with every option set, as the metadata in the tests below announces."""
+    return FramePreprocessor(
+        size=(32, 48),
+        fit="crop",
+        camera_map={"x": "b"},
+        server_keys=("a", "b"),
+        aliases={"c": "a"},
+        size_required=True,
+        state_dim=7,
+    )
+
+
 def test_metadata_fields_are_read() -> None:
     spec = {
         "image_keys": ["a", "b"],
@@ -226,15 +239,7 @@ def test_metadata_fields_are_read() -> None:
         "state_dim": 7,
     }
     pre = FramePreprocessor.from_metadata({"input": spec}, {"x": "b"}, fit="crop")
-    assert pre == FramePreprocessor(
-        size=(32, 48),
-        fit="crop",
-        camera_map={"x": "b"},
-        server_keys=("a", "b"),
-        aliases={"c": "a"},
-        size_required=True,
-        state_dim=7,
-    )
+    assert pre == every_option()
     assert FramePreprocessor.from_metadata({"input": {"state_dim": 0}}).state_dim == 0
     for flag in [False, "true", 1, None]:
         spec = {"image_size": 16, "image_size_required": flag}
@@ -389,15 +394,7 @@ def test_a_size_that_is_not_two_whole_sides_is_refused(size: object, message: st
 
 
 def test_describe_lists_what_is_checked_and_changed() -> None:
-    pre = FramePreprocessor(
-        size=(32, 48),
-        fit="crop",
-        camera_map={"x": "b"},
-        server_keys=("a", "b"),
-        aliases={"c": "a"},
-        size_required=True,
-        state_dim=7,
-    )
+    pre = every_option()
     assert pre.describe() == {
         "cameras": ["a", "b"],
         "camera_aliases": {"c": "a"},
