@@ -8,8 +8,12 @@ the fuzzing in test_fuzz.py.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import os
+import select
+import signal
 import warnings
 from typing import Any
 
@@ -33,7 +37,9 @@ def grey(height: int, width: int, value: int = 9) -> np.ndarray:
 
 def jpeg_bytes(width: int = 8, height: int = 4, mode: str = "RGB") -> bytes:
     buffer = io.BytesIO()
-    Image.new(mode, (width, height), 128).save(buffer, format="JPEG")
+    Image.new(mode, (width, height), (128, 128, 128) if mode == "RGB" else 128).save(
+        buffer, format="JPEG"
+    )
     return buffer.getvalue()
 
 
@@ -41,6 +47,10 @@ def png_bytes(frame: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(frame).save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def nested(observation: dict[str, Any], **top: Any) -> dict[str, Any]:
@@ -242,6 +252,12 @@ def test_decode_request_passes_its_limits_and_keep_jpeg_on():
     assert decoded["a"].shape == (4, 8, 3)
 
 
+def test_a_parsed_document_has_its_jpeg_decoded_unless_asked_to_keep_it():
+    """Websocket messages arrive parsed, through `decode_payload`: its default decodes too."""
+    image = decode_payload({"image": jpeg_bytes()}, "msgpack").images["image"]
+    assert image.shape == (4, 8, 3) and np.abs(image.astype(int) - 128).max() <= 2
+
+
 def test_encoded_images_and_arrays_together_all_decode():
     payload = {"images": {"png": {"b64_json": _b64(png_bytes(RED))}, "array": grey(1, 1, 255),
                           "bytes": png_bytes(RED), "list": RED.tolist()}}  # fmt: skip
@@ -249,6 +265,28 @@ def test_encoded_images_and_arrays_together_all_decode():
     assert list(images) == ["png", "array", "bytes", "list"]
     np.testing.assert_array_equal(images["png"], RED)
     np.testing.assert_array_equal(images["array"], np.full((1, 1, 3), 255, np.uint8))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_process_forked_after_a_parallel_decode_still_decodes():
+    """The codec threads do not survive a fork: the child must not wait on them forever."""
+    payload = {"images": {"a": png_bytes(RED), "b": png_bytes(RED)}}
+    assert len(decode_payload(payload, "msgpack").images) == 2  # the parent's threads start
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        try:
+            os.write(write_end, str(len(decode_payload(payload, "msgpack").images)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    ready, _, _ = select.select([read_end], [], [], 10)
+    answer = os.read(read_end, 16) if ready else b"hung"
+    os.close(read_end)
+    if not ready:
+        os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    assert answer == b"2"
 
 
 # JPEG kept as bytes for a policy that decodes it on its own device.
@@ -401,9 +439,3 @@ def test_decode_request_reads_the_body_on_the_wire_its_content_type_names():
     for decoded in (from_json, from_msgpack):
         assert decoded.task == "t" and decoded.request_id == "x"
         np.testing.assert_array_equal(decoded.images["image"], RED)
-
-
-def _b64(data: bytes) -> str:
-    import base64
-
-    return base64.b64encode(data).decode()

@@ -85,6 +85,16 @@ def _thread_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def _forget_pool() -> None:
+    """In a forked child: the parent's threads are not there, so the next call makes new ones."""
+    global _pool
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _imdecode(data: bytes, kind: str, field: str | None) -> np.ndarray:
     frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR_RGB)
     if frame is None:
