@@ -193,6 +193,17 @@ def test_slash_keys_are_images_only_when_they_hold_an_image():
                                       "observation/volume"]  # fmt: skip
 
 
+def test_a_slash_key_that_holds_no_image_does_not_stop_the_search():
+    payload = {"observation/state": [1.0], "observation/gripper": 0.5, "observation/top": RED}
+    decoded = decode_payload(payload, "msgpack")
+    assert list(decoded.images) == ["top"] and decoded.state.tolist() == [1.0]
+
+
+def test_a_slash_key_names_its_camera_by_all_that_follows_observation():
+    decoded = decode_payload({"observation/wrist/left/raw": RED}, "msgpack")
+    assert list(decoded.images) == ["wrist/left/raw"]
+
+
 def test_keys_that_are_not_strings_are_not_flat_images():
     decoded = decode_payload({1: RED}, "msgpack")
     assert decoded.images == {} and list(decoded.extras) == [1]
@@ -213,6 +224,12 @@ def test_a_pixel_list_under_image_is_one_image():
 
 def test_an_empty_list_under_image_is_a_bad_image_not_a_crash():
     assert refusal({"image": []}).field == "image"
+
+
+def test_state_and_noise_in_input_join_the_observation():
+    payload = {"input": {"state": [1.0, 2.0], "noise": [0.5], "observation": {"state": [9.0]}}}
+    decoded = decode_payload(payload, "json")
+    assert decoded.state.tolist() == [1.0, 2.0] and decoded.extras == {"noise": [0.5]}
 
 
 def test_images_in_input_replace_those_in_the_observation():
@@ -336,6 +353,15 @@ def test_a_kept_jpeg_with_a_limit_from_the_request_limits():
         decode_payload(payload, "msgpack", limits=DecodeLimits(max_image_pixels=31), keep_jpeg=True)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [{"b64_json": "\xff\xd8!"}, jpeg_bytes()[:-200], {"base64": _b64(jpeg_bytes()[:-200])}],
+)
+def test_a_bad_kept_jpeg_names_its_field(value):
+    error = refusal(nested({"images": {"wrist": value}}), keep_jpeg=True)
+    assert error.field == "input.observation.images.wrist"
+
+
 def test_the_jpeg_end_marker_must_be_in_the_last_64_bytes():
     jpeg = jpeg_bytes()
     assert jpeg.endswith(b"\xff\xd9")
@@ -365,6 +391,13 @@ def test_the_first_state_key_wins_and_the_others_stay_extras():
 def test_state_as_a_tensor_payload():
     state = {"values": [1, 2, 3, 4], "dtype": "int32", "shape": [2, 2]}
     assert decode_payload({"state": state}, "json").state.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    "state", [{"values": [1], "dtype": "complex64"}, {"values": [1, 2], "shape": [3]}]
+)
+def test_a_bad_tensor_state_names_its_field(state):
+    assert refusal(nested({"state": state})).field == "input.observation.state"
 
 
 @pytest.mark.parametrize(
