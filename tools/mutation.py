@@ -73,8 +73,9 @@ MODULES: dict[str, list[str]] = {
     "codecs/arrays": ["tests/codecs/test_arrays.py"],
     "server/worker/shm": ["tests/server/test_worker.py"],
     "protocol/response": ["tests/protocol/test_response.py",
-                          "tests/transports/test_empty_chunks.py"],
-    "protocol/decode": ["tests/protocol/test_fuzz.py", "tests/protocol/test_request.py"],
+                          "tests/transports/test_empty_chunks.py::test_read_actions_refuses_an_empty_action_array",
+                          "tests/transports/test_empty_chunks.py::test_read_actions_takes_the_smallest_chunk"],
+    "protocol/decode": ["tests/protocol/test_decode.py", "tests/protocol/test_request.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 

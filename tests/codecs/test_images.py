@@ -113,6 +113,7 @@ def test_map_frames_keeps_order():
     assert map_frames(lambda x: x * 2, range(10)) == [x * 2 for x in range(10)]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_map_frames_works_in_a_forked_child():
     """A robot program that forks after encoding frames (multiprocessing's default on Linux)
     must not find the parent's thread pool, whose threads the child does not have."""

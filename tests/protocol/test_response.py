@@ -1,8 +1,22 @@
+import json
+import re
+import time
+
+import msgpack
 import numpy as np
 import pytest
 
-from vla_client.errors import ProtocolError
-from vla_client.protocol import build_envelope, build_raw, read_actions
+from vla_client.errors import ProtocolError, ServerError
+from vla_client.protocol import (
+    Reply,
+    build_envelope,
+    build_raw,
+    new_request_id,
+    read_actions,
+    read_reply,
+)
+
+JSON = "application/json"
 
 
 def test_envelope_has_sglangs_fields():
@@ -66,4 +80,217 @@ def test_envelope_refuses_bad_shapes(bad):
 )
 def test_unreadable_replies_are_protocol_errors(reply):
     with pytest.raises(ProtocolError):
+        read_actions(reply)
+
+
+# read_reply: every reply a transport receives goes through it.
+
+
+def _error(reply: Reply, **kwargs) -> ServerError:
+    with pytest.raises(ServerError) as caught:
+        read_reply(reply, **kwargs)
+    return caught.value
+
+
+def test_an_error_status_raises_with_the_json_detail_and_retry_after():
+    reply = Reply(503, JSON, b'{"detail": "warming up"}', {"retry-after": "2.5"})
+    error = _error(reply, request_id="act_1")
+    assert (error.status_code, error.detail, error.retry_after) == (503, "warming up", 2.5)
+    assert error.request_id == "act_1" and error.retryable
+
+
+def test_status_400_is_the_first_error_and_399_is_read_as_a_document():
+    assert _error(Reply(400, JSON, b'{"detail": "bad"}')).status_code == 400
+    assert read_reply(Reply(399, JSON, b'{"actions": [[1.0]]}')) == {"actions": [[1.0]]}
+
+
+def test_an_error_without_retry_after_has_none():
+    error = _error(Reply(500, JSON, b'{"detail": "boom"}'))
+    assert error.retry_after is None and not error.retryable and error.request_id is None
+
+
+def test_a_structured_detail_comes_back_as_its_json_text():
+    detail = [{"loc": ["body", "input"], "msg": "field required"}]
+    body = json.dumps({"detail": detail}).encode()
+    assert json.loads(_error(Reply(422, JSON, body)).detail) == detail
+
+
+@pytest.mark.parametrize(
+    "body, detail",
+    [
+        (b"  upstream timed out \n", "upstream timed out"),  # not JSON: the text, stripped
+        (b'{"message": "nope"}', '{"message": "nope"}'),  # JSON without detail: the text
+        (b'["a", "b"]', '["a", "b"]'),  # JSON but not an object
+        (b"caf\xe9", "caf\ufffd"),  # not UTF-8: replaced, never an exception
+    ],
+)
+def test_an_error_body_without_a_detail_is_shown_as_text(body, detail):
+    assert _error(Reply(502, "text/plain", body)).detail == detail
+
+
+@pytest.mark.parametrize("body", [b"", b"  \n"])
+def test_an_empty_error_body_names_the_status(body):
+    assert _error(Reply(504, "text/plain", body)).detail == "HTTP 504"
+
+
+def test_a_json_success_body_is_parsed():
+    body = json.dumps({"request_id": "x", "actions": [[0.25, 0.5]]}).encode()
+    assert read_reply(Reply(200, "application/json; charset=utf-8", body)) == {
+        "request_id": "x",
+        "actions": [[0.25, 0.5]],
+    }
+
+
+def test_a_reply_without_content_type_is_msgpack():
+    """A websocket's binary frame becomes a reply with no content type: msgpack."""
+    body = msgpack.packb({"request_id": "w", "actions": [[1.5]]})
+    assert read_reply(Reply(200, "", body)) == {"request_id": "w", "actions": [[1.5]]}
+    assert read_reply(Reply(200, "application/msgpack", body))["request_id"] == "w"
+
+
+@pytest.mark.parametrize(
+    "content_type, body",
+    [(JSON, b"{not json"), ("", b"\xc1"), ("text/html", b"<html></html>")],
+)
+def test_an_unreadable_success_body_is_a_protocol_error(content_type, body):
+    with pytest.raises(ProtocolError, match=r"^cannot read the server's reply: ") as caught:
+        read_reply(Reply(200, content_type, body), request_id="act_2")
+    assert caught.value.request_id == "act_2"
+
+
+def test_a_websocket_error_map_raises_its_status_detail_and_retry_after():
+    body = msgpack.packb({"error": "queue full", "status": 503, "retry_after": 1})
+    error = _error(Reply(200, "", body), request_id="act_3")
+    assert (error.status_code, error.detail, error.retry_after) == (503, "queue full", 1.0)
+    assert error.request_id == "act_3"
+
+
+@pytest.mark.parametrize(
+    "status, expected",
+    [(400, 400), (599, 599), (399, 500), (600, 500), (None, 500), ("503", 500), (True, 500)],
+)
+def test_an_error_map_status_outside_4xx_5xx_is_a_500(status, expected):
+    document = {"error": 7} if status is None else {"error": 7, "status": status}
+    error = _error(Reply(200, "", msgpack.packb(document)))
+    assert error.status_code == expected and error.detail == "7" and error.retry_after is None
+
+
+@pytest.mark.parametrize("key", ["actions", "data"])
+def test_a_reply_with_actions_and_an_error_field_is_a_document(key):
+    document = {"error": "warning only", key: [[1.0]]}
+    assert read_reply(Reply(200, "", msgpack.packb(document))) == document
+
+
+def test_new_request_ids_are_act_and_32_hex_digits_and_differ():
+    ids = {new_request_id() for _ in range(50)}
+    assert len(ids) == 50
+    assert all(re.fullmatch(r"act_[0-9a-f]{32}", i) for i in ids)
+
+
+# Building replies: the values a server sends.
+
+
+def test_envelope_values_are_float32_in_both_forms():
+    ints = np.array([[1, 2], [3, 4]], dtype=np.int64)
+    listed = build_envelope(ints, request_id="r", model="m", numpy_values=False)
+    values = listed["data"][0]["action"]["values"]
+    assert values == [[1.0, 2.0], [3.0, 4.0]]
+    assert all(type(v) is float for row in values for v in row)
+    as_numpy = build_envelope(ints.astype(np.float64), request_id="r", model="m", numpy_values=True)
+    array = as_numpy["data"][0]["action"]["values"]
+    assert isinstance(array, np.ndarray) and array.dtype == np.float32
+    np.testing.assert_array_equal(array, ints)
+
+
+def test_envelope_created_is_the_current_unix_second():
+    before = int(time.time())
+    created = build_envelope(np.ones((1, 1)), request_id="r", model="m", numpy_values=False)[
+        "created"
+    ]
+    assert before <= created <= int(time.time()) and type(created) is int
+
+
+def test_envelope_timings_only_when_given_and_extra_fields_merged():
+    plain = build_envelope(np.ones((1, 2)), request_id="r", model="m", numpy_values=False)
+    assert "timings" not in plain and plain["usage"]["denoise_steps"] is None
+    timed = build_envelope(
+        np.ones((1, 2)),
+        request_id="r",
+        model="m",
+        numpy_values=False,
+        timings={"infer_ms": 1.5},
+        extra={"digests": {"wrist": "abc"}},
+    )
+    assert timed["timings"] == {"infer_ms": 1.5} and timed["digests"] == {"wrist": "abc"}
+
+
+def test_batched_envelope_entries_carry_each_elements_chunk():
+    batch = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    envelope = build_envelope(batch, request_id="r", model="m", numpy_values=False)
+    assert [(d["index"], d["input_index"], d["candidate_index"]) for d in envelope["data"]] == [
+        (0, 0, 0),
+        (1, 1, 0),
+        (2, 2, 0),
+    ]
+    assert [d["action"]["values"] for d in envelope["data"]] == batch.tolist()
+    assert envelope["usage"]["batch_size"] == 3
+    assert (envelope["usage"]["action_horizon"], envelope["usage"]["action_dim"]) == (2, 2)
+
+
+def test_raw_reply_has_exactly_its_fields():
+    raw = build_raw(np.array([[1, 2]], dtype=np.int64), request_id="x", numpy_values=False)
+    assert raw == {"request_id": "x", "actions": [[1.0, 2.0]], "parameters": {}}
+    assert all(type(v) is float for v in raw["actions"][0])
+    full = build_raw(
+        np.ones((2, 3)),
+        request_id="y",
+        numpy_values=True,
+        parameters={"seed": 3},
+        timings={"infer_ms": 2.0},
+        extra={"digests": {}},
+    )
+    assert set(full) == {"request_id", "actions", "parameters", "timings", "digests"}
+    assert full["parameters"] == {"seed": 3} and full["timings"] == {"infer_ms": 2.0}
+    assert isinstance(full["actions"], np.ndarray) and full["actions"].dtype == np.float32
+    assert read_actions(full)[1] == "y"
+
+
+@pytest.mark.parametrize("bad", [np.zeros((3,)), np.zeros((2, 0)), np.zeros((1, 1, 1, 1))])
+def test_raw_reply_refuses_bad_shapes(bad):
+    with pytest.raises(ValueError, match="action output"):
+        build_raw(bad, request_id="r", numpy_values=False)
+
+
+# Reading actions back.
+
+
+def test_a_batched_envelope_is_read_as_one_stacked_array():
+    envelope = {"id": 17, "data": [{"action": {"values": [[1, 2]]}},
+                                   {"action": {"values": [[3, 4]]}}]}  # fmt: skip
+    actions, request_id = read_actions(envelope)
+    assert request_id == "17" and actions.dtype == np.float32
+    np.testing.assert_array_equal(actions, [[[1, 2]], [[3, 4]]])
+
+
+def test_a_reply_without_an_id_has_none():
+    assert read_actions({"actions": [[1.0]]})[1] is None
+    assert read_actions({"data": [{"action": {"values": [[1.0]]}}]})[1] is None
+    assert read_actions({"request_id": 5, "actions": [[1.0]]})[1] == "5"
+
+
+@pytest.mark.parametrize(
+    "reply, message",
+    [
+        ([1], "^reply must be an object, got list$"),
+        ({"data": {}}, "^envelope has no data entries$"),
+        ({"data": [{"action": None}]}, "^envelope entry lacks action values: "),
+        ({"data": [{"action": {}}]}, "^envelope entry lacks action values: 'values'$"),
+        ({"b": 1, "a": 2}, r"^reply has neither 'data' nor 'actions' \(keys: \['a', 'b'\]\)$"),
+        ({"actions": [["x"]]}, "^actions are not a numeric array: "),
+        ({"actions": [1.0, 2.0]}, r"^actions must be \[H, D\] or \[B, H, D\], got shape \(2,\)$"),
+        ({"actions": np.zeros((1, 1, 1, 1))}, r"got shape \(1, 1, 1, 1\)$"),
+    ],
+)
+def test_unreadable_replies_say_what_is_wrong(reply, message):
+    with pytest.raises(ProtocolError, match=message):
         read_actions(reply)

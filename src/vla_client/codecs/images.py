@@ -92,7 +92,8 @@ def _forget_pool() -> None:
     _pool = None
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _imdecode(data: bytes, kind: str, field: str | None) -> np.ndarray:
