@@ -133,7 +133,7 @@ def test_closing_a_segment_that_is_still_viewed_waits_for_the_view(name: str) ->
     del array
     assert segment.close() is True
     with pytest.raises(ValueError):
-        segment.buf[0]  # noqa: B018  (the mapping is gone)
+        segment.buf[0]  # the mapping is gone
 
 
 def test_unlinking_a_segment_someone_else_removed_is_harmless(name: str) -> None:
@@ -253,7 +253,7 @@ def test_a_lease_hands_out_the_body_view_and_frees_it_when_the_last_hold_goes() 
     lease.release()
     assert pool.in_use == 0 and lease.slot.used == 0
     with pytest.raises(ValueError):
-        body[0]  # noqa: B018  (released)
+        body[0]  # released
     with pytest.raises(AssertionError, match="more often than held"):
         lease.release()
     pool.close()
@@ -345,17 +345,17 @@ def test_attachments_map_each_slot_once_and_again_when_its_name_changes() -> Non
     second = attachments.buffer(0, lease.slot.name)
     assert bytes(second[:3]) == b"two" and len(second) == 2 * MIN_SLOT_BYTES
     with pytest.raises(ValueError):
-        first[0]  # noqa: B018  (the old mapping is closed)
+        first[0]  # the old mapping is closed
     attachments.forget(0)
     with pytest.raises(ValueError):
-        second[0]  # noqa: B018
+        second[0]
     attachments.forget(0)  # forgetting a slot not mapped is harmless
     third = attachments.buffer(0, lease.slot.name)
     other = attachments.buffer(1, lease.slot.name)
     attachments.close()
     for buffer in (third, other):
         with pytest.raises(ValueError):
-            buffer[0]  # noqa: B018
+            buffer[0]
     assert attachments.buffer(0, lease.slot.name) is not third, "close forgets every mapping"
     attachments.close()
     lease.release()
