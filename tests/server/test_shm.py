@@ -4,6 +4,7 @@ and the worker's attachments. The round trips through a worker process are in te
 from __future__ import annotations
 
 import os
+import pickle
 import stat
 import subprocess
 import sys
@@ -37,11 +38,12 @@ def open_fds() -> int:
 
 @pytest.fixture
 def name(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A segment name of this test's own, removed afterwards if the test left it."""
+    """A segment name of this test's own; what starts with it is removed afterwards."""
     name = f"{SEGMENT_PREFIX}{os.getpid()}_unit_{request.node.name[:40]}"
     yield name
-    if on_disk(name):
-        os.unlink(f"/dev/shm/{name}")
+    for left in os.listdir("/dev/shm"):
+        if left.startswith(name):
+            os.unlink(f"/dev/shm/{left}")
 
 
 def test_layouts_start_at_the_next_64_byte_boundary_and_leave_room_for_each_array() -> None:
@@ -52,6 +54,7 @@ def test_layouts_start_at_the_next_64_byte_boundary_and_leave_room_for_each_arra
     assert end == 256
     assert layouts[1] == ArrayLayout("b", "<f8", (3,), 192)
     assert plan_layout(arrays, start=64)[0][0].offset == 64  # an aligned start stays
+    assert plan_layout(arrays)[0][0].offset == 0  # from the start of the slot by default
     assert plan_layout({}, start=0) == ([], 0)
 
 
@@ -62,6 +65,15 @@ def test_a_view_reads_the_array_at_its_layout_offset() -> None:
     assert array.tolist() == [[0], [1]]
     array[1, 0] = 7
     assert bytes(buffer[132:136]) == (7).to_bytes(4, "little")  # a view, not a copy
+
+
+def test_written_arrays_read_back_where_the_planned_layouts_say() -> None:
+    arrays = {"a": np.arange(5, dtype=np.uint8), "b": np.linspace(0, 1, 3, dtype=np.float32)}
+    buffer = memoryview(bytearray(256))
+    layouts = write_arrays(buffer, arrays)
+    assert layouts == plan_layout(arrays)[0]
+    assert bytes(buffer[:5]) == bytes(range(5))
+    assert bytes(buffer[64:76]) == arrays["b"].tobytes()
 
 
 def test_writing_arrays_refuses_layouts_that_do_not_match_them() -> None:
@@ -158,6 +170,11 @@ sys.exit(0)
 
 
 def test_the_owners_tracker_unlinks_what_it_did_not_and_nothing_else(name: str) -> None:
+    # The same calls in this process too, so that mutation testing, which runs a test only
+    # for the code it calls in the test's own process, runs this one for them.
+    here = Segment.create(f"{name}_here", 4096)
+    here.unlink()
+    here.close()
     completed = subprocess.run(
         [sys.executable, "-c", OWNER, name], capture_output=True, text=True, timeout=60
     )
@@ -254,7 +271,7 @@ def test_a_lease_hands_out_the_body_view_and_frees_it_when_the_last_hold_goes() 
     assert pool.in_use == 0 and lease.slot.used == 0
     with pytest.raises(ValueError):
         body[0]  # released
-    with pytest.raises(AssertionError, match="more often than held"):
+    with pytest.raises(AssertionError, match=r"^lease released more often than held$"):
         lease.release()
     pool.close()
 
@@ -262,12 +279,13 @@ def test_a_lease_hands_out_the_body_view_and_frees_it_when_the_last_hold_goes() 
 def test_a_lease_whose_body_is_still_viewed_gives_the_slot_back_anyway() -> None:
     pool = SlotPool(0)
     lease = pool.lend()
-    frame = np.frombuffer(lease.reserve(64), np.uint8)
+    # A consumer that holds the body's buffer itself, so the view cannot be released now.
+    held = pickle.PickleBuffer(lease.reserve(64))
     name = lease.slot.name
-    lease.release()  # no BufferError, although `frame` views the body
+    lease.release()  # no BufferError
     assert pool.in_use == 0 and not on_disk(name)
-    frame[0] = 1  # still mapped until `frame` goes
-    del frame
+    held.raw()[0] = 1  # still mapped until `held` goes
+    held.release()
     pool.close()
 
 
@@ -285,10 +303,13 @@ def test_the_pool_keeps_idle_slots_up_to_keep_and_lends_them_again() -> None:
     assert pool._tag.startswith(f"{os.getpid()}_")
     leases = [pool.lend() for _ in range(3)]
     assert [lease.slot.index for lease in leases] == [0, 1, 2]
+    assert [lease.slot.used for lease in leases] == [0, 0, 0]
     assert pool.in_use == 3
     for lease in leases:
         lease.reserve(10)
     names = [lease.slot.name for lease in leases]
+    # Named after this process, so a leak on /dev/shm says whose it is.
+    assert all(n.startswith(f"{SEGMENT_PREFIX}{pool._tag}_") for n in names)
     assert pool.slot(1) is leases[1].slot
     for lease in leases:
         lease.release()
