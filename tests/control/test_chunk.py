@@ -313,7 +313,7 @@ def test_closed_executor_plays_its_chunk_but_sends_nothing(clock, observe, polic
 
 @pytest.mark.parametrize("options", [{"prefetch_at": -1}, {"blend_steps": -1}])
 def test_a_negative_prefetch_or_blend_is_refused_on_its_own(options, policy_type):
-    with pytest.raises(ValueError, match="prefetch_at and blend_steps must be >= 0"):
+    with pytest.raises(ValueError, match=r"^prefetch_at and blend_steps must be >= 0$"):
         ChunkExecutor(policy_type(), **options)
 
 
@@ -341,6 +341,19 @@ def test_by_default_the_next_chunk_is_asked_for_when_the_last_action_has_run(
         executor.join(5)
     assert played == [None, (1, 1), (2, 1), None, (1, 2), (2, 2)]
     assert sent == [1, 1, 1, 2, 2, 2]
+
+
+def test_by_default_a_chunk_fetched_ahead_is_not_blended(clock, observe, policy_type):
+    """Each reply lands a tick after it was asked for, while the old chunk still has rows:
+    the new chunk replaces them as it came (row 1 of each request), never mixed."""
+    policy = policy_type(horizon=4)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    played = []
+    for _ in range(4):
+        played.append(executor.tick(observe))
+        executor.join(5)
+    assert played[0] is None
+    assert [action.tolist() for action in played[1:]] == [[1, 1], [1, 2], [1, 3]]
 
 
 def test_a_starved_tick_after_actions_has_no_source(clock, observe, policy_type):
