@@ -250,6 +250,21 @@ def test_trailing_bytes_after_a_big_document_are_named(tail):
         unpackb(body + tail)
 
 
+def test_trailing_bytes_in_a_body_of_exactly_the_view_size_are_named():
+    # 3 bytes of map header and key "a", 3 of bin 16 header, the data, 1 trailing byte.
+    body = packb({"a": b"x" * (VIEW_MIN_BYTES - 7)}) + b"\x00"
+    assert len(body) == VIEW_MIN_BYTES
+    with pytest.raises(CodecError, match=r"^malformed msgpack body: data after the document$"):
+        unpackb(body)
+
+
+def test_a_body_over_msgpacks_default_buffer_limit_is_read():
+    """msgpack's Unpacker refuses more than 100 MiB unless told otherwise."""
+    frame = np.zeros(100 * 2**20 + 1, np.uint8)
+    out = unpackb(packb({"frame": frame}))["frame"]
+    assert out.shape == frame.shape
+
+
 def test_a_big_map_missing_its_last_value_is_truncated():
     body = packb({"a": b"x" * VIEW_MIN_BYTES, "b": 1})
     with pytest.raises(CodecError, match=r"^malformed msgpack body: truncated$"):
@@ -275,12 +290,12 @@ def test_an_array_with_its_data_last_is_a_view():
 
 def test_pixel_lists_in_maps_are_read_as_uint8_arrays():
     frame = np.arange(60 * 80 * 3, dtype=np.uint32).reshape(60, 80, 3).astype(np.uint8)
-    document = {"images": {"cam": frame.tolist()}, "tail": [[1, 2], [3, 4]], "after": "x"}
+    document = {"images": {"cam": frame.tolist()}, "tail": [[[1, 2, 3]]], "after": "x"}
     out = unpackb(msgpack.packb(document))
     assert out["images"]["cam"].dtype == np.uint8
     np.testing.assert_array_equal(out["images"]["cam"], frame)
     # Small lists near the end of the body, and what follows the frame, are read as they are.
-    assert out["tail"] == [[1, 2], [3, 4]] and out["after"] == "x"
+    assert out["tail"] == [[[1, 2, 3]]] and out["after"] == "x"
     single = unpackb(msgpack.packb({"cam": frame.tolist(), "after": 1}))  # a frame at depth 1
     np.testing.assert_array_equal(single["cam"], frame)
     assert single["after"] == 1
