@@ -407,3 +407,9 @@ def test_a_bad_numpy_scalar_is_named():
     body = msgpack.packb({"__npgeneric__": True, "data": "many", "dtype": "<i4"})
     with pytest.raises(CodecError, match=r"^bad numpy scalar: "):
         unpackb(body)
+
+
+def test_a_big_binary_alone_is_bytes():
+    blob = bytes(range(256)) * (VIEW_MIN_BYTES // 256)
+    out = unpackb(packb(blob))
+    assert type(out) is bytes and out == blob
