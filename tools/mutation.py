@@ -71,7 +71,7 @@ MODULES: dict[str, list[str]] = {
     "codecs/images": ["tests/codecs/test_images.py",
                       "tests/codecs/test_pixel_limit_at_the_edge.py"],
     "codecs/arrays": ["tests/codecs/test_arrays.py"],
-    "server/worker/shm": ["tests/server/test_worker.py"],
+    "server/worker/shm": ["tests/server/test_shm.py"],
     "protocol/response": ["tests/protocol/test_response.py",
                           "tests/transports/test_empty_chunks.py::test_read_actions_refuses_an_empty_action_array",
                           "tests/transports/test_empty_chunks.py::test_read_actions_takes_the_smallest_chunk"],

@@ -7,6 +7,7 @@ from hypothesis.extra import numpy as hnp
 
 from vla_client.codecs import packb, unpackb
 from vla_client.codecs.msgpack_numpy import VIEW_MIN_BYTES, _pack_default, _unpack_hook
+from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError
 
 
@@ -222,3 +223,193 @@ def test_any_document_decodes_exactly_as_plain_msgpack_decodes_it(document):
 @given(document=documents)
 def test_packing_writes_the_bytes_plain_msgpack_writes(document):
     assert packb(document) == msgpack.packb(document, default=_pack_default, use_bin_type=True)
+
+
+def shares(array, buffer) -> bool:
+    return np.shares_memory(array, np.frombuffer(buffer, np.uint8))
+
+
+def test_values_nested_too_deep_are_a_codec_error():
+    for size in (100, VIEW_MIN_BYTES):  # msgpack reads the one, the walk the other
+        body = b"\x81\xa1k" * 3 + b"\x91" * 10_000 + b"\xc0" + b"\xc0" * size
+        with pytest.raises(CodecError, match=r"^malformed msgpack body: values nested too deep$"):
+            unpackb(body[: len(body) - size] if size == 100 else body)
+
+
+@pytest.mark.parametrize("size", [10, VIEW_MIN_BYTES], ids=["small", "big"])
+def test_maps_with_int_keys_are_read(size):
+    """Other languages' msgpack libraries may key maps with ints."""
+    body = msgpack.packb({1: {2: b"x" * size}, 3: [{4: "y"}]})
+    assert unpackb(body) == {1: {2: b"x" * size}, 3: [{4: "y"}]}
+
+
+@pytest.mark.parametrize("tail", [b"\x00", b"\x00" * 5])
+def test_trailing_bytes_after_a_big_document_are_named(tail):
+    body = packb({"a": np.zeros(VIEW_MIN_BYTES, np.uint8)})
+    with pytest.raises(CodecError, match=r"^malformed msgpack body: data after the document$"):
+        unpackb(body + tail)
+
+
+def test_trailing_bytes_in_a_body_of_exactly_the_view_size_are_named():
+    # 3 bytes of map header and key "a", 3 of bin 16 header, the data, 1 trailing byte.
+    body = packb({"a": b"x" * (VIEW_MIN_BYTES - 7)}) + b"\x00"
+    assert len(body) == VIEW_MIN_BYTES
+    with pytest.raises(CodecError, match=r"^malformed msgpack body: data after the document$"):
+        unpackb(body)
+
+
+def test_a_body_over_msgpacks_default_buffer_limit_is_read():
+    """msgpack's Unpacker refuses more than 100 MiB unless told otherwise."""
+    frame = np.zeros(100 * 2**20 + 1, np.uint8)
+    out = unpackb(packb({"frame": frame}))["frame"]
+    assert out.shape == frame.shape
+
+
+def test_a_big_map_missing_its_last_value_is_truncated():
+    body = packb({"a": b"x" * VIEW_MIN_BYTES, "b": 1})
+    with pytest.raises(CodecError, match=r"^malformed msgpack body: truncated$"):
+        unpackb(body[:-1])
+
+
+def test_a_big_array_alone_is_a_view_down_to_its_exact_size():
+    for array in (np.ones(VIEW_MIN_BYTES, np.uint8), np.ones(VIEW_MIN_BYTES - 1, np.uint8)):
+        buffer = bytearray(packb(array))
+        out = unpackb(buffer)
+        np.testing.assert_array_equal(out, array)
+        assert shares(out, buffer) is (array.nbytes >= VIEW_MIN_BYTES)
+
+
+def test_an_array_with_its_data_last_is_a_view():
+    """Clients in other languages may write the data after dtype and shape, at the very end."""
+    data = bytes(range(256)) * (VIEW_MIN_BYTES // 256)
+    body = bytearray(msgpack.packb({"__ndarray__": True, "dtype": "|u1", "shape": [len(data)],
+                                    "data": data}))  # fmt: skip
+    out = unpackb(body)
+    assert out.tobytes() == data and shares(out, body)
+
+
+def test_pixel_lists_in_maps_are_read_as_uint8_arrays():
+    frame = np.arange(60 * 80 * 3, dtype=np.uint32).reshape(60, 80, 3).astype(np.uint8)
+    document = {"images": {"cam": frame.tolist()}, "tail": [[[1, 2, 3]]], "after": "x"}
+    out = unpackb(msgpack.packb(document))
+    assert out["images"]["cam"].dtype == np.uint8
+    np.testing.assert_array_equal(out["images"]["cam"], frame)
+    # Small lists near the end of the body, and what follows the frame, are read as they are.
+    assert out["tail"] == [[[1, 2, 3]]] and out["after"] == "x"
+    single = unpackb(msgpack.packb({"cam": frame.tolist(), "after": 1}))  # a frame at depth 1
+    np.testing.assert_array_equal(single["cam"], frame)
+    assert single["after"] == 1
+
+
+def test_a_pixel_list_alone_is_read_as_lists():
+    frame = np.full((60, 80, 3), 7, np.uint8)
+    assert unpackb(msgpack.packb(frame.tolist())) == frame.tolist()
+
+
+def test_a_pixel_list_with_exactly_the_view_size_left_is_read_as_an_array():
+    """From the list's first byte to the end of the body is exactly VIEW_MIN_BYTES."""
+    frame = np.ones((40, 40, 3), np.uint8)
+    short = len(msgpack.packb({"a": frame.tolist(), "b": ""}))
+    pad = VIEW_MIN_BYTES + 3 - short - 2  # 3: the map's header and key "a"; 2: a str 16 header
+    body = msgpack.packb({"a": frame.tolist(), "b": "p" * pad})
+    assert len(body) - 3 == VIEW_MIN_BYTES
+    out = unpackb(body)
+    assert isinstance(out["a"], np.ndarray)
+    np.testing.assert_array_equal(out["a"], frame)
+
+
+def nested(depth: int, value):
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def test_maps_down_to_the_walk_depth_give_views_deeper_ones_copies():
+    array = np.ones(VIEW_MIN_BYTES, np.uint8)
+    for depth, view in [(1, True), (5, True), (6, False)]:
+        buffer = bytearray(packb(nested(depth, array)))
+        out = unpackb(buffer)
+        for _ in range(depth):
+            out = out["k"]
+        np.testing.assert_array_equal(out, array)
+        assert shares(out, buffer) is view, depth
+
+
+@pytest.mark.parametrize(("pairs", "view"), [(15, True), (16, True), (256, True), (257, False)])
+def test_maps_of_up_to_256_pairs_give_views(pairs, view):
+    document = {f"k{i}": i for i in range(pairs - 1)} | {"frame": np.ones(VIEW_MIN_BYTES, "u1")}
+    buffer = bytearray(packb(document))
+    out = unpackb(buffer)
+    assert shares(out["frame"], buffer) is view
+    assert [out[f"k{i}"] for i in range(pairs - 1)] == list(range(pairs - 1))
+
+
+def test_maps_with_a_longer_header_than_needed_are_walked():
+    """map 16 and map 32 headers for few pairs: legal, and some encoders write them."""
+    for header in (b"\xde\x00\x01", b"\xdf\x00\x00\x00\x01"):
+        body = bytearray(header + packb("frame") + packb(np.ones(VIEW_MIN_BYTES, np.uint8)))
+        out = unpackb(body)
+        assert shares(out["frame"], body) and out["frame"].sum() == VIEW_MIN_BYTES
+
+
+def test_pre_encoded_msgpack_is_embedded_and_json_refused():
+    inner = PreEncoded(msgpack.packb({"x": [1, 2]}), wire="msgpack")
+    assert unpackb(packb({"a": inner, "b": 3})) == {"a": {"x": [1, 2]}, "b": 3}
+    with pytest.raises(
+        CodecError, match=r"^cannot pack to msgpack: a value pre-encoded as JSON cannot go into"
+    ):
+        packb({"a": PreEncoded(b'{"x": 1}', wire="json")})
+
+
+class Thing:
+    pass
+
+
+def test_an_object_msgpack_cannot_carry_is_named():
+    with pytest.raises(CodecError, match=r"^cannot pack to msgpack: cannot serialize Thing$"):
+        packb({"a": Thing()})
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (2, 0, 4)])
+def test_empty_arrays_round_trip(shape):
+    out = unpackb(packb({"a": np.zeros(shape, np.float32)}))["a"]
+    assert out.shape == shape and out.dtype == np.float32
+
+
+def ndarray_body(**fields) -> bytes:
+    return msgpack.packb({"__ndarray__": True, **fields}, use_bin_type=True)
+
+
+def test_a_dtype_sent_as_binary_is_read():
+    body = ndarray_body(data=np.arange(2, dtype="<i4").tobytes(), dtype=b"<i4", shape=[2])
+    assert unpackb(body).tolist() == [0, 1]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"data": b"\0" * 4, "dtype": "<i4\xe9", "shape": [1]}, "unknown dtype '<i4\xe9'"),
+        ({"data": b"\0" * 4, "dtype": b"<i4\xe9", "shape": [1]}, "unknown dtype '<i4\ufffd'"),
+        ({"data": b"\0" * 4, "dtype": 4, "shape": [1]}, "dtype must be a string, got int"),
+        ({"data": b"\0" * 4, "dtype": "<i4", "shape": 1}, "shape must be a list of non-neg"),
+        ({"data": b"\0" * 4, "dtype": "<i4", "shape": [-1]}, r"non-negative ints, got \[-1\]"),
+        ({"data": b"\0" * 8, "dtype": "<i4", "shape": [2.0]}, "non-negative ints, got"),
+        ({"data": b"\0" * 1, "dtype": "|u1", "shape": [True]}, "non-negative ints, got"),
+        ({"data": "\0" * 4, "dtype": "<i4", "shape": [1]}, "^ndarray data must be binary$"),
+    ],
+)
+def test_bad_ndarray_fields_are_named(fields, message):
+    with pytest.raises(CodecError, match=message):
+        unpackb(ndarray_body(**fields))
+
+
+def test_a_bad_numpy_scalar_is_named():
+    body = msgpack.packb({"__npgeneric__": True, "data": "many", "dtype": "<i4"})
+    with pytest.raises(CodecError, match=r"^bad numpy scalar: "):
+        unpackb(body)
+
+
+def test_a_big_binary_alone_is_bytes():
+    blob = bytes(range(256)) * (VIEW_MIN_BYTES // 256)
+    out = unpackb(packb(blob))
+    assert type(out) is bytes and out == blob

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from vla_client.control import ChunkExecutor, UnsafeActionError, cross_fade
+from vla_client.control import ChunkExecutor, UnsafeActionError, chunk, cross_fade
 from vla_client.errors import (
     ConnectError,
     DeadlineExceededError,
@@ -17,6 +19,7 @@ from vla_client.errors import (
     ServerError,
     StaleObservationError,
 )
+from vla_client.observation import Observation
 
 
 def ticks(executor, observe, n):
@@ -261,8 +264,6 @@ def test_batched_reply_is_a_protocol_error(clock, observe, policy_type):
 
 
 def _batched(result):
-    from dataclasses import replace
-
     return replace(result, actions=result.actions[None])
 
 
@@ -308,3 +309,218 @@ def test_closed_executor_plays_its_chunk_but_sends_nothing(clock, observe, polic
     assert [index_and_request(a) for a in played[:3]] == [(1, 1), (2, 1), (3, 1)]
     assert played[3] is None
     assert len(policy.requests) == 1
+
+
+@pytest.mark.parametrize("options", [{"prefetch_at": -1}, {"blend_steps": -1}])
+def test_a_negative_prefetch_or_blend_is_refused_on_its_own(options, policy_type):
+    with pytest.raises(ValueError, match=r"^prefetch_at and blend_steps must be >= 0$"):
+        ChunkExecutor(policy_type(), **options)
+
+
+def test_a_fresh_executor_reports_nothing_yet(policy_type):
+    executor = ChunkExecutor(policy_type())
+    assert executor.last_error is None
+    assert executor.last_chunk_at is None
+    assert executor.chunk_request_id is None
+    assert executor.source is None
+    assert executor.remaining == 0 and not executor.in_flight
+
+
+def test_by_default_the_next_chunk_is_asked_for_when_the_last_action_has_run(
+    clock, observe, policy_type
+):
+    """prefetch_at=0 and blend_steps=0: chunk 2 is asked for on the tick after chunk 1's last
+    row, and played as it came (row 1 onward: it lands one tick late), never blended."""
+    policy = policy_type(horizon=3)
+    executor = ChunkExecutor(policy, clock=clock)
+    played, sent = [], []
+    for _ in range(6):
+        action = executor.tick(observe)
+        played.append(None if action is None else index_and_request(action))
+        sent.append(executor.stats.requests_sent)
+        executor.join(5)
+    assert played == [None, (1, 1), (2, 1), None, (1, 2), (2, 2)]
+    assert sent == [1, 1, 1, 2, 2, 2]
+
+
+def test_by_default_a_chunk_fetched_ahead_is_not_blended(clock, observe, policy_type):
+    """Each reply lands a tick after it was asked for, while the old chunk still has rows:
+    the new chunk replaces them as it came (row 1 of each request), never mixed."""
+    policy = policy_type(horizon=4)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    played = []
+    for _ in range(4):
+        played.append(executor.tick(observe))
+        executor.join(5)
+    assert played[0] is None
+    assert [action.tolist() for action in played[1:]] == [[1, 1], [1, 2], [1, 3]]
+
+
+def test_a_starved_tick_after_actions_has_no_source(clock, observe, policy_type):
+    policy = policy_type(horizon=2, gated=True)
+    executor = ChunkExecutor(policy, clock=clock)
+    executor.tick(observe)
+    policy.release()
+    executor.join(5)
+    assert executor.tick(observe) is not None and executor.source is not None
+    assert executor.tick(observe) is None  # the chunk has run out; request 2 is in flight
+    assert executor.source is None
+    policy.release()
+
+
+def test_infer_gets_the_observation_observe_returned_on_a_daemon_thread(clock, policy_type):
+    policy = policy_type()
+    seen_on = []
+
+    def infer(observation):
+        seen_on.append(threading.current_thread())
+        return policy(observation)
+
+    observation = Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}, state=[0.0])
+    executor = ChunkExecutor(infer, clock=clock)
+    executor.tick(lambda: observation)
+    executor.join(5)
+    assert policy.observations == [observation]
+    (thread,) = seen_on
+    assert thread is not threading.current_thread()
+    # Named for thread dumps; a daemon, so an inference that hangs does not keep the process up.
+    assert thread.name == "vla-infer" and thread.daemon
+
+
+def test_join_and_close_give_up_after_their_timeout(clock, observe, policy_type):
+    policy = policy_type(gated=True)
+    executor = ChunkExecutor(policy, clock=clock)
+    executor.tick(observe)
+    releaser = threading.Timer(2.0, policy.release)  # a hung wait would see it finish
+    releaser.start()
+    try:
+        assert executor.join(0.01) is False
+        assert executor.close(0.01) is False
+        assert executor.in_flight
+    finally:
+        releaser.cancel()
+        policy.release()
+    assert executor.close(5) is True
+
+
+def test_every_duplicate_and_late_reply_is_counted_and_logged(clock, observe, policy_type, caplog):
+    policy = policy_type(horizon=2, reply_id=lambda n: "req-1" if n < 4 else f"late-{n}")
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="vla_client.control.chunk"):
+        for _ in range(3):  # chunk req-1 is taken, then two replies carrying its id come back
+            executor.tick(observe)
+            executor.join(5)
+        policy.gated = True  # every later reply lands 2 ticks late: a 2-row chunk is all past
+        for _ in range(2):
+            executor.tick(observe)
+            executor.tick(observe)
+            policy.release()
+            executor.join(5)
+        executor.tick(observe)
+    assert executor.stats.chunks_received == 1
+    assert executor.stats.dropped_mismatched == 2
+    assert executor.stats.dropped_late == 2
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("dropped reply 'req-1': that chunk was already taken") == 2
+    assert "dropped late reply late-4 (2 ticks old)" in messages
+    assert "dropped late reply late-5 (2 ticks old)" in messages
+
+
+def test_chunks_received_counts_every_chunk(clock, observe, policy_type):
+    executor = ChunkExecutor(policy_type(horizon=2), clock=clock)
+    for _ in range(6):
+        executor.tick(observe)
+        executor.join(5)
+    assert executor.stats.chunks_received == 3
+
+
+def test_the_ids_remembered_are_bounded(clock, observe, policy_type, monkeypatch):
+    """After SEEN_IDS newer chunks, an id is forgotten: the memory does not grow for ever."""
+    seen = 4  # SEEN_IDS, made small to keep the test short
+    monkeypatch.setattr(chunk, "SEEN_IDS", seen)
+    ids = [f"id-{n}" for n in range(seen + 1)] + ["id-0", f"id-{seen}"]
+    policy = policy_type(horizon=2, reply_id=lambda n: ids[n - 1] if n <= len(ids) else "next")
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)
+    for _ in range(len(ids) + 1):  # each tick takes the reply to the one before
+        executor.tick(observe)
+        executor.join(5)
+    executor.close()
+    assert executor.stats.chunks_received == seen + 2  # id-0 again, once forgotten
+    assert executor.stats.dropped_mismatched == 1  # the newest id is still remembered
+
+
+def test_actions_are_float32_whatever_the_reply_holds(clock, observe, policy_type):
+    policy = policy_type(horizon=3)
+
+    def infer(observation):
+        result = policy(observation)
+        return replace(result, actions=result.actions.astype(np.float64) + 0.1)
+
+    executor = ChunkExecutor(infer, clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    action = executor.tick(observe)
+    assert action.dtype == np.float32
+    assert action.tolist() == [np.float32(1.1), np.float32(1.1)]
+
+
+def test_a_reply_that_is_not_a_chunk_names_its_shape(clock, observe, policy_type):
+    policy = policy_type()
+    executor = ChunkExecutor(lambda obs: replace(policy(obs), actions=np.zeros(3)), clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    with pytest.raises(ProtocolError, match=r"expected an action chunk \[H, D\], got shape \(3,\)"):
+        executor.tick(observe)
+
+
+def test_failures_and_recovery_are_logged_with_the_error_and_the_count(
+    clock, observe, policy_type, caplog
+):
+    """A failure after a recovery starts a new run: it is a warning again."""
+    policy = policy_type(horizon=2, error=ConnectError("connection refused"))
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)  # a request every tick
+    with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
+        for error in [policy.error, policy.error, None, policy.error]:
+            policy.error = error
+            executor.tick(observe)
+            executor.join(5)
+        executor.tick(observe)
+    records = [(r.levelno, r.getMessage()) for r in caplog.records]
+    failed = "inference failed, trying again: connection refused"
+    assert records == [
+        (logging.WARNING, failed),
+        (logging.DEBUG, failed),
+        (logging.INFO, "inference back after 2 failed requests"),
+        (logging.WARNING, failed),
+    ]
+
+
+def test_a_stale_observation_is_logged_with_its_age(clock, observe_aged, policy_type, caplog):
+    executor = ChunkExecutor(policy_type(), max_observation_age_s=0.5, clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
+        executor.tick(observe_aged(0.75))
+    assert [r.getMessage() for r in caplog.records] == ["observation 750.0 ms old, not sent"]
+
+
+def test_cross_fade_blends_only_as_many_steps_as_the_new_chunk_has():
+    old, new = np.zeros((5, 1), np.float32), np.ones((2, 1), np.float32)
+    assert cross_fade(old, new, 4)[:, 0].tolist() == pytest.approx([1 / 3, 2 / 3])
+
+
+def test_a_changed_action_dim_is_named():
+    with pytest.raises(ProtocolError, match="action dim changed from 2 to 3"):
+        cross_fade(np.zeros((3, 2), np.float32), np.zeros((3, 3), np.float32), 2)
+
+
+@pytest.mark.parametrize(("status", "retried"), [(499, False), (500, True), (501, True)])
+def test_server_errors_from_500_are_retried(status, retried, clock, observe, policy_type):
+    executor = ChunkExecutor(policy_type(error=ServerError(status, "x")), clock=clock)
+    executor.tick(observe)
+    executor.join(5)
+    if not retried:
+        with pytest.raises(ServerError):
+            executor.tick(observe)
+        return
+    executor.tick(observe)
+    assert executor.stats.errors == 1
+    executor.join(5)

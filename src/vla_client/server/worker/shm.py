@@ -269,8 +269,8 @@ class Lease:
         if self._holds == 0:
             view, self._view = self._view, None
             if view is not None:
-                # BufferError: arrays decoded from the body still view it; the segment is then
-                # unmapped when they go (see `Segment`).
+                # BufferError: a consumer still holds this view's buffer; the segment is then
+                # unmapped when it lets go (see `Segment`).
                 with contextlib.suppress(BufferError):
                     view.release()
             self._pool.give_back(self.slot)

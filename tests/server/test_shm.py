@@ -1,0 +1,383 @@
+"""Shared-memory slots on their own, in this process: layouts, segments, slots, leases, the pool
+and the worker's attachments. The round trips through a worker process are in test_worker.py."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from numpy.lib.stride_tricks import as_strided
+
+from vla_client.server.worker.shm import (
+    MIN_SLOT_BYTES,
+    SEGMENT_PREFIX,
+    ArrayLayout,
+    Attachments,
+    Segment,
+    Slot,
+    SlotPool,
+    plan_layout,
+    view,
+    write_arrays,
+)
+
+
+def on_disk(name: str) -> bool:
+    return os.path.exists(f"/dev/shm/{name}")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture
+def name(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A segment name of this test's own; what starts with it is removed afterwards."""
+    name = f"{SEGMENT_PREFIX}{os.getpid()}_unit_{request.node.name[:40]}"
+    yield name
+    for left in os.listdir("/dev/shm"):
+        if left.startswith(name):
+            os.unlink(f"/dev/shm/{left}")
+
+
+def test_layouts_start_at_the_next_64_byte_boundary_and_leave_room_for_each_array() -> None:
+    arrays = {"a": np.zeros(65, np.uint8), "b": np.zeros(3, np.float64), "c": np.zeros(0)}
+    layouts, end = plan_layout(arrays, start=1)
+    # 1 rounds up to 64; 64 + 65 bytes ends at 129, rounds up to 192; 192 + 24 = 216 -> 256.
+    assert [(lay.key, lay.offset) for lay in layouts] == [("a", 64), ("b", 192), ("c", 256)]
+    assert end == 256
+    assert layouts[1] == ArrayLayout("b", "<f8", (3,), 192)
+    assert plan_layout(arrays, start=64)[0][0].offset == 64  # an aligned start stays
+    assert plan_layout(arrays)[0][0].offset == 0  # from the start of the slot by default
+    assert plan_layout({}, start=0) == ([], 0)
+
+
+def test_a_view_reads_the_array_at_its_layout_offset() -> None:
+    buffer = memoryview(bytearray(256))
+    buffer[128:136] = np.arange(2, dtype="<i4").tobytes()
+    array = view(buffer, ArrayLayout("x", "<i4", (2, 1), 128))
+    assert array.tolist() == [[0], [1]]
+    array[1, 0] = 7
+    assert bytes(buffer[132:136]) == (7).to_bytes(4, "little")  # a view, not a copy
+
+
+def test_written_arrays_read_back_where_the_planned_layouts_say() -> None:
+    arrays = {"a": np.arange(5, dtype=np.uint8), "b": np.linspace(0, 1, 3, dtype=np.float32)}
+    buffer = memoryview(bytearray(256))
+    layouts = write_arrays(buffer, arrays)
+    assert layouts == plan_layout(arrays)[0]
+    assert bytes(buffer[:5]) == bytes(range(5))
+    assert bytes(buffer[64:76]) == arrays["b"].tobytes()
+
+
+def test_writing_arrays_refuses_layouts_that_do_not_match_them() -> None:
+    arrays = {"a": np.ones(4, np.float32), "b": np.ones(4, np.float32)}
+    layouts, end = plan_layout(arrays)
+    buffer = memoryview(bytearray(end))
+    with pytest.raises(ValueError):  # one layout for two arrays: nothing is written silently
+        write_arrays(buffer, arrays, layouts[:1])
+    wrong_dtype = {"a": np.ones(4, np.float64), "b": np.ones(4, np.float64)}
+    with pytest.raises(TypeError):  # no casting: float64 into a float32 layout
+        write_arrays(buffer, wrong_dtype, layouts)
+
+
+def test_a_created_segment_has_its_size_is_private_and_its_name_is_taken(name: str) -> None:
+    segment = Segment.create(name, 3000)
+    try:
+        assert segment.name == name and segment.size == len(segment.buf) == 3000
+        assert os.stat(f"/dev/shm/{name}").st_size == 3000
+        assert stat.S_IMODE(os.stat(f"/dev/shm/{name}").st_mode) == 0o600
+        with pytest.raises(FileExistsError):
+            Segment.create(name, 3000)
+        assert on_disk(name), "a failed create leaves the existing segment alone"
+    finally:
+        segment.unlink()
+        segment.close()
+    assert not on_disk(name)
+
+
+def test_a_segment_that_cannot_be_mapped_leaves_no_name_and_no_descriptor(name: str) -> None:
+    before = open_fds()
+    with pytest.raises(ValueError):  # mmap refuses an empty file
+        Segment.create(name, 0)
+    assert not on_disk(name)
+    assert open_fds() == before
+
+
+def test_a_created_segment_keeps_no_descriptor_open(name: str) -> None:
+    before = open_fds()
+    segment = Segment.create(name, 4096)
+    attached = Segment.attach(name)
+    # The mapping itself keeps a duplicate descriptor before Python 3.13, one per segment.
+    per_mapping = 0 if sys.version_info >= (3, 13) else 1
+    assert open_fds() == before + 2 * per_mapping
+    attached.close()
+    segment.unlink()
+    segment.close()
+    assert open_fds() == before
+
+
+def test_an_attached_segment_shares_the_memory_at_its_full_size(name: str) -> None:
+    owner = Segment.create(name, 5000)
+    worker = Segment.attach(name)
+    assert worker.name == name and worker.size == len(worker.buf) == 5000
+    worker.buf[4990:5000] = b"from-there"
+    assert bytes(owner.buf[4990:5000]) == b"from-there"
+    owner.buf[:4] = b"back"
+    assert bytes(worker.buf[:4]) == b"back"
+    assert worker.close() and owner.close()
+    owner.unlink()
+
+
+def test_closing_a_segment_that_is_still_viewed_waits_for_the_view(name: str) -> None:
+    segment = Segment.create(name, 4096)
+    segment.unlink()
+    array = np.frombuffer(segment.buf, np.uint8)
+    assert segment.close() is False
+    array[0] = 9  # still mapped
+    assert array[0] == 9
+    del array
+    assert segment.close() is True
+    with pytest.raises(ValueError):
+        segment.buf[0]  # the mapping is gone
+
+
+def test_unlinking_a_segment_someone_else_removed_is_harmless(name: str) -> None:
+    segment = Segment.create(name, 4096)
+    os.unlink(f"/dev/shm/{name}")
+    segment.unlink()
+    assert segment.close()
+
+
+# The owner's resource tracker unlinks what it created if the owner dies before unlinking it,
+# and says nothing about segments the owner unlinked itself.
+OWNER = """
+import sys
+from vla_client.server.worker.shm import Segment
+kept = Segment.create(sys.argv[1] + "_kept", 4096)
+done = Segment.create(sys.argv[1] + "_done", 4096)
+done.unlink()
+done.close()
+print("ready", flush=True)
+sys.exit(0)
+"""
+
+
+def test_the_owners_tracker_unlinks_what_it_did_not_and_nothing_else(name: str) -> None:
+    # The same calls in this process too, so that mutation testing, which runs a test only
+    # for the code it calls in the test's own process, runs this one for them.
+    here = Segment.create(f"{name}_here", 4096)
+    here.unlink()
+    here.close()
+    completed = subprocess.run(
+        [sys.executable, "-c", OWNER, name], capture_output=True, text=True, timeout=60
+    )
+    assert completed.stdout == "ready\n", completed.stderr
+    assert not on_disk(f"{name}_kept")
+    assert not on_disk(f"{name}_done")
+    # The tracker warns of one leaked segment: the one left for it.
+    assert "There appear to be 1 leaked shared_memory" in completed.stderr, completed.stderr
+
+
+def test_a_slot_before_reserve_has_no_segment_and_says_so() -> None:
+    slot = Slot("tag", 0, [])
+    assert not slot.fits(0)
+    assert slot.locate(np.zeros(4)) is None
+    with pytest.raises(AssertionError, match="before reserve"):
+        slot.name  # noqa: B018
+    with pytest.raises(AssertionError, match="before reserve"):
+        slot.buffer  # noqa: B018
+    slot.release()  # nothing to release: no error
+
+
+def test_a_slot_is_at_least_a_mebibyte_and_grows_to_the_next_power_of_two() -> None:
+    forgotten: list[int] = []
+    slot = Slot(f"{os.getpid()}_grow", 3, forgotten)
+    try:
+        slot.reserve(1)
+        assert len(slot.buffer) == MIN_SLOT_BYTES
+        assert forgotten == [], "a first segment replaces nothing"
+        assert slot.fits(MIN_SLOT_BYTES) and not slot.fits(MIN_SLOT_BYTES + 1)
+        first = slot.name
+        slot.reserve(MIN_SLOT_BYTES)  # fits: same segment
+        assert slot.name == first
+        slot.reserve(4 * MIN_SLOT_BYTES)  # a power of two is big enough as it is
+        assert len(slot.buffer) == 4 * MIN_SLOT_BYTES
+        assert forgotten == [3], "the worker must unmap the old segment"
+        second = slot.name
+        slot.reserve(4 * MIN_SLOT_BYTES + 1)
+        assert len(slot.buffer) == 8 * MIN_SLOT_BYTES
+        assert forgotten == [3, 3]
+        assert len({first, second, slot.name}) == 3, "a grown slot has a new name"
+        assert not on_disk(first) and not on_disk(second) and on_disk(slot.name)
+        assert slot.name.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_grow_3_")
+    finally:
+        slot.release()
+
+
+def test_a_slot_that_grows_or_is_released_forgets_its_body() -> None:
+    slot = Slot(f"{os.getpid()}_used", 0, [])
+    slot.reserve(10)
+    slot.used = 10
+    slot.reserve(2 * MIN_SLOT_BYTES)
+    assert slot.used == 0
+    slot.used = 10
+    slot.reset()
+    assert slot.used == 0
+    slot.used = 10
+    name = slot.name
+    slot.release()
+    assert slot.used == 0 and not on_disk(name) and not slot.fits(0)
+
+
+def test_a_slot_locates_arrays_at_its_first_and_last_bytes_only() -> None:
+    slot = Slot(f"{os.getpid()}_locate", 0, [])
+    slot.reserve(1)
+    size = len(slot.buffer)
+    try:
+        assert slot.locate(np.frombuffer(slot.buffer, np.uint8, count=8)) == 0
+        last = np.frombuffer(slot.buffer, np.float32, offset=size - 8)
+        assert slot.locate(last) == size - 8
+        # Claims to run 4 bytes past the end (never read): not wholly inside.
+        past = as_strided(last[1:], shape=(2,), strides=(4,))
+        assert slot.locate(past) is None
+        before = np.zeros(2, np.uint8)
+        assert slot.locate(before) is None
+        misaligned = np.frombuffer(slot.buffer, np.float32, count=2, offset=6)
+        assert slot.locate(misaligned) is None
+        del last, past, misaligned
+    finally:
+        slot.release()
+
+
+def test_a_lease_hands_out_the_body_view_and_frees_it_when_the_last_hold_goes() -> None:
+    pool = SlotPool(1)
+    lease = pool.lend()
+    body = lease.reserve(100)
+    assert len(body) == 100 and not body.readonly
+    assert lease.slot.used == 100
+    body[:5] = b"hello"
+    assert bytes(lease.slot.buffer[:5]) == b"hello"
+    lease.hold()  # a job in the worker
+    lease.release()  # the entrypoint is done
+    assert pool.in_use == 1 and bytes(body[:5]) == b"hello", "the job still holds the slot"
+    lease.release()
+    assert pool.in_use == 0 and lease.slot.used == 0
+    with pytest.raises(ValueError):
+        body[0]  # released
+    with pytest.raises(AssertionError, match=r"^lease released more often than held$"):
+        lease.release()
+    pool.close()
+
+
+def test_a_lease_whose_body_is_still_viewed_gives_the_slot_back_anyway() -> None:
+    pool = SlotPool(0)
+    lease = pool.lend()
+    # A consumer that holds the body's buffer itself, so the view cannot be released now.
+    held = pickle.PickleBuffer(lease.reserve(64))
+    name = lease.slot.name
+    lease.release()  # no BufferError
+    assert pool.in_use == 0 and not on_disk(name)
+    held.raw()[0] = 1  # still mapped until `held` goes
+    held.release()
+    pool.close()
+
+
+def test_a_lease_released_without_a_body_gives_the_slot_back() -> None:
+    pool = SlotPool(1)
+    lease = pool.lend()
+    lease.release()
+    assert pool.in_use == 0
+    assert pool.lend().slot is lease.slot
+    pool.close()
+
+
+def test_the_pool_keeps_idle_slots_up_to_keep_and_lends_them_again() -> None:
+    pool = SlotPool(2)
+    assert pool._tag.startswith(f"{os.getpid()}_")
+    leases = [pool.lend() for _ in range(3)]
+    assert [lease.slot.index for lease in leases] == [0, 1, 2]
+    assert [lease.slot.used for lease in leases] == [0, 0, 0]
+    assert pool.in_use == 3
+    for lease in leases:
+        lease.reserve(10)
+    names = [lease.slot.name for lease in leases]
+    # Named after this process, so a leak on /dev/shm says whose it is.
+    assert all(n.startswith(f"{SEGMENT_PREFIX}{pool._tag}_") for n in names)
+    assert pool.slot(1) is leases[1].slot
+    for lease in leases:
+        lease.release()
+    assert pool.in_use == 0
+    assert [on_disk(n) for n in names] == [True, True, False], "two kept, the third unlinked"
+    assert pool.take_forgotten() == (2,)
+    assert pool.take_forgotten() == (), "each index is handed over once"
+    with pytest.raises(KeyError):
+        pool.slot(2)
+    again = pool.lend()
+    assert again.slot is leases[1].slot and again.slot.name == names[1], "reused, not remade"
+    assert pool.in_use == 1
+    pool.close()
+    assert not any(on_disk(n) for n in names)
+
+
+def test_a_pool_that_keeps_nothing_unlinks_every_slot_given_back() -> None:
+    pool = SlotPool(0)
+    lease = pool.lend()
+    lease.reserve(10)
+    name = lease.slot.name
+    lease.release()
+    assert not on_disk(name) and pool.take_forgotten() == (0,)
+    assert pool.lend().slot.index == 1
+
+
+def test_a_closed_pool_unlinks_slots_as_they_come_back_and_keeps_none() -> None:
+    pool = SlotPool(4)
+    idle, busy = pool.lend(), pool.lend()
+    idle.reserve(10)
+    busy.reserve(10)
+    idle.release()
+    pool.close()
+    assert pool.in_use == 0
+    late = pool.lend()
+    late.reserve(10)
+    name = late.slot.name
+    late.release()
+    busy.release()
+    assert not on_disk(name)
+    assert pool.lend().slot is not late.slot, "a closed pool keeps no slot for reuse"
+
+
+def test_attachments_map_each_slot_once_and_again_when_its_name_changes() -> None:
+    pool = SlotPool(1)
+    lease = pool.lend()
+    lease.reserve(10)[:3] = b"one"
+    attachments = Attachments()
+    first = attachments.buffer(0, lease.slot.name)
+    assert bytes(first[:3]) == b"one"
+    assert attachments.buffer(0, lease.slot.name) is first, "mapped once"
+    lease.slot.reserve(2 * MIN_SLOT_BYTES)  # grows: a new segment, a new name
+    lease.slot.buffer[:3] = b"two"
+    second = attachments.buffer(0, lease.slot.name)
+    assert bytes(second[:3]) == b"two" and len(second) == 2 * MIN_SLOT_BYTES
+    with pytest.raises(ValueError):
+        first[0]  # the old mapping is closed
+    attachments.forget(0)
+    with pytest.raises(ValueError):
+        second[0]
+    attachments.forget(0)  # forgetting a slot not mapped is harmless
+    third = attachments.buffer(0, lease.slot.name)
+    other = attachments.buffer(1, lease.slot.name)
+    attachments.close()
+    for buffer in (third, other):
+        with pytest.raises(ValueError):
+            buffer[0]
+    assert attachments.buffer(0, lease.slot.name) is not third, "close forgets every mapping"
+    attachments.close()
+    lease.release()
+    pool.close()
