@@ -24,6 +24,7 @@ from vla_client.cameras import (
     VideoFileCamera,
 )
 from vla_client.cameras.preprocess import FramePreprocessor
+from vla_client.errors import CameraSettingError
 
 
 class FixedCamera(CameraBase):
@@ -253,3 +254,24 @@ def test_preprocessor_maps_names_sizes_and_capture_times() -> None:
     assert all(image.shape == (32, 32, 3) for image in observation.images.values())
     assert observation.capture_times["left_wrist_0_rgb"] == capture.frames["wrist"].monotonic_time
     assert capture.frames["wrist"].image.shape == (48, 64, 3)  # raw frames stay as captured
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_age_s": 0}, "max_age_s must be a number > 0; got 0"),
+        ({"timeout_s": -1.0}, "timeout_s must be a number > 0; got -1.0"),
+        ({"timeout_s": "1"}, "timeout_s must be a number > 0; got '1'"),
+        ({"preprocessor": 3}, "preprocessor must be callable; got 3"),
+    ],
+)
+def test_a_rig_option_that_cannot_work_is_a_camera_setting_error(options, message) -> None:
+    cameras = {"wrist": FixedCamera(source="wrist", calls=[])}
+    with pytest.raises(CameraSettingError) as caught:
+        CameraRig(cameras, **options)  # type: ignore[arg-type]
+    assert str(caught.value) == message
+
+
+def test_a_rig_takes_no_timeout() -> None:
+    rig = CameraRig({"wrist": FixedCamera(source="wrist", calls=[])}, timeout_s=None)
+    assert rig.timeout_s is None

@@ -100,3 +100,16 @@ def test_from_metadata_passes_the_other_options_on() -> None:
     gate = SafetyGate.from_metadata(metadata, low=[0.0], high=[1.0])
     with pytest.raises(UnsafeActionError, match="outside bounds"):
         gate.check([2.0])
+
+
+def test_a_limit_of_the_wrong_shape_says_what_it_must_be() -> None:
+    with pytest.raises(ValueError) as caught:
+        SafetyGate(low=[[0.0, 1.0]])
+    assert str(caught.value) == (
+        "low must be a number or one value per dimension (any); got shape (1, 2)"
+    )
+    with pytest.raises(ValueError) as caught:
+        SafetyGate(action_dim=3, max_delta=[0.1, 0.2])
+    assert str(caught.value) == (
+        "max_delta must be a number or one value per dimension (3); got shape (2,)"
+    )

@@ -62,3 +62,10 @@ def test_every_trip_is_counted_and_logged_once_and_so_is_every_recovery(clock, c
         "server back after 2 watchdog trip(s)",
     ]
     assert [record.levelno for record in caplog.records] == [logging.WARNING, logging.INFO] * 2
+
+
+def test_a_stop_action_must_be_finite() -> None:
+    for bad in ([0.0, float("nan")], [float("inf")]):
+        with pytest.raises(ValueError) as caught:
+            Watchdog(0.5, "stop", stop_action=bad)
+        assert str(caught.value) == "stop_action must be finite"

@@ -231,3 +231,44 @@ def test_aretrying_keeps_within_the_budget() -> None:
         asyncio.run(aretrying(attempt, POLICY, budget_s=0.05))
     assert call.calls == 1
     assert asyncio.run(aretrying(attempt, POLICY, budget_s=0.5)) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"initial_s": -0.001}, "initial_s must be a number >= 0; got -0.001"),
+        ({"max_s": -1}, "max_s must be a number >= 0; got -1"),
+        ({"multiplier": 0.999}, "multiplier must be a number >= 1; got 0.999"),
+        ({"multiplier": "2"}, "multiplier must be a number >= 1; got '2'"),
+    ],
+)
+def test_a_backoff_option_out_of_range_is_refused_by_name(options, message) -> None:
+    with pytest.raises(ValueError) as caught:
+        Backoff(**options)
+    assert str(caught.value) == message
+
+
+def test_a_backoff_takes_each_option_at_its_lowest() -> None:
+    backoff = Backoff(initial_s=0, max_s=0, multiplier=1)
+    assert backoff.delay(1) == backoff.delay(5) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be an integer >= 1; got 0"),
+        ({"max_attempts": 2.0}, "max_attempts must be an integer >= 1; got 2.0"),
+        ({"max_total_s": -0.5}, "max_total_s must be a number >= 0; got -0.5"),
+        ({"backoff": 0.1}, "backoff must be a Backoff; got 0.1"),
+    ],
+)
+def test_a_retry_option_out_of_range_is_refused_by_name(options, message) -> None:
+    with pytest.raises(ValueError) as caught:
+        RetryPolicy(**options)
+    assert str(caught.value) == message
+
+
+def test_a_retry_policy_takes_each_option_at_its_lowest() -> None:
+    policy = RetryPolicy(max_attempts=1, max_total_s=0)
+    assert (policy.max_attempts, policy.max_total_s) == (1, 0)
+    assert policy.next_delay(ConnectError("refused", sent=False), 1, 0.0) is None

@@ -62,9 +62,6 @@ class SafetyGate:
         self._max_delta = self._limit("max_delta", max_delta)
         if self._max_delta is not None and (self._max_delta < 0).any():
             raise ValueError("max_delta must be >= 0")
-        for name, mode in (("on_bounds", on_bounds), ("on_delta", on_delta)):
-            if mode not in ON_VIOLATION:
-                raise ValueError(f"{name} must be one of {', '.join(ON_VIOLATION)}; got {mode!r}")
         self._on_bounds = on_bounds
         self._on_delta = on_delta
         self._last: Action | None = None
