@@ -161,17 +161,28 @@ def test_usage_errors_are_one_line_with_exit_2(cli, usage_error):
     assert "invalid choice: 'png2'" in usage_error(cli("send", "--encoding", "png2"))
 
 
+def _default_sigint() -> None:
+    """In the child: Ctrl-C as a terminal delivers it. A suite started in the background by a
+    non-interactive shell inherits SIGINT ignored, and Python then never raises
+    KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_without_a_traceback(counting_server):
     process = subprocess.Popen(
         [sys.executable, "-m", "vla_client.cli", "send", counting_server.url, "--repeat", "100",
          "--rate", "2", "--height", "32", "--width", "32"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint,
     )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while counting_server.requests < 2 and time.monotonic() < deadline:  # it is sending
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while counting_server.requests < 2 and time.monotonic() < deadline:  # it is sending
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:  # a sender left running would add requests to the next tests' counts
+        process.kill()
+        process.wait()
     assert process.returncode == 130
     assert "Traceback" not in err and err.strip() == ""
     assert out == ""
