@@ -8,6 +8,7 @@ values and what was given, the same way everywhere.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 from typing import TypeGuard
@@ -27,14 +28,18 @@ def check_positive(
     *,
     allow_none: bool = False,
     integer: bool = False,
+    finite: bool = False,
     error: type[ValueError] = ValueError,
 ) -> None:
-    """Raise `error` unless `value` is a number above 0 (an integer when asked; None when
-    allowed). `error` lets a package raise its own `ValueError` subclass."""
+    """Raise `error` unless `value` is a number above 0 (an integer when asked, a finite number
+    when asked; None when allowed). `error` lets a package raise its own `ValueError` subclass.
+
+    Ask for `finite` where infinity cannot mean anything sensible (a rate of infinite Hz is an
+    unpaced loop, an infinite age limit no limit at all)."""
     if value is None and allow_none:
         return
-    if not _is_number(value, integer) or not value > 0:
-        kind = "an integer" if integer else "a number"
+    if not _is_number(value, integer) or not value > 0 or (finite and not math.isfinite(value)):
+        kind = "an integer" if integer else "a finite number" if finite else "a number"
         raise error(f"{option} must be {kind} > 0; got {value!r}")
 
 
