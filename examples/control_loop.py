@@ -171,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
         f"chunks {counters.chunks_received}/{counters.requests_sent} requests; "
         f"stale observations {counters.stale_observations}, "
         f"mismatched {counters.dropped_mismatched}, late {counters.dropped_late}, "
-        f"errors {counters.errors}, starved ticks {counters.starved_ticks}"
+        f"errors {counters.errors}, malformed {counters.malformed_replies}, "
+        f"starved ticks {counters.starved_ticks}"
     )
     print(f"final joint positions: {np.round(robot.position, 3)}")
     return 0 if counters.chunks_received else 1
