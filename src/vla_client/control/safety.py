@@ -63,6 +63,10 @@ class SafetyGate:
         self._dim: int | None = None if action_dim is None else int(action_dim)
         self._dim_origin = "action_dim"
         self.horizon = horizon
+        # Each limit read may fix the dimension and spread the ones read before it.
+        self._low: Action | None = None
+        self._high: Action | None = None
+        self._max_delta: Action | None = None
         self._low = self._limit("low", low)
         self._high = self._limit("high", high)
         self._max_delta = self._limit("max_delta", max_delta)
@@ -124,7 +128,7 @@ class SafetyGate:
         """Fix the action dimension at `size`, and spread the scalar limits given so far."""
         self._dim, self._dim_origin = size, origin
         for name in ("_low", "_high", "_max_delta"):
-            limit = getattr(self, name, None)
+            limit = getattr(self, name)
             if limit is not None and limit.ndim == 0:
                 setattr(self, name, np.full(size, limit, dtype=np.float32))
 
