@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib.util
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -174,24 +176,23 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def load_map_tool() -> ModuleType:
+    """tools/architecture.py, which draws docs/architecture.md's map from the imports."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "architecture.py"
+    spec = importlib.util.spec_from_file_location("architecture_map", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+MAP = load_map_tool()
+
+
 def imports_of(path: Path, *, with_type_checking: bool) -> Iterator[str]:
-    """The vla_client modules `path` imports at module level (and in TYPE_CHECKING blocks)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes: list[ast.stmt] = list(tree.body)
-    for node in tree.body:
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            nodes.remove(node)
-            if with_type_checking:
-                nodes.extend(node.body)
-    for node in nodes:
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.module.startswith("vla_client")
-        ):
-            yield node.module
-        elif isinstance(node, ast.Import):
-            yield from (a.name for a in node.names if within(a.name, ("vla_client",)))
+    """The vla_client modules `path` imports at import time (and in TYPE_CHECKING blocks)."""
+    kinds = ("import", "type_checking") if with_type_checking else ("import",)
+    return (module for module, kind in MAP.imports(path) if kind in kinds)
 
 
 MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
@@ -238,6 +239,25 @@ def test_no_import_circles() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+def test_the_map_in_the_architecture_page_is_drawn_from_todays_imports() -> None:
+    """docs/architecture.md shows what tools/architecture.py draws; on a difference, run
+    ``python tools/architecture.py --write`` and read the new map before committing it."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    assert MAP.in_page(page) == MAP.block(MAP.drawing())
+
+
+def test_the_map_draws_each_kind_of_import_and_every_part() -> None:
+    """Arrows the code has, one of each kind, and a part for every folder and module."""
+    graph = MAP.arrows()
+    assert graph["client/"]["cameras/"] == "import"  # client/core.py: the contract fit
+    assert graph["cli/"]["server/"] == "deferred"  # only the commands that serve import it
+    assert graph["control/"]["protocol/"] == "types only"  # control/safety.py
+    assert graph["__init__.py"]["client/"] == "deferred"  # the front door's lazy face
+    assert "codecs/" not in graph["cameras/"]
+    parts = {MAP.part_of(name) for name in MODULES}
+    assert set(graph) == parts
 
 
 # --- one error tree ---------------------------------------------------------------------------
