@@ -251,11 +251,11 @@ def test_the_map_in_the_architecture_page_is_drawn_from_todays_imports() -> None
 def test_the_map_draws_each_kind_of_import_and_every_part() -> None:
     """Arrows the code has, one of each kind, and a part for every folder and module."""
     graph = MAP.arrows()
-    assert graph["client/"]["cameras/"] == "import"  # client/core.py: the contract fit
+    assert graph["server/"]["protocol/"] == "import"
     assert graph["cli/"]["server/"] == "deferred"  # only the commands that serve import it
     assert graph["control/"]["protocol/"] == "types only"  # control/safety.py
     assert graph["__init__.py"]["client/"] == "deferred"  # the front door's lazy face
-    assert "codecs/" not in graph["cameras/"]
+    assert "server/" not in graph["client/"]
     parts = {MAP.part_of(name) for name in MODULES}
     assert set(graph) == parts
 
@@ -332,6 +332,13 @@ def test_every_name_of_every_package_face_exists() -> None:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
         with pytest.raises(AttributeError, match="no attribute 'nope'"):
             package.nope  # noqa: B018
+
+
+def test_a_face_built_the_old_way_from_its_file_name_is_refused() -> None:
+    from vla_client._lazy import lazy_face
+
+    with pytest.raises(TypeError, match="table of name -> module"):
+        lazy_face("vla_client", vla_client.__file__)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("path", FACES, ids=module_name)

@@ -35,6 +35,8 @@ def lazy_face(
     """``__getattr__``, ``__dir__`` and ``__all__`` for `package`, which offers each of `names`
     from the module the table gives, and each of `moved` (name -> the package it moved to)
     with a `DeprecationWarning`."""
+    if not isinstance(names, Mapping):  # the old call passed the face's __file__ here
+        raise TypeError(f"lazy_face takes a table of name -> module, not {names!r}")
     exported = sorted(names)
     moved = dict(moved or {})
 
