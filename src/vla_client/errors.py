@@ -25,8 +25,11 @@
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
-    └── PolicyLoadError (ValueError)            server side: a policy name that gives no policy
+    │   └── PolicyStartError                    the policy's load() or warm_up() raised
+    ├── PolicyLoadError (ValueError)            server side: a policy name that gives no policy
+    └── PolicyOutputError (ValueError)          server side: a policy's chunk is malformed
 
+The server-side errors are offered by `vla_client.server`; the rest by `vla_client` itself.
 Client code catches `VLAClientError` for "anything went wrong talking to the policy", or a
 subclass to decide what to do next: fix the input (`InvalidObservationError`), retry later
 (`ConnectError`, `RequestTimeoutError`, `ServerError` with ``retryable``), or report a bug in

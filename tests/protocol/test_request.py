@@ -4,10 +4,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from vla_client import Observation, decode_request, encode_request
+from vla_client import Observation, encode_request
 from vla_client.codecs import b64encode_text, encode_jpeg, encode_png
 from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
-from vla_client.protocol import ENCODINGS, WIRES, DecodeLimits
+from vla_client.protocol import ENCODINGS, WIRES, DecodeLimits, decode_request
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

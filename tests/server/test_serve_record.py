@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from serve_process import start_serve
 
-from vla_client import ActionClient, Observation, decode_request, encode_request
+from vla_client import ActionClient, Observation, encode_request
 from vla_client.recording import load_action_chunks, load_observations
-from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app, decode_request
 from vla_client.server.config import RecordSettings
 from vla_client.server.pipeline import Pipeline
 
