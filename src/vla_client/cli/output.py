@@ -28,10 +28,11 @@ def print_json(document: Any, *, stream: TextIO | None = None) -> None:
     stream.write(orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
 
 
-def fail(message: str) -> int:
-    """Print a one-line reason to stderr; the exit code for a failed command."""
+def fail(message: str, code: int = 1) -> int:
+    """Print a one-line reason to stderr; returns `code`, the exit status (1: the command
+    failed; 2: it was asked for something that cannot be done)."""
     sys.stderr.write(f"vla-client: error: {message}\n")
-    return 1
+    return code
 
 
 def os_error_message(exc: OSError) -> str:
