@@ -29,7 +29,7 @@ from vla_client.cameras.scene import SyntheticScene
 from vla_client.cli.checks import check_output_file, file_type, require_module
 from vla_client.cli.common import add_connection_options, server_metadata, stage_samples
 from vla_client.cli.failures import failure_line, not_a_vla_server
-from vla_client.cli.output import fail, os_error_message, print_table
+from vla_client.cli.output import fail, print_table
 from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
@@ -119,10 +119,8 @@ def run(args: argparse.Namespace) -> int:
             Path(args.save).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
         if args.plot:
             plot_report(report, args.plot)
-    except (VLAClientError, ValueError, ImportError) as exc:
+    except (VLAClientError, ValueError, ImportError, OSError) as exc:
         return fail(failure_line(exc, args))
-    except OSError as exc:
-        return fail(os_error_message(exc))
     _print_ranking(results, url)
     if args.save:
         print(f"saved report to {args.save}")

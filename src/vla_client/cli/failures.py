@@ -14,7 +14,6 @@ from collections.abc import Mapping
 
 import httpx
 
-from vla_client.cli.output import os_error_message
 from vla_client.errors import ContractError, ProtocolError, ServerError
 from vla_client.protocol import METADATA_PATH
 
@@ -36,6 +35,12 @@ def failure_line(exc: Exception, args: argparse.Namespace) -> str:
     if isinstance(exc, OSError):
         return os_error_message(exc)
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def os_error_message(exc: OSError) -> str:
+    """``No such file or directory: out/x.npz`` rather than the errno-prefixed repr."""
+    reason = exc.strerror or str(exc)
+    return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
 def flag(option: str, value: object) -> str:

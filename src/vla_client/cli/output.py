@@ -35,12 +35,6 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
-def os_error_message(exc: OSError) -> str:
-    """``No such file or directory: out/x.npz`` rather than the errno-prefixed repr."""
-    reason = exc.strerror or str(exc)
-    return f"{reason}: {exc.filename}" if exc.filename else reason
-
-
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:
     return "  ".join(
         v.ljust(w) if i == 0 else v.rjust(w)

@@ -15,7 +15,7 @@ import time
 
 from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.failures import failure_line
-from vla_client.cli.output import fail, os_error_message
+from vla_client.cli.output import fail
 from vla_client.cli.parser import non_negative_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import add_source_options, open_source
@@ -60,10 +60,8 @@ def run(args: argparse.Namespace) -> int:
                 writer.write(next(source.observations))
                 due = next_due(due, period, time.monotonic())
                 bar.advance()
-    except (VLAClientError, ValueError) as exc:
+    except (VLAClientError, ValueError, OSError) as exc:
         return fail(failure_line(exc, args))
-    except OSError as exc:
-        return fail(os_error_message(exc))
     print(f"recorded {writer.count} observation(s) to {args.output}")
     return 0
 

@@ -33,7 +33,7 @@ from vla_client.cli.common import (
     stage_percentiles,
 )
 from vla_client.cli.failures import failure_line
-from vla_client.cli.output import fail, os_error_message, print_json, print_table
+from vla_client.cli.output import fail, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import (
@@ -112,10 +112,8 @@ def run(args: argparse.Namespace) -> int:
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
         camera_bytes = bytes_per_camera(sent.first, args.encoding, args.wire, args.jpeg_quality)
-    except (VLAClientError, ValueError) as exc:
+    except (VLAClientError, ValueError, OSError) as exc:
         return fail(failure_line(exc, args))
-    except OSError as exc:
-        return fail(os_error_message(exc))
     _report(args, sent, camera_bytes)
     return 1 if sent.mismatched else 0
 
