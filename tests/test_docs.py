@@ -192,6 +192,38 @@ def test_printed_samples_are_what_the_commands_print(
     assert shape(without_ranges(sample)).fullmatch(printed), f"{page}: {command}\n{printed}"
 
 
+def _keys(document: object) -> set[str]:
+    """Every key of a JSON document, at any depth."""
+    if isinstance(document, dict):
+        return set(document) | {key for value in document.values() for key in _keys(value)}
+    if isinstance(document, list):
+        return {key for value in document for key in _keys(value)}
+    return set()
+
+
+def test_sample_documents_use_the_keys_the_server_sends() -> None:
+    """A ```json block after <!-- keys of: GET|POST PATH --> (abridged with "...") names only
+    keys that the reference server's reply to that request holds."""
+    import httpx
+
+    from vla_client import Observation, encode_request
+    from vla_client.cameras.scene import synthetic_frames
+    from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+
+    pattern = r"<!-- keys of: (GET|POST) (\S+) -->\n```json\n(.*?)```"
+    samples = re.findall(pattern, (ROOT / "docs" / "protocol.md").read_text(), flags=re.S)
+    assert len(samples) == 2
+    body, content_type = encode_request(Observation(synthetic_frames(1, 48, 64)), wire="json")
+    app = create_app(ReferencePolicy(), ServerConfig(in_process=True))
+    with LocalServer(app) as local:
+        for method, path, sample in samples:
+            headers = {"Content-Type": content_type}
+            reply = httpx.request(method, local.url + path, content=body, headers=headers)
+            assert reply.status_code == 200, reply.text
+            named = set(re.findall(r'"(\w+)":', sample))
+            assert named - _keys(reply.json()) == set(), f"{method} {path}"
+
+
 PUBLIC_PACKAGES = (
     "vla_client", "vla_client.client", "vla_client.cameras", "vla_client.control",
     "vla_client.protocol", "vla_client.transports", "vla_client.codecs", "vla_client.server",
