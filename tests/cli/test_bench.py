@@ -47,7 +47,7 @@ def test_matrix_report_plot_and_docs_table(cli, server_url, tmp_path, monkeypatc
         if line.startswith("| ") and "`" in line
     ]
     assert len(rows) == 6
-    assert rows[0].startswith("| 1 |") and "http" in rows[0]
+    assert rows[0].startswith(f"| `{paths[0].split('/')[0]}` ") and "http" in rows[0]
 
 
 def test_default_starts_a_local_reference_server(cli):
