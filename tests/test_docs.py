@@ -119,8 +119,8 @@ def test_the_encoding_table_fits_a_laptop_window() -> None:
 
 
 # Printed samples: a ```text block after <!-- output of: COMMAND --> (or <!-- output of:
-# COMMAND | against: SERVER -->, a server of SERVERS) is what COMMAND prints on stdout and
-# stderr, run here against a local reference server (its URL inserted after the subcommand when
+# COMMAND | against: SERVER -->, a server of SERVERS) is "$ COMMAND" (a comment may follow it)
+# and then what COMMAND prints on stdout and stderr, run here against a local reference server (its URL inserted after the subcommand when
 # the command names none) in a folder holding any .png it names. The test compares shapes:
 # numbers, runs of spaces and of dashes, and "A to B" ranges may differ; a line "..." stands
 # for any lines.
@@ -177,6 +177,8 @@ def test_printed_samples_are_what_the_commands_print(
 
     words = shlex.split(command)
     assert words[0] == "vla-client", command
+    shown, _, sample = sample.partition("\n")
+    assert shown.split("  #")[0].rstrip() == f"$ {command}", shown
     for word in words:
         if word.endswith(".png"):
             path = tmp_path / word.split("=")[-1]
