@@ -120,10 +120,10 @@ def test_the_encoding_table_fits_a_laptop_window() -> None:
 
 # Printed samples: a ```text block after <!-- output of: COMMAND --> (or <!-- output of:
 # COMMAND | against: SERVER -->, a server of SERVERS) is "$ COMMAND" (a comment may follow it)
-# and then what COMMAND prints on stdout and stderr, run here against a local reference server (its URL inserted after the subcommand when
-# the command names none) in a folder holding any .png it names. The test compares shapes:
-# numbers, runs of spaces and of dashes, and "A to B" ranges may differ; a line "..." stands
-# for any lines.
+# and then what COMMAND prints on stdout and stderr, run here against a local reference server
+# (its URL inserted after the subcommand when the command names none) in a folder holding any
+# .png it names. The test compares shapes: numbers, runs of spaces and of dashes, and "A to B"
+# ranges may differ; a line "..." stands for any lines.
 SAMPLE = re.compile(r"<!-- output of: (.+?)(?: \| against: (\w+))? -->\n```text\n(.*?)```", re.S)
 DOCS_URL = "http://127.0.0.1:8000"
 _SHAPE_TOKEN = re.compile(r"(\d+(?:\.\d+)?)|( +)|(-{2,})")
