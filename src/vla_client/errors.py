@@ -39,6 +39,9 @@ request never got one, such as a bad observation refused before encoding).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 
 class VLAClientError(Exception):
     """Base class of every error raised by vla-client.
@@ -55,20 +58,63 @@ class InvalidObservationError(VLAClientError, ValueError):
     """An observation that cannot be sent: wrong shape or dtype, NaN state, no cameras."""
 
 
+@dataclass(frozen=True)
+class OptionFix:
+    """A client option that would fix a `ContractError`, kept as data so that each caller can
+    name it in its own terms: ``resize='pad'`` in Python, ``--resize pad`` on the command line.
+
+    `option` is the `ActionClient` keyword (``camera_map``, ``resize``), `values` the values to
+    try, best first; `before` and `after` are the words around them.
+    """
+
+    option: str
+    values: tuple[object, ...]
+    before: str = ""
+    after: str = ""
+
+    def describe(self, spell: Callable[[str, object], str] | None = None) -> str:
+        """The fix in words; `spell(option, value)` writes one value (default: a keyword)."""
+        spell = spell or _keyword
+        return self.before + " or ".join(spell(self.option, v) for v in self.values) + self.after
+
+
+def _keyword(option: str, value: object) -> str:
+    """``resize='pad'``: an option as a Python caller writes it."""
+    return f"{option}={value!r}"
+
+
 class ContractError(InvalidObservationError):
     """An observation that does not fit what the server announced in its metadata.
 
     `field` is the part of the metadata it breaks (``input.image_keys``, ``input.state_dim``,
     ``input.image_size``), `expected` what the server announced, `given` what the observation
-    has. Nothing was sent.
+    has, `hint` what to do in words and `fix` the option that would fix it, if one would (the
+    message names it as an `ActionClient` keyword; `describe` can name it otherwise). Nothing
+    was sent.
     """
 
-    def __init__(self, field: str, expected: object, given: object, hint: str = "") -> None:
+    def __init__(
+        self,
+        field: str,
+        expected: object,
+        given: object,
+        hint: str = "",
+        *,
+        fix: OptionFix | None = None,
+    ) -> None:
         self.field = field
         self.expected = expected
         self.given = given
-        message = f"{field}: the server expects {expected}, the observation has {given}"
-        super().__init__(f"{message}; {hint}" if hint else message)
+        self.hint = hint
+        self.fix = fix
+        super().__init__(self.describe())
+
+    def describe(self, spell: Callable[[str, object], str] | None = None) -> str:
+        """The message, with the fix's option written by `spell` (see `OptionFix.describe`)."""
+        message = f"{self.field}: the server expects {self.expected}, "
+        message += f"the observation has {self.given}"
+        advice = [text for text in (self.hint, self.fix and self.fix.describe(spell)) if text]
+        return "; ".join([message, *advice])
 
 
 class StaleObservationError(VLAClientError):

@@ -78,7 +78,7 @@ def test_serve_with_a_missing_replay_file(cli):
 def test_serve_refuses_api_servers_it_cannot_run(cli, args, reason):
     run = cli("serve", *args)
     assert run.code == 2
-    assert run.err.startswith("error: ") and run.err.count("\n") == 1
+    assert run.err.startswith("vla-client: error: ") and run.err.count("\n") == 1
     assert reason in run.err
 
 

@@ -330,9 +330,9 @@ def test_cli_warns_when_exposed_without_a_key() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (("--api-key", ""), {}, "error: --api-key must not be empty"),
-        ((), {"VLA_CLIENT_API_KEY": ""}, "error: VLA_CLIENT_API_KEY is set but empty"),
-        (("--api-key", " padded"), {}, "error: --api-key must be printable ASCII"),
+        (("--api-key", ""), {}, "vla-client: error: --api-key must not be empty"),
+        ((), {"VLA_CLIENT_API_KEY": ""}, "vla-client: error: VLA_CLIENT_API_KEY is set but empty"),
+        (("--api-key", " padded"), {}, "vla-client: error: --api-key must be printable ASCII"),
     ],
 )
 def test_cli_refuses_an_empty_key_in_one_line(args: tuple[str, ...], env: dict[str, str],

@@ -81,7 +81,9 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     code = main(["serve", "--port", str(load_test.free_port()), *args])
     captured = capsys.readouterr()
     assert code == 2, captured.err
-    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("vla-client: error: ") and captured.err.count("\n") == 1, (
+        captured.err
+    )
     return captured.err
 
 
@@ -146,7 +148,9 @@ def test_a_policy_that_fails_to_start_is_one_line_exit_1(tmp_path: Path, fail: s
     )  # fmt: skip
     assert completed.returncode == 1, completed.stderr
     step = "load: FileNotFoundError" if fail == "load" else "warm up: RuntimeError: CUDA out of"
-    assert completed.stderr.startswith(f"error: policy failed to {step}"), completed.stderr
+    assert completed.stderr.startswith(f"vla-client: error: policy failed to {step}"), (
+        completed.stderr
+    )
     assert completed.stderr.count("\n") == 1, completed.stderr
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from vla_client.protocol import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+URL_SCHEMES = ("http", "https", "ws", "wss")
 
 
 def add_connection_options(
@@ -36,8 +38,9 @@ def add_connection_options(
     """URL, timeout and API key; a `url_default` of None means "start a local server"."""
     shown = url_default or "a local reference server on a free port"
     parser.add_argument(
-        "url", nargs="?", default=url_default, help=f"server base URL (default: {shown})"
-    )
+        "url", nargs="?", type=server_url, default=url_default,
+        help=f"server base URL (default: {shown})",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
@@ -84,6 +87,29 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
         help="send openpi requests in this layout, over openpi's websocket endpoint "
         "(default there: flat)",
     )  # fmt: skip
+
+
+def server_url(text: str) -> str:
+    """An argparse type: a server's URL, with an http, https, ws or wss scheme and a port that
+    can exist (``localhost:8000`` is refused with the URL it probably means)."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(
+            f"takes a URL with its scheme, such as http://{text}; got {text!r}"
+        )
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in URL_SCHEMES:
+        raise argparse.ArgumentTypeError(
+            f"takes an {', '.join(URL_SCHEMES[:-1])} or {URL_SCHEMES[-1]} URL, got {text!r}"
+        )
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"names no host: {text!r}")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or over 65535
+        port = 0
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"the port must be in 1..65535, got {text!r}")
+    return text
 
 
 def camera_pair(text: str) -> tuple[str, str]:

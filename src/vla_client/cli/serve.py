@@ -22,6 +22,8 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from vla_client.cli.output import fail
+from vla_client.cli.parser import USAGE_EXIT
 from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
 
 if TYPE_CHECKING:
@@ -121,8 +123,7 @@ def run(args: argparse.Namespace) -> int:
         policy = build_policy(args)
         sock = _bind(args.host, args.port)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc), USAGE_EXIT)
     if config.api_key is None and not is_loopback(config.host):
         print(
             f"WARNING: serving on {config.host} without an API key: anyone who can reach this "
@@ -152,10 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(failure, WorkerStartError):  # ThreadRunner: the policy's own exception
         reason = f"policy failed to load: {type(failure).__name__}: {reason}"
     if args.weights:
-        print(f"error: --weights {args.weights}: {reason}", file=sys.stderr)
-        return 2
-    print(f"error: {reason}", file=sys.stderr)
-    return 1
+        return fail(f"--weights {args.weights}: {reason}", USAGE_EXIT)
+    return fail(reason)
 
 
 def _config(args: argparse.Namespace) -> ServerConfig:

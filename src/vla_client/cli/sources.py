@@ -87,8 +87,8 @@ def source_kind(args: argparse.Namespace) -> str:
         if present
     ]
     if len(given) > 1:
-        raise InvalidObservationError(
-            f"give frames from one kind of source, not {' and '.join(given)}"
+        raise argparse.ArgumentError(
+            None, f"give frames from one kind of source, not {' and '.join(given)}"
         )
     return given[0] if given else "synthetic"
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.errors import CodecError, ContractError
+from vla_client.errors import CodecError, ContractError, OptionFix
 from vla_client.observation import Observation
 from vla_client.validation import check_choice
 
@@ -103,12 +103,18 @@ class OpenpiLayout:
     def check(self, observation: Observation) -> None:
         """`ContractError` naming what the observation lacks for this layout."""
         names = sorted(observation.images)
+        where = f"openpi layout {self.name!r} cameras"
         if self.cameras and names != sorted(self.cameras):
+            unknown = [name for name in names if name not in self.cameras]
+            missing = [name for name in sorted(self.cameras) if name not in names]
+            hint = "name the robot's cameras after the layout's"
+            if not (unknown and missing):  # a camera too many or too few: no rename fixes it
+                raise ContractError(where, sorted(self.cameras), names, f"{hint} with camera_map")
             raise ContractError(
-                f"openpi layout {self.name!r} cameras",
+                where,
                 sorted(self.cameras),
                 names,
-                "name the robot's cameras after the layout's with camera_map",
+                fix=OptionFix("camera_map", ({unknown[0]: missing[0]},), f"{hint}, for example "),
             )
         expected = self.state_dim
         given = None if observation.state is None else len(observation.state)

@@ -71,7 +71,8 @@ class ServerConfig:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    model_name: str = "vla-client-reference"
+    # The "model" of metadata and replies; None names it after the policy (its spec's family).
+    model_name: str | None = None
     max_body_bytes: int = 64 * 1024 * 1024
     limits: DecodeLimits = field(default_factory=DecodeLimits)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
@@ -96,7 +97,9 @@ class ServerConfig:
         check_at_least("port", self.port, 0, integer=True)
         if self.port > 65535:
             raise ValueError(f"port must be in 0..65535; got {self.port}")
-        if not isinstance(self.model_name, str) or not self.model_name:
+        if self.model_name is not None and (
+            not isinstance(self.model_name, str) or not self.model_name
+        ):
             raise ValueError(f"model_name must be a non-empty string; got {self.model_name!r}")
         for option in ("max_body_bytes", "max_ws_message_bytes", "idle_timeout_s"):
             check_positive(option, getattr(self, option), integer=True)

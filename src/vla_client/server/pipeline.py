@@ -73,9 +73,11 @@ class Pipeline:
         self.recorder: RequestRecorder | None = None
         """Set by the app's lifespan when ``config.record`` asks for recording."""
         self.openpi_layout = openpi_layout(config.openpi_layout)
+        self.model = config.model_name or policy.spec.family
+        """The model name metadata and replies give: the configured one, else the policy's."""
         self.metadata = metadata_document(
             policy.spec,
-            model=config.model_name,
+            model=self.model,
             websockets=True,
             openpi_layout=self.openpi_layout.name,
         )
@@ -202,7 +204,7 @@ class Pipeline:
         return build_envelope(
             actions,
             request_id=request_id,
-            model=self.config.model_name,
+            model=self.model,
             numpy_values=numpy_values,
             denoise_steps=decoded.parameters.num_inference_steps or spec.num_inference_steps,
             extra=extra,
