@@ -8,9 +8,14 @@ values and what was given, the same way everywhere.
 
 from __future__ import annotations
 
+import functools
 import numbers
-from collections.abc import Iterable
-from typing import TypeGuard
+import warnings
+from collections.abc import Callable, Iterable
+from typing import ParamSpec, TypeGuard, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def check_choice(option: str, value: object, choices: Iterable[str]) -> None:
@@ -56,3 +61,40 @@ def _is_number(value: object, integer: bool) -> TypeGuard[float]:
     # NaN passes this and then fails every comparison, so it is refused too.
     kind = numbers.Integral if integer else numbers.Real
     return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def renamed_keywords(**new_names: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Keep a function's old keyword names working after a rename: ``old="new"`` pairs.
+
+    A call with an old name gets a `DeprecationWarning` naming the new one and runs as if the
+    new name had been given; giving both is a `TypeError`, as for any keyword given twice.
+    `inspect.signature` of the wrapped function shows only the new names.
+    """
+
+    def rename(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def renamed(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in new_names.items():
+                if old not in kwargs:
+                    continue
+                where = _caller_name(function, args)
+                if new in kwargs:
+                    raise TypeError(f"{where}: {old}= is the deprecated name of {new}=; give one")
+                warnings.warn(
+                    f"{where}: {old}= is deprecated since 0.2.0; use {new}=",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return renamed
+
+    return rename
+
+
+def _caller_name(function: Callable[..., object], args: tuple[object, ...]) -> str:
+    """``ActionClient()`` for a constructor called through that subclass, else the qualname."""
+    if function.__name__ == "__init__" and args:
+        return f"{type(args[0]).__name__}()"
+    return f"{getattr(function, '__qualname__', function.__name__)}()"
