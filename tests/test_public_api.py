@@ -187,6 +187,32 @@ def test_the_new_names_alone_warn_of_nothing() -> None:
         ActionClient("http://127.0.0.1:9", timeout_s=1.0, deadline_s=1.0).close()
 
 
+MOVED = [
+    ("vla_client.scene", "vla_client.cameras.scene", "synthetic_frames"),
+    ("vla_client.scene", "vla_client.cameras.scene", "SyntheticScene"),
+    ("vla_client.scene", "vla_client.cameras.scene", "camera_names"),
+    ("vla_client.scene", "vla_client.cameras.scene", "DEFAULT_CAMERAS"),
+    ("vla_client.preprocess", "vla_client.cameras.preprocess", "FramePreprocessor"),
+    ("vla_client.preprocess", "vla_client.cameras.preprocess", "resize_with_pad"),
+    ("vla_client.preprocess", "vla_client.cameras.preprocess", "center_crop_resize"),
+    ("vla_client.preprocess", "vla_client.cameras.preprocess", "parse_image_size"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "name"), MOVED)
+def test_a_0_1_0_module_still_gives_its_names(old: str, new: str, name: str) -> None:
+    """The docs of 0.1.0 imported ``from vla_client.scene import synthetic_frames``."""
+    module = importlib.import_module(old)
+    with pytest.warns(
+        DeprecationWarning, match=rf"{old} is deprecated .*: import {name} from {new}"
+    ):
+        value = getattr(module, name)
+    assert value is getattr(importlib.import_module(new), name)
+    assert name in dir(module)
+    with pytest.raises(AttributeError):
+        module.no_such_name  # noqa: B018
+
+
 # One version: the package, its metadata source, the server and the changelog agree.
 
 

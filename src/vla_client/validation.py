@@ -9,6 +9,7 @@ values and what was given, the same way everywhere.
 from __future__ import annotations
 
 import functools
+import importlib
 import numbers
 import warnings
 from collections.abc import Callable, Iterable
@@ -98,3 +99,29 @@ def _caller_name(function: Callable[..., object], args: tuple[object, ...]) -> s
     if function.__name__ == "__init__" and args:
         return f"{type(args[0]).__name__}()"
     return f"{getattr(function, '__qualname__', function.__name__)}()"
+
+
+def moved_module(
+    old: str, new: str, names: Iterable[str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for module `old`, whose `names` now live in `new`.
+
+    Each name still imports from `old`, with a `DeprecationWarning` at the importing line that
+    names the new module.
+    """
+    kept = tuple(names)
+
+    def __getattr__(name: str) -> object:
+        if name not in kept:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{old} is deprecated since 0.2.0: import {name} from {new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(new), name)
+
+    def __dir__() -> list[str]:
+        return sorted(kept)
+
+    return __getattr__, __dir__
