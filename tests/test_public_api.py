@@ -8,10 +8,12 @@ package faces export. When a change to the API is meant, record it in the same c
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import importlib.util
 import json
 import re
 import sys
+import urllib.parse
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,6 +225,17 @@ def test_pyproject_takes_the_version_from_the_package() -> None:
     attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
     module, name = attr.rsplit(".", 1)
     assert getattr(importlib.import_module(module), name) == vla_client.__version__
+
+
+def test_the_installed_metadata_has_this_version() -> None:
+    """What pip recorded at install time (``pip show vla-client``), where this tree is installed."""
+    distribution = importlib.metadata.distribution("vla-client")
+    origin = json.loads(distribution.read_text("direct_url.json") or "{}").get("url", "")
+    from_here = origin.startswith("file:") and Path(urllib.parse.urlsplit(origin).path) == ROOT
+    built_here = Path(str(distribution.locate_file(""))).resolve().is_relative_to(ROOT)
+    if not (from_here or built_here):
+        pytest.skip(f"the installed vla-client is not this tree's ({origin or 'no origin'})")
+    assert distribution.version == vla_client.__version__, "reinstall: pip install -e ."
 
 
 def test_the_changelog_leads_with_this_version() -> None:

@@ -22,6 +22,7 @@ import inspect
 import json
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,9 @@ def current_api() -> dict[str, Any]:
         signatures: dict[str, str] = {}
         for name in names:
             value = getattr(module, name)
-            if inspect.isclass(value):
+            if typing.get_origin(value) is not None:  # Action = NDArray[np.float32], say
+                signatures[name] = "alias"
+            elif inspect.isclass(value):
                 signatures[name] = _signature(value)
                 signatures.update(_members(name, value))
             elif inspect.isroutine(value):
