@@ -4,9 +4,9 @@ For each platform (Linux aarch64, macOS arm64, Windows x86-64) and Python (3.10,
 base install's and the ``server`` extra's dependencies from pyproject.toml are downloaded with
 ``pip download --only-binary :all:`` for that platform, so nothing is ever built from source.
 Markers are evaluated for the target, not for this machine: pip evaluates the markers of
-transitive dependencies here, so the script reads every downloaded wheel's requirements,
-evaluates their markers for the target and downloads whatever is still missing, until the set
-is closed.
+transitive dependencies here, so the script walks the downloaded wheels' requirements with the
+target's markers, downloads whatever is still missing until the set is closed, and counts only
+what the target needs.
 
 Which optional fast paths (fpng, isal, uvloop) each platform gets is written as a table,
 included by docs/install.md:
@@ -149,27 +149,53 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
 
 
 def resolve(platform: Platform, python: str, dest: Path) -> set[str]:
-    """The names of every wheel the runtime needs on the target; downloads until closed."""
+    """The names of the wheels the runtime needs on the target, every one downloaded as a wheel.
+
+    pip's choice of transitive dependencies follows this machine's markers, so after each
+    download the requirements are walked again from pyproject's with the target's markers: what
+    only the target needs is downloaded in a further round, and what only this machine needs is
+    not counted.
+    """
     environment = platform.environment(python)
-    wanted = [req for req in runtime_requirements() if applies(req, environment, set())]
-    extras_of: dict[str, set[str]] = {}
-    pending = [without_marker(req) for req in wanted]
-    for req in wanted:
-        extras_of.setdefault(canonicalize_name(req.name), set()).update(req.extras)
+    roots = [req for req in runtime_requirements() if applies(req, environment, set())]
+    pending = [without_marker(req) for req in roots]
     while pending:
         download(pending, platform, python, dest)
         wheels = {parse_wheel_filename(path.name)[0]: path for path in dest.glob("*.whl")}
-        pending = []
-        for name, path in wheels.items():
-            for req in wheel_requirements(path):
-                needed = canonicalize_name(req.name)
-                if needed not in wheels and applies(req, environment, extras_of.get(name, set())):
-                    extras_of.setdefault(needed, set()).update(req.extras)
-                    pending.append(without_marker(req))
+        needed, missing = walk(roots, wheels, environment)
+        if missing == pending:
+            raise SystemExit(f"{platform.name}, Python {python}: pip did not fetch {missing}")
+        pending = missing
     unbuilt = [path.name for path in dest.iterdir() if path.suffix != ".whl"]
     if unbuilt:
         raise SystemExit(f"{platform.name}, Python {python}: not wheels: {unbuilt}")
-    return {str(name) for name in wheels}
+    return needed
+
+
+def walk(
+    roots: list[Requirement], wheels: dict[str, Path], environment: dict[str, str]
+) -> tuple[set[str], list[str]]:
+    """What `roots` need in `environment` (names), and the requirements not among `wheels`."""
+    needed: set[str] = set()
+    missing: list[str] = []
+    seen: set[tuple[str, frozenset[str]]] = set()
+    queue = list(roots)
+    while queue:
+        requirement = queue.pop()
+        name = canonicalize_name(requirement.name)
+        if (name, frozenset(requirement.extras)) in seen:
+            continue
+        seen.add((name, frozenset(requirement.extras)))
+        needed.add(str(name))
+        if name not in wheels:
+            missing.append(without_marker(requirement))
+            continue
+        queue += [
+            dependency
+            for dependency in wheel_requirements(wheels[name])
+            if applies(dependency, environment, set(requirement.extras))
+        ]
+    return needed, missing
 
 
 def table(found: dict[tuple[str, str], set[str]]) -> str:
