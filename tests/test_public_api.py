@@ -26,6 +26,7 @@ import pytest
 import vla_client
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.client.base import ClientBase
+from vla_client.protocol import METADATA_PATH
 from vla_client.transports import (
     AsyncHTTPTransport,
     AsyncWebSocketTransport,
@@ -247,4 +248,6 @@ def test_the_changelog_leads_with_this_version() -> None:
 def test_the_server_announces_the_package_version(server_url: str) -> None:
     info = httpx.get(f"{server_url}/openapi.json", timeout=10).json()["info"]
     assert info["version"] == vla_client.__version__
+    metadata = httpx.get(f"{server_url}{METADATA_PATH}", timeout=10).json()
+    assert metadata["server"] == {"name": "vla-client", "version": vla_client.__version__}
     assert re.fullmatch(r"\d+\.\d+\.\d+", vla_client.__version__)
