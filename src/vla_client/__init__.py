@@ -14,8 +14,7 @@ and ``from vla_client import Observation`` does not load the HTTP client.
 from typing import TYPE_CHECKING
 
 from vla_client._lazy import lazy_face
-
-__version__ = "0.1.0"
+from vla_client._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from vla_client.client.async_client import AsyncActionClient as AsyncActionClient

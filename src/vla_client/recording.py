@@ -24,7 +24,7 @@ from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Literal, Self
+from typing import Any, BinaryIO, Literal, TypeVar
 
 import numpy as np
 
@@ -126,6 +126,9 @@ def is_recording(path: str | Path) -> bool:
         return False
 
 
+_OpenFileT = TypeVar("_OpenFileT", bound="_RecordingFile")  # typing.Self is 3.11+
+
+
 class _RecordingFile:
     """An open recording file: `close()` it, or use the reader or writer as a context manager."""
 
@@ -135,7 +138,7 @@ class _RecordingFile:
         """Close the file; safe to call twice."""
         self._file.close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _OpenFileT) -> _OpenFileT:
         return self
 
     def __exit__(

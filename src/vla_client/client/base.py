@@ -29,7 +29,7 @@ from vla_client.protocol import (
     check_endpoint,
 )
 from vla_client.transports.retry import RetryPolicy
-from vla_client.validation import check_choice, check_positive
+from vla_client.validation import check_choice, check_positive, renamed_keywords
 
 TransportT = TypeVar("TransportT")
 StreamT = TypeVar("StreamT")
@@ -55,6 +55,9 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     """The runtime-checkable `ReplyStream` protocol of this client's websocket transports."""
     _http_type: Callable[..., Any]
 
+    @renamed_keywords(  # the 0.1.0 names
+        timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s"
+    )
     def __init__(
         self,
         base_url: str,

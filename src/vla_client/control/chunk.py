@@ -312,7 +312,7 @@ def cross_fade(old: Action, new: Action, steps: int) -> Action:
     if old.shape[1] != new.shape[1]:
         raise ProtocolError(f"action dim changed from {old.shape[1]} to {new.shape[1]}")
     weight = (np.arange(1, n + 1, dtype=np.float32) / (n + 1))[:, None]
-    blended = new.copy()
+    blended: Action = new.copy()
     blended[:n] = (1 - weight) * old[:n] + weight * new[:n]
     return blended
 

@@ -23,6 +23,7 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vla_client._version import __version__
 from vla_client.errors import VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
 from vla_client.recorder import RequestRecorder
@@ -97,6 +98,7 @@ def create_app(
     handlers: dict[Any, Any] = {VLAClientError: failure_response, Exception: failure_response}
     app = ActionServerApp(
         title="vla-client reference action server",
+        version=__version__,
         lifespan=lifespan,
         middleware=middleware,
         exception_handlers=handlers,

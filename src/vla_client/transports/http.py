@@ -16,12 +16,13 @@ import httpx
 
 from vla_client.errors import ConnectError, RequestTimeoutError
 from vla_client.protocol import GENERATIONS_PATH, METADATA_PATH, Reply, auth_headers, read_reply
-from vla_client.validation import check_positive
+from vla_client.validation import check_positive, renamed_keywords
 
 
 class HTTPTransport:
     """Blocking HTTP transport on an `httpx.Client`; `timeout_s` bounds every request."""
 
+    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
     def __init__(
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None,
@@ -57,6 +58,7 @@ class HTTPTransport:
 class AsyncHTTPTransport:
     """asyncio HTTP transport on an `httpx.AsyncClient`."""
 
+    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
     def __init__(
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None,

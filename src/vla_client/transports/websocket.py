@@ -40,7 +40,7 @@ from vla_client.errors import (
 )
 from vla_client.protocol import Endpoint, Reply, auth_headers, status_from_close, websocket_url
 from vla_client.transports.retry import Backoff
-from vla_client.validation import check_positive
+from vla_client.validation import check_positive, renamed_keywords
 
 DEFAULT_MAX_SIZE = 16 * 1024 * 1024
 """Largest reply frame accepted; an action chunk is a few KiB, metadata less."""
@@ -99,6 +99,7 @@ class _Link(Generic[ConnectionT, LockT]):
     added to `headers`; `backoff` paces reconnects after a failed connect.
     """
 
+    @renamed_keywords(timeout="timeout_s", connect_timeout="connect_timeout_s")  # 0.1.0 names
     def __init__(
         self,
         url: str,
