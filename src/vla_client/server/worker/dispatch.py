@@ -23,6 +23,7 @@ import numpy as np
 
 from vla_client.errors import InferenceError, WorkerStartError
 from vla_client.server.config import WorkerSettings
+from vla_client.server.failure_log import RemoteTraceback
 from vla_client.server.inference import RequestMemory, policy_failure_detail
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
@@ -235,10 +236,12 @@ class WorkerRunner:
                 pending = self._in_flight.pop(result.job_id, None)
                 if pending is not None:
                     self._resolve(pending, result, message.inference_ms, message.timings)
-        elif isinstance(message, BatchFailed):
-            log.warning("policy failed on batch %d: %s", message.batch_id, message.error)
+        elif isinstance(message, BatchFailed):  # logged per request, with the traceback
+            cause = RemoteTraceback(message.traceback or message.error)
             for pending in self._in_flight.values():
-                pending.fail(InferenceError(500, policy_failure_detail(message.error)))
+                failed = InferenceError(500, policy_failure_detail(message.error))
+                failed.__cause__ = cause
+                pending.fail(failed)
         self._finish_batch()
 
     def _resolve(
