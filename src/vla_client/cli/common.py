@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import RESIZES
+from vla_client.client.core import RESIZES, chosen_endpoint, transport_kind
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -81,8 +82,8 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--layout", choices=tuple(LAYOUTS), default=None,
-        help="send openpi requests in this layout, over openpi's websocket endpoint "
-        "(default there: flat)",
+        help="send openpi requests in this layout; implies openpi's websocket endpoint, "
+        "on any URL (default there: flat)",
     )  # fmt: skip
 
 
@@ -107,11 +108,6 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
         if len(camera_map) != len(pairs):
             raise argparse.ArgumentError(None, "--camera-map names a camera twice")
         options["camera_map"] = camera_map
-    url = getattr(args, "url", None) or ""
-    if getattr(args, "layout", None) is not None and not url.rstrip("/").endswith("/openpi/policy"):
-        raise argparse.ArgumentError(
-            None, "--layout is for openpi's endpoint: a .../openpi/policy URL"
-        )
     return options
 
 
@@ -134,9 +130,13 @@ def announced_layout(client: ActionClient) -> OpenpiLayout | None:
     return layout if isinstance(layout, OpenpiLayout) else None
 
 
-def check_transport_installed(url: str | None) -> None:
-    """A ``ws://`` URL needs the websockets library: say so before any work starts."""
-    if url is not None and url.startswith(("ws://", "wss://")):
+def check_transport_installed(url: str | None, layout: str | None = None) -> None:
+    """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
+    `ActionClient` decides) needs the websockets library: say so before any work starts."""
+    if url is None:
+        return
+    endpoint = chosen_endpoint(None, layout)
+    if transport_kind(urlsplit(url).scheme, None, endpoint) == "websocket":
         require_module("websockets", f"the websocket URL {url}")
 
 

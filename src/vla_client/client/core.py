@@ -31,10 +31,12 @@ from vla_client.protocol import (
     FLAT,
     WIRES,
     Encoding,
+    Endpoint,
     LayoutFunction,
     OpenpiLayout,
     Reply,
     Wire,
+    check_endpoint,
     encode_request,
     new_request_id,
     openpi_layout,
@@ -117,6 +119,15 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
+
+
+def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | None:
+    """The websocket endpoint a client speaks: `endpoint` when given (checked), openpi's when
+    only a `layout` is given (layouts are openpi's, whatever path the URL has), else None (the
+    URL's path decides). The one rule for `ActionClient` and the ``--layout`` of the CLI."""
+    if endpoint is not None:
+        return check_endpoint(endpoint)
+    return "openpi" if layout is not None else None
 
 
 def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
