@@ -73,7 +73,8 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--resize", choices=RESIZES, default="auto",
-        help="fit frames to the server's image size: pad (keep the aspect, black bars), crop "
+        help="fit frames to the server's image size (or, where it announces none, the "
+        "--layout's: 224x224 for droid, libero, aloha): pad (keep the aspect, black bars), crop "
         "(centre), none; auto pads only when the server refuses other sizes",
     )  # fmt: skip
     group.add_argument(

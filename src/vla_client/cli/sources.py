@@ -121,7 +121,8 @@ def synthetic_plan(
     """Synthetic cameras fitted to what the server announced, where the options say nothing.
 
     An option given wins; then an openpi `layout`'s cameras and state length; then the
-    `metadata`'s image keys, image size and state length; then 3 cameras of 360x640, no state.
+    `metadata`'s image keys, image size and state length; then the layout's image size; then 3
+    cameras of 360x640, no state.
     """
     spec = metadata.input if metadata is not None else None
     names: tuple[str, ...] = tuple(camera_names(args.cameras or 3))
@@ -130,6 +131,8 @@ def synthetic_plan(
     elif args.cameras is None and spec is not None and spec.image_keys:
         names = tuple(spec.image_keys)
     size = parse_image_size(spec.image_size) if spec is not None else None
+    if size is None and layout is not None:
+        size = layout.image_size  # what openpi's example client for the layout sends
     height = args.height or (size[0] if size else 360)
     width = args.width or (size[1] if size else 640)
     state = parse_state(getattr(args, "state", None))
