@@ -8,8 +8,8 @@ most once per `summary_interval_s` a one-line summary says how many repeats ther
 names the last request's id.
 
 In the worker layout the policy raises in another process: the worker formats the traceback
-there and sends the text, which reaches here as a `RemoteTraceback` (the cause of the runner's
-`InferenceError`), so the log shows the policy's own file and line either way.
+there and sends the text, which reaches here as the runner's `InferenceError.policy_traceback`,
+so the log shows the policy's own file and line either way.
 """
 
 from __future__ import annotations
@@ -21,23 +21,19 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vla_client.errors import InferenceError
+
 _MAX_KINDS = 256  # failures remembered; the oldest is forgotten (and printed again if seen)
 
 
-class RemoteTraceback(Exception):
-    """An exception raised in another process, as its formatted traceback text."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-def traceback_text(exc: BaseException | None) -> str:
-    """The formatted traceback of `exc` (a `RemoteTraceback`'s own text); empty for None."""
-    if exc is None:
-        return ""
-    if isinstance(exc, RemoteTraceback):
-        return exc.text
+def traceback_text(exc: BaseException) -> str:
+    """The traceback to log for `exc`: the policy's, for a runner's `InferenceError` (formatted
+    in the worker process, or its cause's in-process), else `exc`'s own; empty if none."""
+    if isinstance(exc, InferenceError):
+        if exc.policy_traceback:
+            return exc.policy_traceback
+        cause = exc.__cause__
+        return "" if cause is None else "".join(traceback.format_exception(cause))
     return "".join(traceback.format_exception(exc))
 
 

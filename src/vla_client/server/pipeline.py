@@ -273,7 +273,7 @@ def failure(exc: BaseException, request_id: str | None, failures: FailureLog) ->
         failures.record("unhandled error", request_id, traceback_text(exc))
         return ErrorStatus(500, f"internal server error (request {request_id})")
     if status.status == 500:
-        failures.record(status.detail, request_id, traceback_text(exc.__cause__))
+        failures.record(status.detail, request_id, traceback_text(exc))
     else:
         log.info("request %s refused: %s", request_id, status.detail)
     return status

@@ -23,7 +23,6 @@ import numpy as np
 
 from vla_client.errors import InferenceError, WorkerStartError
 from vla_client.server.config import WorkerSettings
-from vla_client.server.failure_log import RemoteTraceback
 from vla_client.server.inference import RequestMemory, policy_failure_detail
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
@@ -237,11 +236,9 @@ class WorkerRunner:
                 if pending is not None:
                     self._resolve(pending, result, message.inference_ms, message.timings)
         elif isinstance(message, BatchFailed):  # logged per request, with the traceback
-            cause = RemoteTraceback(message.traceback or message.error)
+            detail = policy_failure_detail(message.error)
             for pending in self._in_flight.values():
-                failed = InferenceError(500, policy_failure_detail(message.error))
-                failed.__cause__ = cause
-                pending.fail(failed)
+                pending.fail(InferenceError(500, detail, policy_traceback=message.traceback))
         self._finish_batch()
 
     def _resolve(
