@@ -10,6 +10,7 @@ Here the policy records the dict.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,9 +19,11 @@ import numpy as np
 import pytest
 from openpi_examples import openpi_example_request
 
+from digest_policy import DigestPolicy
 from vla_client import ActionClient, ContractError, Observation
 from vla_client.cli import main
 from vla_client.protocol import LAYOUTS, OpenpiLayout
+from vla_client.server import LocalServer, ServerConfig, create_app
 
 msgpack_numpy = pytest.importorskip("openpi_client.msgpack_numpy")
 image_tools = pytest.importorskip("openpi_client.image_tools")
@@ -153,3 +156,19 @@ def test_send_with_a_layout_speaks_openpi_on_the_url_openpi_serves(
     for key in ("observation/exterior_image_1_left", "observation/wrist_image_left"):
         assert received[key].shape == (224, 224, 3)
     assert received["observation/joint_position"].shape == (7,)
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+def test_send_with_a_layout_against_the_reference_server(
+    scheme: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any URL of the server: the layout picks openpi's endpoint (and a websocket) by itself."""
+    droid = LAYOUTS["droid"]
+    policy = DigestPolicy(camera_names=droid.cameras, state_dim=droid.state_dim)
+    with LocalServer(create_app(policy, ServerConfig(openpi_layout="droid"))) as server:
+        code = main(["send", f"{scheme}://127.0.0.1:{server.port}", "--layout", "droid", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    sizes = json.loads(captured.out)["bytes_per_camera"]
+    assert set(sizes) == set(droid.cameras)
+    assert all(224 * 224 * 3 < size < 224 * 224 * 3 + 200 for size in sizes.values())  # + header
