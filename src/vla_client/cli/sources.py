@@ -139,7 +139,7 @@ def synthetic_plan(
     state_dim = layout.state_dim if layout is not None else None
     state_dim = state_dim if state_dim is not None else (spec.state_dim if spec else None)
     if state is None and state_dim:
-        state = np.linspace(-0.5, 0.5, state_dim, dtype=np.float32)
+        state = np.linspace(-0.5, 0.5, state_dim)  # float64, as a robot reports its joints
     return SyntheticPlan(names, height, width, state)
 
 
@@ -174,11 +174,12 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
 
 
 def parse_state(text: str | None) -> np.ndarray | None:
-    """``"0,0.1,0.2"`` as a float32 vector; None stays None."""
+    """``"0,0.1,0.2"`` as a float64 vector (openpi requests send it so; the action API's are
+    float32); None stays None."""
     if text is None:
         return None
     try:
-        return np.array([float(x) for x in text.split(",")], dtype=np.float32)
+        return np.array([float(x) for x in text.split(",")], dtype=np.float64)
     except ValueError:
         raise InvalidObservationError(
             f"--state takes comma-separated numbers, got {text!r}"
