@@ -52,7 +52,8 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
         "--policy",
         default="reference",
         help="policy to serve: reference, replay, torch, an installed plugin's name, or "
-        "package.module:attr (a Policy subclass or a factory); --list-policies shows them "
+        "package.module:attr (a Policy subclass or a factory, imported from the current "
+        "directory first); --list-policies shows them "
         "(default: %(default)s)",
     )
     add(
