@@ -253,7 +253,8 @@ class InferenceError(VLAClientError):
     """Server side: a request the runner could not serve, with the HTTP status it maps to.
 
     503 (busy, worker down or restarting; `retry_after` says when to come back), 500 (the
-    policy failed), 504 (inference ran past its timeout).
+    policy failed), 504 (inference ran past its timeout). `policy_traceback` is the policy's
+    exception as formatted where it was raised (the worker process), for the server log only.
     """
 
     def __init__(
@@ -263,11 +264,13 @@ class InferenceError(VLAClientError):
         *,
         retry_after: float | None = None,
         request_id: str | None = None,
+        policy_traceback: str = "",
     ) -> None:
         super().__init__(detail, request_id=request_id)
         self.status_code = status_code
         self.detail = detail
         self.retry_after = retry_after
+        self.policy_traceback = policy_traceback
 
 
 class WorkerStartError(VLAClientError, RuntimeError):

@@ -144,7 +144,7 @@ def test_metadata_renames_and_resizes() -> None:
     assert set(result.images) == {"base_0_rgb", "wrist"}
     assert result.capture_times == {"base_0_rgb": 2.0, "wrist": 1.0}
     np.testing.assert_array_equal(result.images["wrist"], resize_with_pad(scene(48, 64), 32, 40))
-    np.testing.assert_array_equal(result.state, np.float32([0.1]))
+    np.testing.assert_array_equal(result.state, np.float64([0.1]))
 
 
 def test_crop_fit_and_camera_aliases() -> None:

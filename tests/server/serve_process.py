@@ -26,11 +26,18 @@ def start_serve(port: int, *args: str, timeout_s: float = 60.0) -> subprocess.Po
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    wait_until_healthy(port, server, timeout_s)
+    return server
+
+
+def wait_until_healthy(port: int, server: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
+    """Return once the server on `port` answers ``/health`` with 200; kill it and raise
+    `AssertionError` with its stderr if it exits or takes over `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return server
+                return
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline or server.poll() is not None:

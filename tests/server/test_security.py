@@ -195,7 +195,7 @@ def test_errors_send_no_traceback_and_log_the_request_id(caplog: pytest.LogCaptu
     assert reply.status_code == 500 and set(reply.json()) == {"detail"}
     assert "Traceback" not in reply.text and 'File "' not in reply.text
     logged = [r for r in caplog.records if "req-trace-1" in r.getMessage()]
-    assert logged and logged[0].exc_info is not None  # the traceback stays in the log
+    assert logged and 'test_security.py", line' in logged[0].getMessage()  # the traceback stays
 
 
 def test_unhandled_errors_answer_only_the_request_id(caplog: pytest.LogCaptureFixture) -> None:
@@ -211,7 +211,9 @@ def test_unhandled_errors_answer_only_the_request_id(caplog: pytest.LogCaptureFi
     detail = reply.json()["detail"]
     assert detail.startswith("internal server error (request act_") and "secret" not in detail
     request_id = detail.removeprefix("internal server error (request ").rstrip(")")
-    assert any(request_id in r.getMessage() and r.exc_info for r in caplog.records)
+    assert any(
+        request_id in r.getMessage() and "KeyError" in r.getMessage() for r in caplog.records
+    )
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -6,13 +6,14 @@ import argparse
 import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import RESIZES
+from vla_client.client.core import RESIZES, chosen_endpoint, transport_kind
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -75,7 +76,8 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--resize", choices=RESIZES, default="auto",
-        help="fit frames to the server's image size: pad (keep the aspect, black bars), crop "
+        help="fit frames to the server's image size (or, where it announces none, the "
+        "--layout's: 224x224 for droid, libero, aloha): pad (keep the aspect, black bars), crop "
         "(centre), none; auto pads only when the server refuses other sizes",
     )  # fmt: skip
     group.add_argument(
@@ -84,8 +86,8 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--layout", choices=tuple(LAYOUTS), default=None,
-        help="send openpi requests in this layout, over openpi's websocket endpoint "
-        "(default there: flat)",
+        help="send openpi requests in this layout; implies openpi's websocket endpoint, "
+        "on any URL (default there: flat)",
     )  # fmt: skip
 
 
@@ -133,11 +135,6 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
         if len(camera_map) != len(pairs):
             raise argparse.ArgumentError(None, "--camera-map names a camera twice")
         options["camera_map"] = camera_map
-    url = getattr(args, "url", None) or ""
-    if getattr(args, "layout", None) is not None and not url.rstrip("/").endswith("/openpi/policy"):
-        raise argparse.ArgumentError(
-            None, "--layout is for openpi's endpoint: a .../openpi/policy URL"
-        )
     return options
 
 
@@ -160,9 +157,13 @@ def announced_layout(client: ActionClient) -> OpenpiLayout | None:
     return layout if isinstance(layout, OpenpiLayout) else None
 
 
-def check_transport_installed(url: str | None) -> None:
-    """A ``ws://`` URL needs the websockets library: say so before any work starts."""
-    if url is not None and url.startswith(("ws://", "wss://")):
+def check_transport_installed(url: str | None, layout: str | None = None) -> None:
+    """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
+    `ActionClient` decides) needs the websockets library: say so before any work starts."""
+    if url is None:
+        return
+    endpoint = chosen_endpoint(None, layout)
+    if transport_kind(urlsplit(url).scheme, None, endpoint) == "websocket":
         require_module("websockets", f"the websocket URL {url}")
 
 

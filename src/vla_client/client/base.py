@@ -16,6 +16,7 @@ from vla_client.client.core import (
     RequestBook,
     Resize,
     TransportKind,
+    chosen_endpoint,
     resolve_options,
     transport_kind,
 )
@@ -26,7 +27,6 @@ from vla_client.protocol import (
     LayoutFunction,
     OpenpiLayout,
     Wire,
-    check_endpoint,
 )
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive, renamed_keywords
@@ -82,10 +82,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         check_base_url(base_url)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ValueError("api_key must be a non-empty string, or None for no key")
-        if endpoint is not None:
-            check_endpoint(endpoint)
-        elif layout is not None:
-            endpoint = "openpi"  # layouts are openpi's
+        endpoint = chosen_endpoint(endpoint, layout)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         self.base_url = base_url

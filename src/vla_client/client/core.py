@@ -20,6 +20,7 @@ from typing import Any, Literal
 from vla_client.cameras.preprocess import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
 from vla_client.errors import (
+    ContractError,
     DeadlineExceededError,
     MismatchedReplyError,
     RequestTimeoutError,
@@ -31,10 +32,12 @@ from vla_client.protocol import (
     FLAT,
     WIRES,
     Encoding,
+    Endpoint,
     LayoutFunction,
     OpenpiLayout,
     Reply,
     Wire,
+    check_endpoint,
     encode_request,
     new_request_id,
     openpi_layout,
@@ -117,6 +120,15 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
+
+
+def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | None:
+    """The websocket endpoint a client speaks: `endpoint` when given (checked), openpi's when
+    only a `layout` is given (layouts are openpi's, whatever path the URL has), else None (the
+    URL's path decides). The one rule for `ActionClient` and the ``--layout`` of the CLI."""
+    if endpoint is not None:
+        return check_endpoint(endpoint)
+    return "openpi" if layout is not None else None
 
 
 def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
@@ -213,8 +225,12 @@ class RequestBook:
         self.options = options
         self.timeout_s = timeout_s
         self.stats = ClientStats()
+        layout = options.layout
+        self._layout_size = layout.image_size if isinstance(layout, OpenpiLayout) else None
+        """The size openpi's example client for the layout resizes to: used by an explicit
+        ``resize`` when neither `image_size` nor the server gives one."""
         self._own_fit = FramePreprocessor(
-            size=options.image_size,
+            size=options.image_size or self._layout_fallback(),
             fit="pad" if options.resize == "auto" else options.resize,
             camera_map=options.camera_map,
         )
@@ -228,10 +244,13 @@ class RequestBook:
     def fitter(self, metadata: Mapping[str, Any] | None) -> FramePreprocessor:
         """What fits observations to the server's `metadata` (None: to the options alone).
 
-        Built once per metadata document, so once per connection on a websocket.
+        Built once per metadata document, so once per connection on a websocket. Raises
+        `ContractError` when ``resize`` is ``pad`` or ``crop`` and no size is known from
+        anywhere (the options, the server, the openpi layout): resizing to nothing would send
+        the frames as they are, unasked.
         """
         if metadata is None:
-            return self._own_fit
+            return self._checked(self._own_fit)
         if self._fitted is not None and self._fitted[0] is metadata:
             return self._fitted[1]
         options = self.options
@@ -239,8 +258,27 @@ class RequestBook:
         fit: Fit = options.resize if options.resize != "auto" else "none"
         if options.resize == "auto" and (fitter.size_required or options.image_size):
             fit = "pad"
-        fitter = replace(fitter, fit=fit, size=options.image_size or fitter.size)
+        size = options.image_size or fitter.size or self._layout_fallback()
+        fitter = self._checked(replace(fitter, fit=fit, size=size))
         self._fitted = (metadata, fitter)
+        return fitter
+
+    def _layout_fallback(self) -> tuple[int, int] | None:
+        """The layout's size when ``resize`` asks for a resize explicitly (``auto`` resizes only
+        to a size the options or the server give), else None."""
+        return self._layout_size if self.options.resize in ("pad", "crop") else None
+
+    def _checked(self, fitter: FramePreprocessor) -> FramePreprocessor:
+        """`fitter`, unless ``resize`` asks for a resize it has no size for (`ContractError`)."""
+        resize = self.options.resize
+        if resize in ("pad", "crop") and fitter.size is None:
+            raise ContractError(
+                "input.image_size",
+                "an image size to resize to",
+                f"none known (resize={resize!r})",
+                "the server announces none and neither image_size nor the openpi layout gives "
+                "one; pass image_size=(height, width), or resize='none' to send frames as they are",
+            )
         return fitter
 
     def prepare(
@@ -275,7 +313,9 @@ class RequestBook:
             observation,
             encoding=options.encoding,
             wire=options.wire,
-            request_id=request_id,
+            # openpi's requests have no place for an id: they carry the layout's keys only, and
+            # its replies are matched by their order on the connection
+            request_id=None if options.layout is not None else request_id,
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=options.jpeg_quality,
@@ -357,7 +397,11 @@ class RequestBook:
         start = time.perf_counter()
         document = received.document
         actions, request_id = read_actions(document)
-        if request_id is not None and request_id != prepared.request_id:
+        if (
+            self.options.layout is None  # on openpi's endpoint an id in a reply is the server's
+            and request_id is not None
+            and request_id != prepared.request_id
+        ):
             self.stats.mismatched_replies += 1
             raise MismatchedReplyError(
                 f"reply is for request {request_id!r}, not the one sent ({prepared.request_id!r})",

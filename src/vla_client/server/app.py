@@ -29,7 +29,7 @@ from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
 from vla_client.recorder import RequestRecorder
 from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
-from vla_client.server.http import failure_response, generations_endpoint, health_endpoint
+from vla_client.server.http import failure_handler, generations_endpoint, health_endpoint
 from vla_client.server.inference import Runner, ThreadRunner
 from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
@@ -95,6 +95,7 @@ def create_app(
     middleware = (
         [Middleware(APIKeyMiddleware, api_key=config.api_key)] if config.api_key is not None else []
     )
+    failure_response = failure_handler(pipeline)
     handlers: dict[Any, Any] = {VLAClientError: failure_response, Exception: failure_response}
     app = ActionServerApp(
         title="vla-client reference action server",

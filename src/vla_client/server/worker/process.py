@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
@@ -193,8 +194,8 @@ def run_batches(
             raise ValueError(f"policy returned {len(chunks)} chunks for {len(inputs)} observations")
         timings = dict(policy.batch_timings())
     except Exception as exc:
-        error = _describe(exc)
-        return [(conn, BatchFailed(batch.batch_id, error)) for conn, batch in orders]
+        error, text = _describe(exc), "".join(traceback.format_exception(exc))
+        return [(conn, BatchFailed(batch.batch_id, error, text)) for conn, batch in orders]
     inference_ms = (time.perf_counter() - start) * 1000
     del inputs
     results = iter(map(_store, jobs, chunks, buffers, [policy] * len(jobs)))
