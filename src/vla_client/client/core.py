@@ -22,6 +22,7 @@ from vla_client.client.result import ActionResult, Timings
 from vla_client.errors import (
     DeadlineExceededError,
     MismatchedReplyError,
+    ProtocolError,
     RequestTimeoutError,
     StaleObservationError,
 )
@@ -350,13 +351,21 @@ class RequestBook:
     ) -> ActionResult:
         """The `ActionResult` for the reply to `prepared`.
 
-        Raises `MismatchedReplyError` for a reply to another request and
+        A reply must carry the request's id, except on openpi's endpoint, whose protocol has
+        none (a reply there with an id must carry this one). Raises `MismatchedReplyError` for
+        a reply to another request and
         `DeadlineExceededError` for one that came too late (both counted), `ProtocolError` for
         a reply without a usable chunk.
         """
         start = time.perf_counter()
         document = received.document
         actions, request_id = read_actions(document)
+        if request_id is None and self.options.layout is None:
+            raise ProtocolError(
+                f"reply carries no request id; request {prepared.request_id} sent one, and a "
+                "reply that cannot say which request it answers is not used",
+                request_id=prepared.request_id,
+            )
         if request_id is not None and request_id != prepared.request_id:
             self.stats.mismatched_replies += 1
             raise MismatchedReplyError(

@@ -171,7 +171,12 @@ def build_raw(
 
 
 def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
-    """The float32 action array and request id from an envelope, raw or openpi reply."""
+    """The float32 action array and request id from an envelope, raw or openpi reply.
+
+    Actions must be numbers (ints or floats, as lists or a numeric ndarray): strings, booleans
+    and None are a `ProtocolError`, as are values a float32 cannot hold and envelope entries of
+    different shapes. The request id is None when the reply carries none (openpi's replies).
+    """
     if not isinstance(reply, dict):
         raise ProtocolError(f"reply must be an object, got {type(reply).__name__}")
     if "data" in reply:
@@ -182,6 +187,9 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
             chunks = [_as_float32(entry["action"]["values"]) for entry in data]
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"envelope entry lacks action values: {exc}") from None
+        shapes = sorted({chunk.shape for chunk in chunks})
+        if len(shapes) > 1:
+            raise ProtocolError(f"envelope entries differ in shape: {shapes}")
         actions = chunks[0] if len(chunks) == 1 else np.stack(chunks)
         request_id = reply.get("id")
     elif "actions" in reply:
@@ -196,11 +204,46 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
     return actions, None if request_id is None else str(request_id)
 
 
+_NUMERIC_KINDS = "iuf"
+"""numpy dtype kinds of action values: signed and unsigned integers, floats."""
+
+
 def _as_float32(values: Any) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.float32)
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"actions are not a numeric array: {exc}") from None
+    """`values` as float32, refusing anything but numbers (numpy would convert ``"nan"`` and
+    ``True``)."""
+    if isinstance(values, np.ndarray):
+        array = values
+    elif isinstance(values, list):
+        _check_numbers(values)
+        try:
+            array = np.asarray(values, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise ProtocolError(f"actions are not a numeric array: {exc}") from None
+    else:
+        raise ProtocolError(f"actions must be a list or an array, got {type(values).__name__}")
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise ProtocolError(f"actions must be numbers, got dtype {array.dtype}")
+    with np.errstate(over="ignore"):
+        actions = array.astype(np.float32)
+    if np.isinf(actions).any() and not np.isinf(array[np.isinf(actions)]).all():
+        raise ProtocolError("actions hold values beyond float32's range")
+    return actions
+
+
+def _check_numbers(values: list[Any]) -> None:
+    """`ProtocolError` unless every leaf of the nested lists is an int or a float."""
+    stack: list[Any] = [values]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, list):
+                stack.append(item)
+            elif isinstance(item, np.ndarray):
+                if item.dtype.kind not in _NUMERIC_KINDS:
+                    raise ProtocolError(f"actions must be numbers, got dtype {item.dtype}")
+            elif isinstance(item, bool) or not isinstance(item, int | float | np.number):
+                raise ProtocolError(
+                    f"actions must be numbers, got {type(item).__name__} {item!r:.40}"
+                )
 
 
 def _as_batch(actions: np.ndarray) -> np.ndarray:
