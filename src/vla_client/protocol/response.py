@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 
 from vla_client.errors import CodecError, ProtocolError, ServerError
-from vla_client.protocol.status import parse_retry_after
+from vla_client.protocol.status import parse_retry_after, redirect_detail
 from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE, loads, wire_for_content_type
 
 
@@ -52,8 +52,15 @@ def read_reply(reply: Reply, *, request_id: str | None = None) -> Any:
 
     `ServerError` for an error status (with the server's ``detail`` and ``Retry-After``) or a
     websocket error map; `ProtocolError` for a body that cannot be parsed. `request_id` is the
-    request the reply answers, carried by the error.
+    request the reply answers, carried by the error. A redirect (3xx) is a `ServerError` saying
+    where it pointed: it is not followed.
     """
+    if 300 <= reply.status < 400:
+        raise ServerError(
+            reply.status,
+            redirect_detail(reply.status, reply.headers.get("location")),
+            request_id=request_id,
+        )
     if reply.status >= 400:
         raise ServerError(
             reply.status,
