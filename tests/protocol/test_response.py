@@ -99,9 +99,12 @@ def test_an_error_status_raises_with_the_json_detail_and_retry_after():
     assert error.request_id == "act_1" and error.retryable
 
 
-def test_status_400_is_the_first_error_and_399_is_read_as_a_document():
+def test_status_400_is_the_first_error_300_to_399_redirects_and_299_a_document():
     assert _error(Reply(400, JSON, b'{"detail": "bad"}')).status_code == 400
-    assert read_reply(Reply(399, JSON, b'{"actions": [[1.0]]}')) == {"actions": [[1.0]]}
+    for status in (300, 399):
+        redirect = _error(Reply(status, JSON, b"", {"location": "http://x/"}))
+        assert redirect.status_code == status and "redirected to http://x/" in redirect.detail
+    assert read_reply(Reply(299, JSON, b'{"actions": [[1.0]]}')) == {"actions": [[1.0]]}
 
 
 def test_an_error_without_retry_after_has_none():

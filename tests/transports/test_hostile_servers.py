@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from raw_http import RawHTTPServer, RawRequest
 
+from raw_http_server import RawHTTPServer, RawRequest
 from vla_client.client import ActionClient
 from vla_client.errors import ServerError
 from vla_client.observation import Observation

@@ -27,6 +27,7 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     check_endpoint,
+    check_metadata_bounds,
 )
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive
@@ -144,7 +145,8 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
 
     def _keep_contract(self, source: str, document: Any) -> Mapping[str, Any]:
         """`document` as the metadata to check against (kept, over HTTP); a server that
-        announces nothing gives ``{}``; anything but an object is a `ProtocolError`."""
+        announces nothing gives ``{}``; anything but an object, or sizes and counts out of
+        bounds (`check_metadata_bounds`), is a `ProtocolError`."""
         if document is None:
             document = {}
         if not isinstance(document, Mapping):
@@ -152,6 +154,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
                 f"the server's metadata is malformed: expected an object, got "
                 f"{type(document).__name__}"
             )
+        check_metadata_bounds(document)
         if source == "http":
             self._http_metadata = document
         return document

@@ -12,7 +12,7 @@ from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
 from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, Reply
+from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import ReplyStream, Transport
 from vla_client.transports.http import HTTPTransport
 from vla_client.transports.retry import retrying
@@ -63,7 +63,7 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
-        return ActionMetadata.model_validate(self._transport.metadata())
+        return read_metadata(self._transport.metadata())
 
     def infer(
         self,

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from vla_client.protocol.models import ObservationPayload as ObservationPayload
     from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
+    from vla_client.protocol.models import check_metadata_bounds as check_metadata_bounds
+    from vla_client.protocol.models import read_metadata as read_metadata
     from vla_client.protocol.request import build_openpi_request as build_openpi_request
     from vla_client.protocol.request import build_request as build_request
     from vla_client.protocol.request import encode_request as encode_request
