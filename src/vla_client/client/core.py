@@ -50,6 +50,10 @@ RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
 refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 `FramePreprocessor` does them, whatever the server says."""
 
+_TIMER_SLACK_S = 1e-3
+"""How early a transport's timer may fire (event loops round to their clock's resolution): a
+timeout this close to the deadline is the deadline's."""
+
 TransportKind = Literal["http", "websocket"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
 
@@ -206,13 +210,12 @@ def runtime_block(runtime: Mapping[str, Any] | None, return_digest: bool) -> dic
 class RequestBook:
     """What both clients do around a transport: encode, bound the waits, read, count.
 
-    `timeout_s` is the client's own wait for a reply; a request with a deadline waits at most
-    until its deadline, and a timeout that the deadline cut short is a `DeadlineExceededError`.
+    A request with a deadline gives its transport the time left, which bounds the whole
+    exchange; a timeout at the deadline is a `DeadlineExceededError`.
     """
 
-    def __init__(self, options: ClientOptions, timeout_s: float) -> None:
+    def __init__(self, options: ClientOptions) -> None:
         self.options = options
-        self.timeout_s = timeout_s
         self.stats = ClientStats()
         self._own_fit = FramePreprocessor(
             size=options.image_size,
@@ -294,15 +297,15 @@ class RequestBook:
         )
 
     def wait_until(self, deadline_at: float | None) -> float | None:
-        """The wait allowed before `deadline_at`: None (the transport's timeout) when that is
-        shorter; raises `DeadlineExceededError` once the deadline has passed."""
+        """The most a call may take before `deadline_at` (None: no deadline, the transport's
+        timeouts alone); raises `DeadlineExceededError` once the deadline has passed."""
         if deadline_at is None:
             return None
         left = deadline_at - time.monotonic()
         if left <= 0:
             self.stats.late_replies += 1
             raise DeadlineExceededError("the request's deadline passed before it was sent")
-        return left if left < self.timeout_s else None
+        return left
 
     def budget(self, prepared: PreparedRequest) -> float | None:
         """Seconds left before the deadline (None: no deadline); raises once it has passed."""
@@ -319,15 +322,16 @@ class RequestBook:
 
     @contextmanager
     def waiting(self, prepared: PreparedRequest) -> Iterator[float | None]:
-        """Yield the wait for one reply: None (the transport's timeout) or the time left
-        before the deadline when that is shorter; a timeout that hits the deadline is counted
-        and raised as `DeadlineExceededError`."""
+        """Yield the most one exchange may take: None without a deadline, else the time left
+        before it, which the transport holds the whole exchange to (body included; its own
+        timeout still bounds each read). A timeout at the deadline is counted and raised as
+        `DeadlineExceededError`; one before it (a read that timed out) as it came."""
         budget = self.budget(prepared)
-        limited = budget is not None and budget < self.timeout_s
         try:
-            yield budget if limited else None
+            yield budget
         except RequestTimeoutError as exc:
-            if not limited:
+            deadline_at = prepared.deadline_at
+            if deadline_at is None or time.monotonic() < deadline_at - _TIMER_SLACK_S:
                 raise
             self.stats.late_replies += 1
             raise DeadlineExceededError(

@@ -41,14 +41,17 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
-        timeout_s: Seconds to wait for a reply.
+        timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
         api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
         jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
         endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.
         max_observation_age_s: Older observations raise `StaleObservationError`, unsent.
         deadline_s: Seconds from `infer`; no reply by then raises `DeadlineExceededError`,
-            whatever the transport, retries included.
+            whatever the transport, retries, connecting and a slow body included.
+        max_reply_bytes: Largest reply read, in bytes; a longer one is cut off with
+            `ReplyTooLargeError` (default: sized from the server's announced action horizon x
+            dim, at least 1 MiB).
         retry: How requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
     """
 

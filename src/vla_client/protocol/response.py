@@ -29,6 +29,7 @@ import numpy as np
 import orjson
 
 from vla_client.errors import CodecError, ProtocolError, ServerError
+from vla_client.protocol.models import check_metadata_bounds
 from vla_client.protocol.status import parse_retry_after, redirect_detail
 from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE, loads, wire_for_content_type
 
@@ -45,6 +46,33 @@ class Reply:
     content_type: str
     content: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+REPLY_SIZE_FLOOR = 1 << 20
+"""Least reply size cap (bytes): metadata, errors and a small chunk with its timings and
+digests fit many times over."""
+BYTES_PER_ACTION_VALUE = 64
+"""Room per announced action value in the automatic reply cap: a float as JSON text is at most
+about 25 bytes, and the envelope, candidates and digests get the rest."""
+
+
+def reply_size_limit(metadata: Any) -> int:
+    """The reply size cap for a server announcing `metadata`: room for its chunk (``horizon x
+    dim``, the padded dim when larger) at `BYTES_PER_ACTION_VALUE` bytes a value, at least
+    `REPLY_SIZE_FLOOR`. Metadata that announces no sizes, or sizes out of bounds (the client
+    refuses those on reading), gets the floor."""
+    output = metadata.get("output") if isinstance(metadata, Mapping) else None
+    if not isinstance(output, Mapping):
+        return REPLY_SIZE_FLOOR
+    try:
+        check_metadata_bounds({"output": output})
+    except ProtocolError:
+        return REPLY_SIZE_FLOOR
+    horizon = output.get("action_horizon")
+    dims = [d for d in (output.get("action_dim"), output.get("padded_action_dim")) if d]
+    if not horizon or not dims:
+        return REPLY_SIZE_FLOOR
+    return max(REPLY_SIZE_FLOOR, int(horizon) * int(max(dims)) * BYTES_PER_ACTION_VALUE)
 
 
 def read_reply(reply: Reply, *, request_id: str | None = None) -> Any:
