@@ -34,7 +34,8 @@ class RawHTTPServer:
         self.requests: list[RawRequest] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
-        self._closed = threading.Event()
+        self.closed = threading.Event()
+        """Set by `close`: an answer that writes forever stops when it sees it."""
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -42,7 +43,7 @@ class RawHTTPServer:
         return f"http://127.0.0.1:{self.port}"
 
     def close(self) -> None:
-        self._closed.set()
+        self.closed.set()
         self._listener.close()
 
     def __enter__(self) -> RawHTTPServer:
@@ -52,7 +53,7 @@ class RawHTTPServer:
         self.close()
 
     def _accept(self) -> None:
-        while not self._closed.is_set():
+        while not self.closed.is_set():
             try:
                 conn, _ = self._listener.accept()
             except OSError:
@@ -62,7 +63,7 @@ class RawHTTPServer:
     def _serve(self, conn: socket.socket) -> None:
         with conn:
             try:
-                while not self._closed.is_set():
+                while not self.closed.is_set():
                     request = _read_request(conn)
                     if request is None:
                         return
