@@ -184,6 +184,17 @@ def test_websocket_transports_take_their_0_1_0_timeouts(transport_type: type) ->
     ]
 
 
+@pytest.mark.parametrize("transport_type", [WebSocketTransport, AsyncWebSocketTransport])
+def test_websocket_transports_take_max_size_as_max_reply_bytes(transport_type: type) -> None:
+    with pytest.warns(
+        DeprecationWarning, match=r"max_size= is deprecated since 0.2.0; use max_reply_bytes="
+    ):
+        transport = transport_type("ws://127.0.0.1:9", max_size=4096)
+    assert transport.max_reply_bytes == 4096
+    with pytest.raises(TypeError, match="deprecated name of max_reply_bytes="):
+        transport_type("ws://127.0.0.1:9", max_size=4096, max_reply_bytes=4096)
+
+
 def test_the_new_names_alone_warn_of_nothing() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

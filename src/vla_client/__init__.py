@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
+    from vla_client.errors import ReplyTooLargeError as ReplyTooLargeError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError
     from vla_client.errors import ServerError as ServerError
     from vla_client.errors import ServerSilentError as ServerSilentError

@@ -10,7 +10,8 @@
     │   ├── PayloadTooLargeError                over a size limit (413 on the server)
     │   └── UnsupportedContentTypeError         not JSON or msgpack (415 on the server)
     ├── ProtocolError                           a reply that does not follow the action API
-    │   └── MismatchedReplyError                a reply to another request
+    │   ├── MismatchedReplyError                a reply to another request
+    │   └── ReplyTooLargeError                  a reply over the client's size cap, cut off
     ├── TransportError                          the exchange did not complete
     │   ├── ConnectError                        server unreachable, or the connection dropped
     │   └── RequestTimeoutError                 no reply within the timeout
@@ -159,6 +160,21 @@ class ProtocolError(VLAClientError):
 
 class MismatchedReplyError(ProtocolError):
     """A reply carrying another request's id; it is dropped, never returned for this request."""
+
+
+class ReplyTooLargeError(ProtocolError):
+    """A reply over the client's ``max_reply_bytes``; it was cut off, not read to the end.
+
+    `limit` is the cap in bytes. The connection it came on is closed.
+    """
+
+    def __init__(self, limit: int, what: str = "the reply", *, request_id: str | None = None):
+        self.limit = limit
+        super().__init__(
+            f"{what} is over the limit of {limit} bytes (max_reply_bytes); cut off, not read "
+            "to the end",
+            request_id=request_id,
+        )
 
 
 class TransportError(VLAClientError):

@@ -45,7 +45,7 @@ def test_bad_metadata(cli, error_line, bad_metadata_url):
     run = cli("metadata", bad_metadata_url)
     assert run.code == 1
     line = error_line(run.err)
-    assert "invalid" in line and "action_horizon" in line
+    assert "output.action_horizon must be a whole number" in line
 
 
 def test_reply_without_actions(cli, error_line, bad_metadata_url):

@@ -23,6 +23,7 @@ from vla_client.errors import (
     ContractError,
     DeadlineExceededError,
     MismatchedReplyError,
+    ProtocolError,
     RequestTimeoutError,
     StaleObservationError,
 )
@@ -51,6 +52,10 @@ RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
 """How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
 refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 `FramePreprocessor` does them, whatever the server says."""
+
+_TIMER_SLACK_S = 1e-3
+"""How early a transport's timer may fire (event loops round to their clock's resolution): a
+timeout this close to the deadline is the deadline's."""
 
 TransportKind = Literal["http", "websocket"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
@@ -217,13 +222,12 @@ def runtime_block(runtime: Mapping[str, Any] | None, return_digest: bool) -> dic
 class RequestBook:
     """What both clients do around a transport: encode, bound the waits, read, count.
 
-    `timeout_s` is the client's own wait for a reply; a request with a deadline waits at most
-    until its deadline, and a timeout that the deadline cut short is a `DeadlineExceededError`.
+    A request with a deadline gives its transport the time left, which bounds the whole
+    exchange; a timeout at the deadline is a `DeadlineExceededError`.
     """
 
-    def __init__(self, options: ClientOptions, timeout_s: float) -> None:
+    def __init__(self, options: ClientOptions) -> None:
         self.options = options
-        self.timeout_s = timeout_s
         self.stats = ClientStats()
         layout = options.layout
         self._layout_size = layout.image_size if isinstance(layout, OpenpiLayout) else None
@@ -333,15 +337,15 @@ class RequestBook:
         )
 
     def wait_until(self, deadline_at: float | None) -> float | None:
-        """The wait allowed before `deadline_at`: None (the transport's timeout) when that is
-        shorter; raises `DeadlineExceededError` once the deadline has passed."""
+        """The most a call may take before `deadline_at` (None: no deadline, the transport's
+        timeouts alone); raises `DeadlineExceededError` once the deadline has passed."""
         if deadline_at is None:
             return None
         left = deadline_at - time.monotonic()
         if left <= 0:
             self.stats.late_replies += 1
             raise DeadlineExceededError("the request's deadline passed before it was sent")
-        return left if left < self.timeout_s else None
+        return left
 
     def budget(self, prepared: PreparedRequest) -> float | None:
         """Seconds left before the deadline (None: no deadline); raises once it has passed."""
@@ -358,15 +362,16 @@ class RequestBook:
 
     @contextmanager
     def waiting(self, prepared: PreparedRequest) -> Iterator[float | None]:
-        """Yield the wait for one reply: None (the transport's timeout) or the time left
-        before the deadline when that is shorter; a timeout that hits the deadline is counted
-        and raised as `DeadlineExceededError`."""
+        """Yield the most one exchange may take: None without a deadline, else the time left
+        before it, which the transport holds the whole exchange to (body included; its own
+        timeout still bounds each read). A timeout at the deadline is counted and raised as
+        `DeadlineExceededError`; one before it (a read that timed out) as it came."""
         budget = self.budget(prepared)
-        limited = budget is not None and budget < self.timeout_s
         try:
-            yield budget if limited else None
+            yield budget
         except RequestTimeoutError as exc:
-            if not limited:
+            deadline_at = prepared.deadline_at
+            if deadline_at is None or time.monotonic() < deadline_at - _TIMER_SLACK_S:
                 raise
             self.stats.late_replies += 1
             raise DeadlineExceededError(
@@ -390,23 +395,29 @@ class RequestBook:
     ) -> ActionResult:
         """The `ActionResult` for the reply to `prepared`.
 
-        Raises `MismatchedReplyError` for a reply to another request and
+        A reply must carry the request's id, except on openpi's endpoint, whose protocol has
+        none (a reply there with an id must carry this one). Raises `MismatchedReplyError` for
+        a reply to another request and
         `DeadlineExceededError` for one that came too late (both counted), `ProtocolError` for
         a reply without a usable chunk.
         """
         start = time.perf_counter()
         document = received.document
         actions, request_id = read_actions(document)
-        if (
-            self.options.layout is None  # on openpi's endpoint an id in a reply is the server's
-            and request_id is not None
-            and request_id != prepared.request_id
-        ):
-            self.stats.mismatched_replies += 1
-            raise MismatchedReplyError(
-                f"reply is for request {request_id!r}, not the one sent ({prepared.request_id!r})",
-                request_id=prepared.request_id,
-            )
+        if self.options.layout is None:  # openpi's endpoint carries no id: order matches there
+            if request_id is None:
+                raise ProtocolError(
+                    f"reply carries no request id; request {prepared.request_id} sent one, and "
+                    "a reply that cannot say which request it answers is not used",
+                    request_id=prepared.request_id,
+                )
+            if request_id != prepared.request_id:
+                self.stats.mismatched_replies += 1
+                raise MismatchedReplyError(
+                    f"reply is for request {request_id!r}, not the one sent "
+                    f"({prepared.request_id!r})",
+                    request_id=prepared.request_id,
+                )
         if prepared.deadline_at is not None and time.monotonic() > prepared.deadline_at:
             self.stats.late_replies += 1
             raise DeadlineExceededError(

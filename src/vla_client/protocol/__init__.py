@@ -50,15 +50,19 @@ if TYPE_CHECKING:
     from vla_client.protocol.models import ObservationPayload as ObservationPayload
     from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
+    from vla_client.protocol.models import check_metadata_bounds as check_metadata_bounds
+    from vla_client.protocol.models import read_metadata as read_metadata
     from vla_client.protocol.request import build_openpi_request as build_openpi_request
     from vla_client.protocol.request import build_request as build_request
     from vla_client.protocol.request import encode_request as encode_request
+    from vla_client.protocol.response import REPLY_SIZE_FLOOR as REPLY_SIZE_FLOOR
     from vla_client.protocol.response import Reply as Reply
     from vla_client.protocol.response import build_envelope as build_envelope
     from vla_client.protocol.response import build_raw as build_raw
     from vla_client.protocol.response import new_request_id as new_request_id
     from vla_client.protocol.response import read_actions as read_actions
     from vla_client.protocol.response import read_reply as read_reply
+    from vla_client.protocol.response import reply_size_limit as reply_size_limit
     from vla_client.protocol.status import ErrorStatus as ErrorStatus
     from vla_client.protocol.status import error_status as error_status
     from vla_client.protocol.status import status_from_close as status_from_close
