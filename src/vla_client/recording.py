@@ -153,8 +153,10 @@ class ObservationWriter(_RecordingFile):
     >>> with ObservationWriter("run.vlaobs") as writer:
     ...     writer.write(observation)
 
-    `exclusive=True` refuses to replace an existing file (`FileExistsError`). `size` is the
-    bytes written so far; every step is on disk (in the OS's hands) when `write` returns.
+    `exclusive=True` refuses to replace an existing file (`FileExistsError`). `private=True`
+    creates the file readable and writable by its owner only (0600), as a server's recordings
+    of camera frames are; otherwise the umask decides, as for any new file. `size` is the bytes
+    written so far; every step is on disk (in the OS's hands) when `write` returns.
     """
 
     def __init__(
@@ -163,6 +165,7 @@ class ObservationWriter(_RecordingFile):
         *,
         image_format: ImageFormat = "png",
         exclusive: bool = False,
+        private: bool = False,
         **metadata: Any,
     ) -> None:
         _check_image_format(image_format)
@@ -170,7 +173,10 @@ class ObservationWriter(_RecordingFile):
         self.image_format = image_format
         self.count = 0
         self.size = 0
-        self._file = self.path.open("xb" if exclusive else "wb", buffering=0)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+        descriptor = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0),
+                             0o600 if private else 0o666)  # fmt: skip
+        self._file = os.fdopen(descriptor, "wb", buffering=0)
         header = {"format": FORMAT, "version": VERSION, "image_format": image_format}
         document = packb({**header, "metadata": metadata, "created": time.time()})
         header_bytes = MAGIC + _LENGTH.pack(len(document)) + document
