@@ -202,3 +202,28 @@ def test_a_complete_request_is_not_cut_by_the_header_deadline(server: LocalServe
         assert client.get("/health").status_code == 200
         time.sleep(HEADER_TIMEOUT_S * 1.5)  # less than the keep-alive idle timeout (5 s)
         assert client.get("/health").status_code == 200
+
+
+def test_without_a_key_the_limit_counts_clients_and_the_next_gets_503() -> None:
+    """``max_connections`` N: N - 1 connections that have sent a request are held, and the
+    next request gets 503; connections that never finished their headers take no room."""
+    config = ServerConfig(max_connections=3, header_timeout_s=HEADER_TIMEOUT_S)
+    with LocalServer(create_app(ReferencePolicy(), config)) as server:
+        silent = [socket.create_connection((server.host, server.port)) for _ in range(10)]
+        clients = [httpx.Client(base_url=server.url, timeout=10) for _ in range(3)]
+        try:
+            statuses = [client.get("/health").status_code for client in clients]
+            refused = clients[2].get("/health")
+        finally:
+            for client in clients:
+                client.close()
+            for sock in silent:
+                sock.close()
+    assert statuses == [200, 200, 503]
+    assert refused.status_code == 503 and refused.text == "Service Unavailable"
+
+
+def test_the_header_deadline_is_checked() -> None:
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="header_timeout_s"):
+            ServerConfig(header_timeout_s=bad)

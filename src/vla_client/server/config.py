@@ -13,6 +13,7 @@ a body limit of 0, an empty key) is a `ValueError` naming the setting, before an
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,8 @@ class ServerConfig:
         check_positive("max_connections", self.max_connections, allow_none=True, integer=True)
         for option in ("header_timeout_s", "body_timeout_s", "infer_timeout_s"):
             check_positive(option, getattr(self, option))
+        if not math.isfinite(self.header_timeout_s):  # a deadline, which infinity is not
+            raise ValueError(f"header_timeout_s must be finite; got {self.header_timeout_s}")
         if not isinstance(self.limits, DecodeLimits):
             raise ValueError(f"limits must be a DecodeLimits; got {self.limits!r}")
         check_positive("limits.max_cameras", self.limits.max_cameras, integer=True)
