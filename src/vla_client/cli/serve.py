@@ -260,11 +260,16 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
     back until the policy is ready, so a policy that fails to start stops the server with the
     one line the caller prints. Returns the exception the policy failed to start with."""
     import asyncio
+    import contextlib
     import logging
+    import signal
+    from collections.abc import Iterator
+    from types import FrameType
 
     import uvicorn
 
     from vla_client.server import create_app
+    from vla_client.server.api_servers import remove_stale_folders
     from vla_client.server.config import uvicorn_options
     from vla_client.server.local import listener_url
 
@@ -274,6 +279,21 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
     uvicorn_log = logging.getLogger("uvicorn.error")
 
     class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """uvicorn's (SIGINT, SIGTERM), and SIGHUP, which would otherwise end the server
+            at once: a hang-up drains and stops it like SIGTERM, exit code 0."""
+            previous = signal.signal(signal.SIGHUP, self._hang_up)
+            try:
+                with super().capture_signals():
+                    yield
+            finally:
+                signal.signal(signal.SIGHUP, previous)
+
+        def _hang_up(self, sig: int, frame: FrameType | None) -> None:
+            uvicorn_log.warning("Received SIGHUP, exiting.")
+            self.should_exit = True
+
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
             watch = asyncio.ensure_future(self._watch_startup())
             try:
@@ -290,6 +310,7 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
             uvicorn_log.setLevel(logging.INFO)
             uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
 
+    remove_stale_folders()  # of an earlier `serve --api-servers N` killed outright
     server = Server(uvicorn.Config(app, log_level="info", **uvicorn_options(config)))
     uvicorn_log.setLevel(logging.WARNING)  # after uvicorn.Config, which sets it to info
     logging.getLogger("vla_client.server.startup").setLevel(logging.CRITICAL)  # said by us

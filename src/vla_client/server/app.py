@@ -35,7 +35,7 @@ from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.pipeline import Pipeline
 from vla_client.server.policy import Policy
-from vla_client.server.quiet_logs import quiet_refused_handshakes
+from vla_client.server.quiet_logs import quiet_refused_handshakes, redact_credentials_in_logs
 from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
 
@@ -78,6 +78,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         keep_freed_memory()
         quiet_refused_handshakes()
+        redact_credentials_in_logs()
         record = config.record
         if record is not None:
             pipeline.recorder = RequestRecorder(
