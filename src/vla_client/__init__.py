@@ -78,6 +78,7 @@ _FACE = {
     "UnsafeActionError": "vla_client.errors",
     "UnsupportedContentTypeError": "vla_client.errors",
     "VLAClientError": "vla_client.errors",
+    "ReplyTooLargeError": "vla_client.errors",
     "Observation": "vla_client.observation",
     "ActionMetadata": "vla_client.protocol.models",
     "encode_request": "vla_client.protocol.request",
