@@ -81,23 +81,8 @@ MALFORMED: dict[str, Callable[[Any], Any]] = {
     },
 }
 
-CLIENT_READS_IT_AS_VALUE_ERROR = pytest.mark.xfail(
-    raises=ValueError,
-    strict=False,
-    reason="the client's reply reader raises a plain ValueError for envelope entries of "
-    "different shapes until it makes them a ProtocolError (issue 22, the client's part)",
-)
 
-
-@pytest.mark.parametrize(
-    "malformed",
-    [
-        pytest.param(
-            name, marks=CLIENT_READS_IT_AS_VALUE_ERROR if name == "ragged envelope" else ()
-        )
-        for name in MALFORMED
-    ],
-)
+@pytest.mark.parametrize("malformed", list(MALFORMED))
 def test_malformed_replies_from_a_real_server_do_not_end_the_loop(
     malformed: str, observe_untimed: Callable[[], Observation]
 ) -> None:
