@@ -113,8 +113,9 @@ CLIENT_RENAMES = {
 }
 
 
-def _client_settings(client: ClientBase[Any, Any]) -> tuple[object, float]:
-    return client.options, client._book.timeout_s
+def _client_settings(client: ClientBase[Any, Any]) -> tuple[object, object]:
+    """The options and the per-read timeout, which the client hands its HTTP transport."""
+    return client.options, client._transport._client.timeout
 
 
 @pytest.mark.parametrize("old", sorted(CLIENT_RENAMES))
