@@ -96,6 +96,7 @@ class ChunkExecutor:
         reply_deadline_s: float | None = None,
         validate: Callable[[Action], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        align: bool = True,
     ) -> None:
         """Configure the executor.
 
@@ -106,7 +107,9 @@ class ChunkExecutor:
         without capture times is aged from the `observe` call). `reply_deadline_s`: discard a
         reply that took longer than this from sending. `validate` sees each accepted chunk
         before it is used (`SafetyGate.check_chunk`, say) and may raise. `clock` must be the
-        clock the observations' `capture_times` come from.
+        clock the observations' `capture_times` come from. `align=False` plays each chunk from
+        its first row however late it arrived (the naive execution some clients do, kept to
+        measure what aligning is worth).
         """
         if prefetch_at < 0 or blend_steps < 0:
             raise ValueError("prefetch_at and blend_steps must be >= 0")
@@ -117,6 +120,7 @@ class ChunkExecutor:
         self._deadline = reply_deadline_s
         self._validate = validate
         self._clock = clock
+        self._align = align
         self._seen_ids: deque[str] = deque(maxlen=SEEN_IDS)
         self._tick = 0
         self._chunk: Action | None = None
@@ -224,21 +228,22 @@ class ChunkExecutor:
             log.warning("dropped reply %r: that chunk was already taken", result.request_id)
             return
         elapsed = self._tick - request.tick
+        skip = elapsed if self._align else 0
         actions = np.array(result.actions, dtype=np.float32)
         if actions.ndim != 2:
             raise ProtocolError(f"expected an action chunk [H, D], got shape {actions.shape}")
         too_slow = self._deadline is not None and (
             request.finished_at - request.sent_at > self._deadline
         )
-        if too_slow or elapsed >= len(actions):
+        if too_slow or skip >= len(actions):
             self.stats.dropped_late += 1
             log.warning("dropped late reply %s (%d ticks old)", result.request_id, elapsed)
             return
         if self._validate is not None:
             self._validate(actions)
-        self._chunk = cross_fade(self._upcoming(), actions[elapsed:], self._blend_steps)
+        self._chunk = cross_fade(self._upcoming(), actions[skip:], self._blend_steps)
         self._chunk_start = self._tick
-        self._chunk_offset = elapsed
+        self._chunk_offset = skip
         self.chunk_request_id = result.request_id
         if result.request_id is not None:
             self._seen_ids.append(result.request_id)

@@ -1,7 +1,8 @@
 """Policies the reference server can run, by name (``vla-client serve --policy NAME``).
 
-Built in: ``reference`` (deterministic, for tests and benchmarks), ``replay`` (recorded chunks)
-and ``torch`` (a small CNN, on the GPU when there is one). `OpenpiPolicy` serves any object
+Built in: ``reference`` (deterministic, for tests and benchmarks), ``replay`` (recorded chunks),
+``torch`` (a small CNN, on the GPU when there is one) and ``reach`` (solves the built-in
+evaluation task from its frames: ``vla-client eval``). `OpenpiPolicy` serves any object
 with openpi's policy interface. Names of one's own: see `loading`.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vla_client.server.policies.openpi import OpenpiPolicy
+from vla_client.server.policies.reach import ReachPolicy
 from vla_client.server.policies.reference import ReferencePolicy, reference_actions
 from vla_client.server.policies.replay import ReplayPolicy
 from vla_client.server.policies.torch_cnn import TorchCNNPolicy
@@ -20,6 +22,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "reference": ReferencePolicy,
     "replay": ReplayPolicy,
     "torch": TorchCNNPolicy,
+    "reach": ReachPolicy,
 }
 
 
@@ -34,6 +37,7 @@ def make_policy(name: str, **options: object) -> Policy:
 __all__ = [
     "POLICIES",
     "OpenpiPolicy",
+    "ReachPolicy",
     "ReferencePolicy",
     "ReplayPolicy",
     "TorchCNNPolicy",

@@ -1,0 +1,30 @@
+"""Closed-loop evaluation in simulation, through the real client, executor and network.
+
+`ReachTask` is the built-in task (a robot and a moving target, seen by two cameras);
+`GymWorld` makes a Gymnasium environment with pixel observations the robot instead.
+`run_episode` plays one episode through any inference callable with the `ChunkExecutor`, in
+real or simulated time; `NetworkDelay`, `delayed` and `SimulatedTime` put a network delay
+between the robot and the server. ``vla-client eval`` runs it all from the command line.
+"""
+
+from typing import TYPE_CHECKING
+
+from vla_client._lazy import lazy_face
+
+if TYPE_CHECKING:
+    from vla_client.sim.episode import MODES as MODES
+    from vla_client.sim.episode import EpisodeResult as EpisodeResult
+    from vla_client.sim.episode import EvalConfig as EvalConfig
+    from vla_client.sim.episode import Mode as Mode
+    from vla_client.sim.episode import World as World
+    from vla_client.sim.episode import run_episode as run_episode
+    from vla_client.sim.gym import GymWorld as GymWorld
+    from vla_client.sim.network import DelayedTransport as DelayedTransport
+    from vla_client.sim.network import NetworkDelay as NetworkDelay
+    from vla_client.sim.network import SimulatedTime as SimulatedTime
+    from vla_client.sim.network import delayed as delayed
+    from vla_client.sim.network import measure_round_trip as measure_round_trip
+    from vla_client.sim.reach import ReachSettings as ReachSettings
+    from vla_client.sim.reach import ReachTask as ReachTask
+
+__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
