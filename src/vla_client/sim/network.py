@@ -121,9 +121,10 @@ def delayed(inner: Transport, one_way: Callable[[], float]) -> DelayedTransport:
 
 
 def measure_round_trip(infer: InferFn, observation: Observation, *, repeat: int = 5) -> float:
-    """The median seconds of `repeat` real inferences of `observation`: the round trip a
-    simulated run charges for every request (its first call also checks the server takes the
-    observation at all)."""
+    """The median seconds of `repeat` real inferences of `observation`, after one to warm up
+    (which also checks the server takes the observation at all): the round trip a simulated
+    run charges for every request."""
+    infer(observation)
     times = []
     for _ in range(repeat):
         started = time.perf_counter()

@@ -4,9 +4,10 @@ A point robot moves on a table (a 0.8 m x 0.45 m workspace) towards the position
 commanded, at up to `ReachSettings.max_speed_mps` (position control, as most VLAs' arms); a
 target ring slides across the table at constant speed and bounces off the edges. Two cameras
 see them: ``top`` (360x640), fixed above the whole table, and ``wrist`` (224x224), mounted on
-the robot and looking down at the 0.2 m around it. The table is `SyntheticScene`'s image (texture, clutter, a moving arm, sensor noise), so PNG and JPEG cost
-what they cost on camera images, and lossy coding, resizing and camera mapping reach the policy
-as they would reach a learned one.
+the robot and looking down at the 0.2 m around it. The table is `SyntheticScene`'s image
+(texture, clutter, a moving arm, sensor noise), so PNG and JPEG cost what they cost on camera
+images, and lossy coding, resizing and camera mapping reach the policy as they would reach a
+learned one.
 
 Success is defined here, never by the policy: the robot's centre stays within
 `ReachSettings.success_radius_m` of the target's for `ReachSettings.hold_steps` consecutive
@@ -101,7 +102,7 @@ class ReachTask:
     `step(None)` is a tick with no command: the robot stays put while the target moves on.
     """
 
-    cameras = CAMERAS
+    cameras: tuple[str, ...] = CAMERAS
     action_dim = 2
     task = TASK_TEXT
 
