@@ -32,7 +32,8 @@ from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
 from vla_client.sim.network import NetworkDelay, SimulatedTime
-from vla_client.validation import check_at_least, check_choice, check_positive
+from vla_client.sim._checks import check_finite_positive
+from vla_client.validation import check_at_least, check_choice
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +91,12 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
-        check_positive("rate_hz", self.rate_hz)
+        check_finite_positive("rate_hz", self.rate_hz)
         check_at_least("prefetch_at", self.prefetch_at, 0, integer=True)
         check_at_least("blend_steps", self.blend_steps, 1, integer=True)
-        check_positive("give_up_s", self.give_up_s)
+        check_finite_positive("give_up_s", self.give_up_s)
+        if not isinstance(self.delay, NetworkDelay):
+            raise ValueError(f"delay must be a NetworkDelay; got {self.delay!r}")
         check_at_least("max_steps", self.max_steps, 1, integer=True)
 
     @property

@@ -30,7 +30,8 @@ import cv2
 import numpy as np
 
 from vla_client.cameras.scene import SyntheticScene
-from vla_client.validation import check_at_least, check_positive
+from vla_client.sim._checks import check_finite_at_least, check_finite_positive
+from vla_client.validation import check_at_least
 
 WORKSPACE_M = (0.8, 0.45)
 """Table width and depth in metres; the top camera sees exactly this."""
@@ -76,14 +77,14 @@ class ReachSettings:
     """The target's speed is drawn uniformly from this range per episode."""
 
     def __post_init__(self) -> None:
-        check_positive("rate_hz", self.rate_hz)
-        check_positive("duration_s", self.duration_s)
-        check_positive("success_radius_m", self.success_radius_m)
+        check_finite_positive("rate_hz", self.rate_hz)
+        check_finite_positive("duration_s", self.duration_s)
+        check_finite_positive("success_radius_m", self.success_radius_m)
         check_at_least("hold_steps", self.hold_steps, 1, integer=True)
-        check_positive("max_speed_mps", self.max_speed_mps)
+        check_finite_positive("max_speed_mps", self.max_speed_mps)
         low, high = self.target_speed_mps
-        check_at_least("target_speed_mps low", low, 0)
-        check_at_least("target_speed_mps high", high, low)
+        check_finite_at_least("target_speed_mps low", low, 0)
+        check_finite_at_least("target_speed_mps high", high, low)
 
     @property
     def dt(self) -> float:

@@ -31,7 +31,8 @@ from vla_client.sim.reach import (
     WORKSPACE_M,
     WRIST_PX_PER_M,
 )
-from vla_client.validation import check_at_least, check_positive
+from vla_client.sim._checks import check_finite_positive
+from vla_client.validation import check_at_least
 
 MIN_SATURATION = 170
 MIN_VALUE = 235
@@ -81,7 +82,7 @@ class ReachPolicy(Policy):
         rate_hz: float = 10.0,
     ) -> None:
         check_at_least("action_horizon", action_horizon, 1, integer=True)
-        check_positive("rate_hz", rate_hz)
+        check_finite_positive("rate_hz", rate_hz)
         self.rate_hz = float(rate_hz)
         self._tracks: OrderedDict[str, _Track] = OrderedDict()
         self._spec = PolicySpec(
