@@ -31,8 +31,8 @@ from vla_client.control.watchdog import Watchdog
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
-from vla_client.sim.network import NetworkDelay, SimulatedTime
 from vla_client.sim._checks import check_finite_positive
+from vla_client.sim.network import NetworkDelay, SimulatedTime
 from vla_client.validation import check_at_least, check_choice
 
 log = logging.getLogger(__name__)

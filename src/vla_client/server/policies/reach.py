@@ -23,6 +23,7 @@ import cv2
 import numpy as np
 
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
+from vla_client.sim._checks import check_finite_positive
 from vla_client.sim.reach import (
     ROBOT_RGB,
     TARGET_RADIUS_M,
@@ -31,7 +32,6 @@ from vla_client.sim.reach import (
     WORKSPACE_M,
     WRIST_PX_PER_M,
 )
-from vla_client.sim._checks import check_finite_positive
 from vla_client.validation import check_at_least
 
 MIN_SATURATION = 170
