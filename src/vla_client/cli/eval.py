@@ -58,6 +58,8 @@ from vla_client.transports.base import Transport
 from vla_client.transports.http import HTTPTransport
 
 TIMES = ("simulated", "real")
+PLOT_STYLES = {"naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":")}
+"""Marker and line per mode, so modes with the same rates stay told apart."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -433,7 +435,8 @@ def plot_success(cells: Sequence[Cell], path: str, title: str) -> None:
         delays = [c.delay_ms for c in row]
         rates = [100 * c.success_rate for c in row]
         bounds = [wilson_interval(sum(e.success for e in c.episodes), len(c.episodes)) for c in row]
-        axis.plot(delays, rates, marker="o", label=mode)
+        marker, line = PLOT_STYLES[mode]
+        axis.plot(delays, rates, marker=marker, linestyle=line, label=mode)
         axis.fill_between(
             delays, [100 * b[0] for b in bounds], [100 * b[1] for b in bounds], alpha=0.15
         )
