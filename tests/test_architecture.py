@@ -111,6 +111,8 @@ RULES: dict[str, tuple[str, ...]] = {
     "vla_client.cameras": ("vla_client.server", "vla_client.client", "vla_client.transports",
                            "vla_client.cli"),
     "vla_client.server": ("vla_client.cli", "vla_client.client", "vla_client.transports"),
+    "vla_client.sim": ("vla_client.server", "vla_client.cli"),
+    "vla_client.sim.reach": ("vla_client.client", "vla_client.transports", "vla_client.cli"),
 }  # fmt: skip
 ALWAYS_ALLOWED = ("vla_client.errors", "vla_client._lazy", "vla_client.validation")
 ONLY: dict[str, tuple[str, ...]] = {
