@@ -78,7 +78,7 @@ def measure(encodings: list[str], episodes: int, agreement_episodes: int) -> dic
         "python": platform.python_version(),
         "cores": os.cpu_count(),
     }
-    RESULTS.write_text(json.dumps(report, indent=1) + "\n")
+    RESULTS.write_text(json.dumps(report, separators=(",", ":")) + "\n")
     return report
 
 

@@ -11,7 +11,8 @@ its first row lags behind the target by the round trip.
 What it knows of the cameras (their scale, the colours) is what it would have learned from
 training on this task; JPEG artefacts, resizing and a wrong camera mapping hurt it as they would
 hurt a learned policy. The velocity track is kept per task text and restarts when the episode
-clock goes back, so one server can serve consecutive episodes.
+clock goes back, so one server can serve consecutive episodes (of one evaluation at a time per
+task text).
 """
 
 from __future__ import annotations
