@@ -361,7 +361,8 @@ def _watchdog_factory(
 
 def _is_websocket(args: argparse.Namespace) -> bool:
     scheme = urlsplit(args.url).scheme
-    return transport_kind(scheme, args.transport, None) == "websocket"
+    endpoint = "openpi" if getattr(args, "layout", None) is not None else None
+    return transport_kind(scheme, args.transport, endpoint) == "websocket"
 
 
 @contextlib.contextmanager
@@ -376,7 +377,10 @@ def _client(
             from vla_client.transports.websocket import WebSocketTransport
 
             inner = WebSocketTransport(
-                args.url, timeout_s=options["timeout_s"], api_key=options["api_key"]
+                args.url,
+                endpoint="openpi" if args.layout is not None else None,
+                timeout_s=options["timeout_s"],
+                api_key=options["api_key"],
             )
         else:
             inner = HTTPTransport(
@@ -418,7 +422,8 @@ def _title(args: argparse.Namespace, options: dict[str, Any]) -> str:
     robot = args.env or "reach task"
     return (
         f"{robot}, {options['encoding']}/{options['wire']} over {options['transport']}, "
-        f"{args.rate:g} Hz, {args.episodes} episodes per point, {args.time} time"
+        f"{args.rate:g} Hz, {args.episodes} episode{'s' if args.episodes > 1 else ''} per point, "
+        f"{args.time} time"
     )
 
 
