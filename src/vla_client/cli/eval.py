@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -511,6 +511,6 @@ def _report(
         print(f"recorded every episode in {args.record} (see 'vla-client view FILE')")
 
 
-def _mean(values: Iterator[float] | Any) -> float:
+def _mean(values: Iterable[float]) -> float:
     numbers = [float(v) for v in values if not math.isnan(float(v))]
     return sum(numbers) / len(numbers) if numbers else math.nan

@@ -13,7 +13,6 @@ and replies are handed over when due), which gives the same outcome for the same
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Callable
@@ -34,8 +33,6 @@ from vla_client.recording import ObservationWriter
 from vla_client.sim._checks import check_finite_positive
 from vla_client.sim.network import NetworkDelay, SimulatedTime
 from vla_client.validation import check_at_least, check_choice
-
-log = logging.getLogger(__name__)
 
 Mode = Literal["naive", "aligned", "blended"]
 MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
