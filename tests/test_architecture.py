@@ -66,6 +66,11 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
             "from vla_client.server import create_app, LocalServer",
             ("vla_client.cli", "vla_client.client", "httpx", "torch"),
         ),
+        ("import vla_client.sim", (*HEAVY, *HTTP_STACK, "vla_client.client", "vla_client.server")),
+        (
+            "from vla_client.sim.reach import ReachTask",
+            (*HTTP_STACK, "vla_client.client", "vla_client.transports", "vla_client.server"),
+        ),
         (
             "import vla_client.server.worker.process",
             (*HTTP_STACK, "vla_client.client", "vla_client.transports", "torch"),
