@@ -27,6 +27,8 @@ STATEMENTS = (
     "import vla_client",
     "from vla_client import ActionClient, Observation",
     "import vla_client.server.worker.process",
+    # what the worker serving the reference policy imports (unpacking it imports its module)
+    "import vla_client.server.worker.process, vla_client.server.policies.reference",
     "import vla_client.control",
 )
 PROBE = (

@@ -21,9 +21,11 @@ and stops it at the end:
 from __future__ import annotations
 
 import argparse
+import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from typing import NoReturn
 
 import numpy as np
 
@@ -52,21 +54,54 @@ ACTION_LIMIT = 1.0
 MAX_DELTA = 1.0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad flags get one line and exit 2, without the usage block above it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def number(minimum: float, *, above: bool = True, whole: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number over `minimum` (or at least it, when not `above`)."""
+    requirement = f"{'above' if above else 'at least'} {minimum:g}"
+
+    def check(text: str) -> float:
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            kind = "a whole number" if whole else "a number"
+            raise argparse.ArgumentTypeError(f"must be {kind}, got {text!r}") from None
+        if not math.isfinite(value) or value < minimum or (above and value == minimum):
+            raise argparse.ArgumentTypeError(f"must be {requirement}, got {text!r}")
+        return value
+
+    return check
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    positive, count = number(0), number(1, above=False, whole=True)
     parser.add_argument("--url", help="policy server (default: start a local reference server)")
     parser.add_argument("--transport", choices=["websocket", "http"], default="websocket")
-    parser.add_argument("--rate", type=float, default=20.0, help="control rate, Hz")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--cameras", type=int, default=3)
-    parser.add_argument("--size", type=int, default=224, help="square camera frames, pixels")
-    parser.add_argument("--fps", type=float, default=30.0, help="camera frame rate")
+    parser.add_argument("--rate", type=positive, default=20.0, help="control rate, Hz")
+    parser.add_argument("--seconds", type=positive, default=5.0)
+    parser.add_argument("--cameras", type=count, default=3)
+    parser.add_argument(
+        "--size", type=number(8, above=False, whole=True), default=224,
+        help="square camera frames, pixels",
+    )  # fmt: skip
+    parser.add_argument("--fps", type=positive, default=30.0, help="camera frame rate")
     parser.add_argument("--encoding", choices=["png", "jpeg", "raw"], default="jpeg")
     parser.add_argument("--task", default="pick up the red block")
-    parser.add_argument("--blend", type=int, default=2, help="steps to cross-fade chunks over")
-    parser.add_argument("--limit", type=float, default=ACTION_LIMIT, help="clip to +-limit")
-    parser.add_argument("--max-delta", type=float, default=MAX_DELTA, help="clip per-tick change")
-    parser.add_argument("--silence", type=float, default=1.0, help="watchdog timeout, seconds")
+    parser.add_argument(
+        "--blend", type=number(0, above=False, whole=True), default=2,
+        help="steps to cross-fade chunks over",
+    )  # fmt: skip
+    parser.add_argument("--limit", type=positive, default=ACTION_LIMIT, help="clip to +-limit")
+    parser.add_argument(
+        "--max-delta", type=positive, default=MAX_DELTA, help="clip per-tick change"
+    )
+    parser.add_argument("--silence", type=positive, default=1.0, help="watchdog timeout, seconds")
     return parser.parse_args(argv)
 
 
@@ -171,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
         f"chunks {counters.chunks_received}/{counters.requests_sent} requests; "
         f"stale observations {counters.stale_observations}, "
         f"mismatched {counters.dropped_mismatched}, late {counters.dropped_late}, "
-        f"errors {counters.errors}, starved ticks {counters.starved_ticks}"
+        f"errors {counters.errors}, malformed {counters.malformed_replies}, "
+        f"starved ticks {counters.starved_ticks}"
     )
     print(f"final joint positions: {np.round(robot.position, 3)}")
     return 0 if counters.chunks_received else 1

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib.util
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
 
 import vla_client
+import vla_client.server
 from vla_client import errors
 from vla_client.observation import Observation
 from vla_client.server import LocalServer, ServerConfig, create_app
@@ -82,6 +88,40 @@ def test_importing_loads_only_what_it_needs(statement: str, forbidden: tuple[str
     assert not loaded & set(forbidden), f"{statement!r} loads {sorted(loaded & set(forbidden))}"
 
 
+# What the worker imports to serve the reference policy: its own code, then the policy's module
+# as unpacking the policy imports it (the policies' package face loads no other policy).
+REFERENCE_WORKER = "import vla_client.server.worker.process, vla_client.server.policies.reference"
+IMAGE_CODECS = ("PIL", "isal", "fpng", "vla_client.codecs.images")
+
+
+def test_the_reference_worker_loads_no_other_policy_and_no_image_codec() -> None:
+    loaded = loaded_after(REFERENCE_WORKER)
+    unwanted = {
+        *IMAGE_CODECS, "vla_client.recording", "vla_client.server.device_decode",
+        "vla_client.server.policies.torch_cnn", "vla_client.server.policies.replay",
+        "vla_client.server.policies.openpi", "vla_client.server.policies.loading",
+    }  # fmt: skip
+    assert not loaded & unwanted, sorted(loaded & unwanted)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="server/policies/reference.py imports cv2 for cv2.mean of each image"
+)
+def test_the_reference_worker_loads_no_opencv() -> None:
+    assert "cv2" not in loaded_after(REFERENCE_WORKER)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="client/core.py imports cameras/preprocess.py (PIL at its top), and "
+    "protocol/image_forms.py imports codecs/images.py, the encoders beside the server's "
+    "decoders (PIL at its top, isal through png_read)",
+)
+def test_the_action_client_loads_no_image_decoder() -> None:
+    loaded = loaded_after("from vla_client import ActionClient, Observation")
+    assert not loaded & {"PIL", "isal"}, sorted(loaded & {"PIL", "isal"})
+
+
 def test_the_worker_process_never_loads_the_http_stack() -> None:
     """Asked from inside a real worker process: the policy reports what is loaded there."""
     from module_report_policy import WATCHED, ModuleReportPolicy
@@ -143,24 +183,23 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def load_map_tool() -> ModuleType:
+    """tools/architecture.py, which draws docs/architecture.md's map from the imports."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "architecture.py"
+    spec = importlib.util.spec_from_file_location("architecture_map", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+MAP = load_map_tool()
+
+
 def imports_of(path: Path, *, with_type_checking: bool) -> Iterator[str]:
-    """The vla_client modules `path` imports at module level (and in TYPE_CHECKING blocks)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes: list[ast.stmt] = list(tree.body)
-    for node in tree.body:
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            nodes.remove(node)
-            if with_type_checking:
-                nodes.extend(node.body)
-    for node in nodes:
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and node.module.startswith("vla_client")
-        ):
-            yield node.module
-        elif isinstance(node, ast.Import):
-            yield from (a.name for a in node.names if within(a.name, ("vla_client",)))
+    """The vla_client modules `path` imports at import time (and in TYPE_CHECKING blocks)."""
+    kinds = ("import", "type_checking") if with_type_checking else ("import",)
+    return (module for module, kind in MAP.imports(path) if kind in kinds)
 
 
 MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
@@ -209,6 +248,25 @@ def test_no_import_circles() -> None:
             visit(name, [name])
 
 
+def test_the_map_in_the_architecture_page_is_drawn_from_todays_imports() -> None:
+    """docs/architecture.md shows what tools/architecture.py draws; on a difference, run
+    ``python tools/architecture.py --write`` and read the new map before committing it."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    assert MAP.in_page(page) == MAP.block(MAP.drawing())
+
+
+def test_the_map_draws_each_kind_of_import_and_every_part() -> None:
+    """Arrows the code has, one of each kind, and a part for every folder and module."""
+    graph = MAP.arrows()
+    assert graph["server/"]["protocol/"] == "import"
+    assert graph["cli/"]["server/"] == "deferred"  # only the commands that serve import it
+    assert graph["control/"]["protocol/"] == "types only"  # control/safety.py
+    assert graph["__init__.py"]["client/"] == "deferred"  # the front door's lazy face
+    assert "server/" not in graph["client/"]
+    parts = {MAP.part_of(name) for name in MODULES}
+    assert set(graph) == parts
+
+
 # --- one error tree ---------------------------------------------------------------------------
 
 ERROR_CLASSES = [
@@ -218,23 +276,124 @@ ERROR_CLASSES = [
 ]
 
 
-def test_every_error_is_under_the_base_and_exported_at_the_top() -> None:
+SERVER_ERRORS = {
+    "InferenceError", "WorkerStartError", "PolicyLoadError", "PolicyStartError",
+    "PolicyOutputError",
+}  # fmt: skip
+
+
+def test_every_error_is_under_the_base_and_exported_on_its_side() -> None:
+    """The robot's errors at the top, the server's from `vla_client.server` alone."""
     assert len(ERROR_CLASSES) >= 20
     for error in ERROR_CLASSES:
         assert issubclass(error, errors.VLAClientError), error
-        assert error.__name__ in vla_client.__all__, error
-        assert getattr(vla_client, error.__name__) is error
+        face = vla_client.server if error.__name__ in SERVER_ERRORS else vla_client
+        assert error.__name__ in face.__all__, error
+        assert getattr(face, error.__name__) is error
+    assert not SERVER_ERRORS & set(vla_client.__all__)
+
+
+def drawn_tree() -> dict[str, tuple[str | None, set[str]]]:
+    """errors.py's drawn tree: each class -> (its parent in the tree, the builtin bases drawn
+    beside it in parentheses)."""
+    doc = errors.__doc__ or ""
+    lines = doc.split("::\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    tree: dict[str, tuple[str | None, set[str]]] = {}
+    trail: list[str] = []
+    for line in lines:
+        match = re.match(r"(?P<lead>[ │├└─]*)(?P<name>\w+)(?: \((?P<bases>[\w, ]+)\))?", line)
+        assert match, line
+        depth = (len(match["lead"]) - 4) // 4
+        trail[depth:] = [match["name"]]
+        bases = {b.strip() for b in (match["bases"] or "").split(",") if b.strip()}
+        tree[match["name"]] = (trail[depth - 1] if depth else None, bases)
+    return tree
+
+
+def test_the_drawn_error_tree_is_the_class_tree() -> None:
+    """Every class is drawn once, under its parent, with its builtin bases beside it."""
+    tree = drawn_tree()
+    assert set(tree) == {error.__name__ for error in ERROR_CLASSES}
+    for error in ERROR_CLASSES:
+        ours = [b.__name__ for b in error.__bases__ if issubclass(b, errors.VLAClientError)]
+        builtin = {b.__name__ for b in error.__bases__} - set(ours) - {"Exception"}
+        assert tree[error.__name__] == (ours[0] if ours else None, builtin), error
+
+
+def test_a_server_name_at_the_top_still_works_with_a_warning_naming_its_new_home() -> None:
+    for name in (*SERVER_ERRORS, "DecodedRequest", "decode_request"):
+        with pytest.warns(DeprecationWarning, match=r"import it from vla_client\.server"):
+            value = getattr(vla_client, name)
+        assert value is getattr(vla_client.server, name)
+        assert name not in vla_client.__all__ and name not in dir(vla_client)
+
+
+FACES = [p for p in SRC.rglob("__init__.py") if "lazy_face" in p.read_text(encoding="utf-8")]
 
 
 def test_every_name_of_every_package_face_exists() -> None:
-    faces = [p for p in SRC.rglob("__init__.py") if "lazy_face" in p.read_text(encoding="utf-8")]
-    assert len(faces) >= 8
-    for path in faces:
+    assert len(FACES) >= 9
+    for path in FACES:
         package = __import__(module_name(path), fromlist=["_"])
         for name in package.__all__:
             assert getattr(package, name) is not None, f"{package.__name__}.{name}"
         with pytest.raises(AttributeError, match="no attribute 'nope'"):
             package.nope  # noqa: B018
+
+
+def test_a_face_built_the_old_way_from_its_file_name_is_refused() -> None:
+    from vla_client._lazy import lazy_face
+
+    with pytest.raises(TypeError, match="table of name -> module"):
+        lazy_face("vla_client", vla_client.__file__)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("path", FACES, ids=module_name)
+def test_a_face_table_names_what_its_type_checking_block_imports(path: Path) -> None:
+    """The run-time table (read without the source) and the block editors read agree."""
+    block = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom) and statement.module, statement
+                for alias in statement.names:
+                    assert alias.asname == alias.name, f"{alias.name} is not re-exported as is"
+                    block[alias.name] = statement.module
+    package = __import__(module_name(path), fromlist=["_"])
+    assert block == package._FACE
+    assert package.__all__ == sorted(block)
+
+
+def test_the_package_imports_and_serves_from_compiled_files_alone(tmp_path: Path) -> None:
+    """An install that ships only ``.pyc`` files (frozen or embedded images do): the faces need
+    no source, the worker starts from ``__main__.pyc``, and a request is answered."""
+    site = tmp_path / "site"
+    shutil.copytree(SRC, site / "vla_client", ignore=shutil.ignore_patterns("__pycache__"))
+    compiled = subprocess.run(
+        [sys.executable, "-m", "compileall", "-b", "-q", str(site)],
+        capture_output=True,
+        timeout=120,
+    )
+    assert compiled.returncode == 0, compiled.stdout
+    for source in site.rglob("*.py"):
+        source.unlink()
+    code = (
+        "import vla_client\n"
+        "from vla_client import ActionClient, Observation\n"
+        "from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app\n"
+        "import numpy as np\n"
+        "assert vla_client.__file__.endswith('.pyc'), vla_client.__file__\n"
+        "app = create_app(ReferencePolicy(), ServerConfig())\n"
+        "with LocalServer(app) as server, ActionClient(server.url) as client:\n"
+        "    frame = np.zeros((8, 8, 3), np.uint8)\n"
+        "    print(client.infer(Observation({'cam': frame})).actions.shape)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "(16, 7)"
 
 
 def test_every_exception_raised_is_a_builtin_or_from_errors_py() -> None:

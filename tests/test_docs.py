@@ -104,6 +104,133 @@ def test_doc_snippets_run(page: str, server: str, code: str) -> None:
         assert gate.clipped <= 4, f"{gate.clipped} of 40 actions clipped"  # type: ignore[attr-defined]
 
 
+def test_the_encoding_table_fits_a_laptop_window() -> None:
+    """At 1280 pixels the docs theme showed 7 of the table's 10 columns; 6 short ones fit, with
+    the path column kept on one line by the page's wrapper and stylesheet."""
+    header = next(
+        line for line in (ROOT / "docs" / "encoding-table.md").read_text().splitlines()
+        if line.startswith("| path")
+    )  # fmt: skip
+    assert header.count("|") - 1 <= 6, header
+    assert '<div class="bench-table" markdown>' in (ROOT / "docs" / "encoding.md").read_text()
+    assert (
+        ".bench-table td:first-child" in (ROOT / "docs" / "stylesheets" / "extra.css").read_text()
+    )
+
+
+# Printed samples: a ```text block after <!-- output of: COMMAND --> (or <!-- output of:
+# COMMAND | against: SERVER -->, a server of SERVERS) is "$ COMMAND" (a comment may follow it)
+# and then what COMMAND prints on stdout and stderr, run here against a local reference server
+# (its URL inserted after the subcommand when the command names none) in a folder holding any
+# .png it names. The test compares shapes: numbers, runs of spaces and of dashes, and "A to B"
+# ranges may differ; a line "..." stands for any lines.
+SAMPLE = re.compile(r"<!-- output of: (.+?)(?: \| against: (\w+))? -->\n```text\n(.*?)```", re.S)
+DOCS_URL = "http://127.0.0.1:8000"
+_SHAPE_TOKEN = re.compile(r"(\d+(?:\.\d+)?)|( +)|(-{2,})")
+
+
+def printed_samples() -> list[tuple[str, str, str, str]]:
+    """(page, command, server, sample) for every printed sample of the docs."""
+    found = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for command, server, sample in SAMPLE.findall(page.read_text()):
+            found.append((page.name, command, server or "reference", sample))
+    assert {page for page, *_ in found} >= {"quickstart.md", "cli.md"}
+    return found
+
+
+def shape(sample: str) -> re.Pattern[str]:
+    """A pattern matching any output of the sample's shape (see above)."""
+    parts = []
+    for line in sample.splitlines():
+        if line == "...":
+            parts.append(r"(?:[^\n]*\n)*?")
+            continue
+        pieces, end = [], 0
+        for token in _SHAPE_TOKEN.finditer(line):
+            pieces.append(re.escape(line[end : token.start()]))
+            pieces.append(r"\d+(?:\.\d+)?" if token[1] else " +" if token[2] else "-+")
+            end = token.end()
+        pieces.append(re.escape(line[end:]))
+        parts.append("".join(pieces) + r" *\n")
+    return re.compile("".join(parts))
+
+
+def without_ranges(text: str) -> str:
+    """``2.8 kB to 2.9 kB`` as ``2.8 kB``: whether requests differed in size is no shape."""
+    return re.sub(r"(\d+(?:\.\d+)? [kMG]?B) to \d+(?:\.\d+)? [kMG]?B", r"\1", text)
+
+
+@pytest.mark.parametrize(
+    ("page", "command", "server", "sample"), printed_samples(), ids=lambda v: str(v)[:40]
+)
+def test_printed_samples_are_what_the_commands_print(
+    page: str, command: str, server: str, sample: str, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import shlex
+
+    import cv2
+
+    from vla_client.cameras.scene import synthetic_frames
+    from vla_client.cli import main
+    from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+
+    words = shlex.split(command)
+    assert words[0] == "vla-client", command
+    shown, _, sample = sample.partition("\n")
+    assert shown.split("  #")[0].rstrip() == f"$ {command}", shown
+    for word in words:
+        if word.endswith(".png"):
+            path = tmp_path / word.split("=")[-1]
+            cv2.imwrite(str(path), synthetic_frames(1, 120, 160)["wrist"])
+    monkeypatch.chdir(tmp_path)
+    options, layout = SERVERS.get(server, ({}, "flat"))
+    app = create_app(
+        ReferencePolicy(**options),  # type: ignore[arg-type]
+        ServerConfig(in_process=True, openpi_layout=layout),
+    )
+    with LocalServer(app) as local:
+        args = [local.url if word == DOCS_URL else word for word in words[1:]]
+        if not any("://" in word or ":" in word.split("=")[0] for word in args[1:]):
+            args.insert(1, local.url)  # the command's URL, where the page leaves the default
+        main(args)
+    captured = capsys.readouterr()
+    printed = without_ranges((captured.out + captured.err).replace(local.url, DOCS_URL))
+    assert shape(without_ranges(sample)).fullmatch(printed), f"{page}: {command}\n{printed}"
+
+
+def _keys(document: object) -> set[str]:
+    """Every key of a JSON document, at any depth."""
+    if isinstance(document, dict):
+        return set(document) | {key for value in document.values() for key in _keys(value)}
+    if isinstance(document, list):
+        return {key for value in document for key in _keys(value)}
+    return set()
+
+
+def test_sample_documents_use_the_keys_the_server_sends() -> None:
+    """A ```json block after <!-- keys of: GET|POST PATH --> (abridged with "...") names only
+    keys that the reference server's reply to that request holds."""
+    import httpx
+
+    from vla_client import Observation, encode_request
+    from vla_client.cameras.scene import synthetic_frames
+    from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+
+    pattern = r"<!-- keys of: (GET|POST) (\S+) -->\n```json\n(.*?)```"
+    samples = re.findall(pattern, (ROOT / "docs" / "protocol.md").read_text(), flags=re.S)
+    assert len(samples) == 2
+    body, content_type = encode_request(Observation(synthetic_frames(1, 48, 64)), wire="json")
+    app = create_app(ReferencePolicy(), ServerConfig(in_process=True))
+    with LocalServer(app) as local:
+        for method, path, sample in samples:
+            headers = {"Content-Type": content_type}
+            reply = httpx.request(method, local.url + path, content=body, headers=headers)
+            assert reply.status_code == 200, reply.text
+            named = set(re.findall(r'"(\w+)":', sample))
+            assert named - _keys(reply.json()) == set(), f"{method} {path}"
+
+
 PUBLIC_PACKAGES = (
     "vla_client", "vla_client.client", "vla_client.cameras", "vla_client.control",
     "vla_client.protocol", "vla_client.transports", "vla_client.codecs", "vla_client.server",
@@ -116,20 +243,18 @@ def test_every_exported_name_is_in_the_api_reference() -> None:
     import importlib
 
     import vla_client
-    from vla_client._lazy import _type_checking_imports
 
     rendered = set(re.findall(r"^::: ([\w.]+)$", (ROOT / "docs" / "api.md").read_text(), re.M))
     missing = []
     for name in PUBLIC_PACKAGES:
         package = importlib.import_module(name)
-        init = Path(package.__file__).read_text()  # type: ignore[arg-type]
-        table = _type_checking_imports(init)
+        table = getattr(package, "_FACE", {})  # a lazy face's table: name -> its module
         for exported in package.__all__:
-            module = table[exported][0] if exported in table else name
+            module = table.get(exported, name)
             value = getattr(package, exported)
             defined_in = getattr(value, "__module__", module) if callable(value) else module
             places = {f"{name}.{exported}", f"{module}.{exported}", module, defined_in}
-            if getattr(vla_client, exported, None) is value:  # also a top-level name
+            if exported in vla_client.__all__ and getattr(vla_client, exported) is value:
                 places.add(f"vla_client.{exported}")
             if not places & rendered:
                 missing.append(f"{name}.{exported}")

@@ -116,6 +116,22 @@ def test_rotate_keeps_the_latest_requests_within_the_bounds(tmp_path):
     assert (folder / "older.vlaobs").read_bytes() == b"not ours"  # never touched
 
 
+def test_recordings_are_private_to_their_owner(tmp_path):
+    """Camera frames: files 0600 and the folder the recorder makes 0700, whatever the umask
+    would let other users read (022, the usual one, gives 0644 and 0755)."""
+    folder = tmp_path / "records"
+    umask = os.umask(0o022)
+    try:
+        with RequestRecorder(folder) as recorder:
+            record(recorder, 0)
+    finally:
+        os.umask(umask)
+    (recording,) = folder.glob("requests-*.vlaobs")
+    assert oct(folder.stat().st_mode & 0o777) == oct(0o700)
+    assert oct(recording.stat().st_mode & 0o777) == oct(0o600)
+    assert len(load_observations(recording)) == 1
+
+
 def test_stop_keeps_the_first_requests_and_says_so_once(tmp_path, caplog):
     step = _one_step_bytes(tmp_path)
     folder = tmp_path / "records"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 
+from vla_client.codecs import encode_png
 from vla_client.observation import Observation
+from vla_client.protocol import DecodeLimits
 from vla_client.recording import (
     ObservationReader,
     ObservationWriter,
@@ -111,3 +115,67 @@ def test_a_writer_can_refuse_to_replace_a_file(tmp_path):
     assert path.read_bytes() == b"keep me"
     with pytest.raises(ValueError, match="'png', 'raw'"):
         ObservationWriter(tmp_path / "x.vlaobs", image_format="webp")  # type: ignore[arg-type]
+
+
+def _crafted(path, steps: int, images: dict) -> None:
+    """A recording whose steps hold `images` as given, past anything a writer would make."""
+    from vla_client.codecs.msgpack_numpy import packb
+    from vla_client.recording import EncodedStep
+
+    data = packb({"images": images, "state": None, "task": "", "wall_time": 1.0})
+    step = EncodedStep(struct.pack(">I", len(data)) + data, "png")
+    with ObservationWriter(path) as writer:
+        for _ in range(steps):
+            writer.append(step)
+
+
+def test_thousands_of_tiny_cameras_fail_fast_in_view(tmp_path, capsys):
+    """12 steps of 3,000 1x1 PNG cameras (a few MB) once took 4 GiB in ``view``; the reader
+    counts a step's cameras against the server's limit before it decodes any frame."""
+    from vla_client.cli import main
+
+    tiny = encode_png(np.zeros((1, 1, 3), np.uint8))
+    path = tmp_path / "crafted.vlaobs"
+    _crafted(path, 12, {f"cam{i}": tiny for i in range(3000)})
+    out = tmp_path / "sheet.png"
+    code = main(["view", str(path), "--out", str(out)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(lines) == 1, lines
+    assert "step 0 is over the limits: images: 3000 cameras, over the limit of 16" in lines[0]
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("image_format", ["png", "raw"])
+def test_a_frame_over_the_pixel_limit_is_refused_before_decoding(tmp_path, image_format):
+    path = tmp_path / "run.vlaobs"
+    frame = np.zeros((40, 50, 3), np.uint8)
+    with ObservationWriter(path, image_format=image_format) as writer:
+        writer.write(Observation({"cam": frame, "top": frame}))
+    for limits, problem in [
+        (DecodeLimits(max_image_pixels=40 * 50 - 1), r"step 0 is over the limits: .*2000 pixels"),
+        (DecodeLimits(max_cameras=1), "2 cameras, over the limit of 1"),
+    ]:
+        with (
+            ObservationReader(path, limits=limits) as reader,
+            pytest.raises(RecordingError, match=problem),
+        ):
+            list(reader)
+    with ObservationReader(path, limits=DecodeLimits(max_cameras=2, max_image_pixels=2000)) as r:
+        (step,) = list(r)  # exactly at the limits
+    np.testing.assert_array_equal(step.observation.images["cam"], frame)
+
+
+def test_a_png_header_claiming_a_huge_frame_is_refused_unread(tmp_path):
+    huge = bytearray(encode_png(np.zeros((1, 1, 3), np.uint8)))
+    huge[16:24] = struct.pack(">II", 60000, 60000)  # IHDR width, height (CRC left wrong)
+    path = tmp_path / "huge.vlaobs"
+    _crafted(path, 1, {"cam": bytes(huge)})
+    with ObservationReader(path) as reader, pytest.raises(RecordingError, match="60000x60000"):
+        list(reader)
+
+
+def test_limits_must_be_decode_limits(tmp_path):
+    path = tmp_path / "run.vlaobs"
+    ObservationWriter(path).close()
+    with pytest.raises(ValueError, match="limits must be a DecodeLimits"):
+        ObservationReader(path, limits=16)  # type: ignore[arg-type]

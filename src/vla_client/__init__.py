@@ -1,9 +1,10 @@
 """vla-client: send robot camera frames to VLA policy servers, get action chunks back as numpy.
 
 The public API is small: build an `Observation`, send it with `ActionClient` (or
-`AsyncActionClient`), read `ActionResult.actions`. `encode_request` / `decode_request` give the
-wire bytes for use with any HTTP stack. Every error is a `VLAClientError` (see
-`vla_client.errors` for the tree). The reference server lives in `vla_client.server` (extra
+`AsyncActionClient`), read `ActionResult.actions`. `encode_request` gives the wire bytes for
+use with any HTTP stack. Every error is a `VLAClientError` (see `vla_client.errors` for the
+tree). The reference server, with the names only a server needs (`decode_request`,
+`InferenceError`, the worker's and the policies' errors), lives in `vla_client.server` (extra
 ``server``) and is never imported from here.
 
 Names load on first use (see `vla_client._lazy`): ``import vla_client`` imports nothing heavy,
@@ -13,8 +14,7 @@ and ``from vla_client import Observation`` does not load the HTTP client.
 from typing import TYPE_CHECKING
 
 from vla_client._lazy import lazy_face
-
-__version__ = "0.1.0"
+from vla_client._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from vla_client.client.async_client import AsyncActionClient as AsyncActionClient
@@ -29,15 +29,12 @@ if TYPE_CHECKING:
     from vla_client.errors import ConnectError as ConnectError
     from vla_client.errors import ContractError as ContractError
     from vla_client.errors import DeadlineExceededError as DeadlineExceededError
-    from vla_client.errors import InferenceError as InferenceError
     from vla_client.errors import InvalidObservationError as InvalidObservationError
     from vla_client.errors import MismatchedReplyError as MismatchedReplyError
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
-    from vla_client.errors import PolicyLoadError as PolicyLoadError
-    from vla_client.errors import PolicyOutputError as PolicyOutputError
-    from vla_client.errors import PolicyStartError as PolicyStartError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
+    from vla_client.errors import ReplyTooLargeError as ReplyTooLargeError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError
     from vla_client.errors import ServerError as ServerError
     from vla_client.errors import ServerSilentError as ServerSilentError
@@ -47,13 +44,53 @@ if TYPE_CHECKING:
     from vla_client.errors import UnsafeActionError as UnsafeActionError
     from vla_client.errors import UnsupportedContentTypeError as UnsupportedContentTypeError
     from vla_client.errors import VLAClientError as VLAClientError
-    from vla_client.errors import WorkerStartError as WorkerStartError
     from vla_client.observation import Observation as Observation
-    from vla_client.protocol.decode import DecodedRequest as DecodedRequest
-    from vla_client.protocol.decode import decode_request as decode_request
     from vla_client.protocol.models import ActionMetadata as ActionMetadata
     from vla_client.protocol.request import encode_request as encode_request
     from vla_client.transports.retry import Backoff as Backoff
     from vla_client.transports.retry import RetryPolicy as RetryPolicy
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "AsyncActionClient": "vla_client.client.async_client",
+    "mismatched_cameras": "vla_client.client.checks",
+    "ActionResult": "vla_client.client.result",
+    "Timings": "vla_client.client.result",
+    "ActionClient": "vla_client.client.sync_client",
+    "CameraError": "vla_client.errors",
+    "CameraSettingError": "vla_client.errors",
+    "CameraTimeoutError": "vla_client.errors",
+    "CodecError": "vla_client.errors",
+    "ConnectError": "vla_client.errors",
+    "ContractError": "vla_client.errors",
+    "DeadlineExceededError": "vla_client.errors",
+    "InvalidObservationError": "vla_client.errors",
+    "MismatchedReplyError": "vla_client.errors",
+    "PayloadTooLargeError": "vla_client.errors",
+    "ProtocolError": "vla_client.errors",
+    "RecordingError": "vla_client.errors",
+    "RequestTimeoutError": "vla_client.errors",
+    "ServerError": "vla_client.errors",
+    "ServerSilentError": "vla_client.errors",
+    "StaleFrameError": "vla_client.errors",
+    "StaleObservationError": "vla_client.errors",
+    "TransportError": "vla_client.errors",
+    "UnsafeActionError": "vla_client.errors",
+    "UnsupportedContentTypeError": "vla_client.errors",
+    "VLAClientError": "vla_client.errors",
+    "ReplyTooLargeError": "vla_client.errors",
+    "Observation": "vla_client.observation",
+    "ActionMetadata": "vla_client.protocol.models",
+    "encode_request": "vla_client.protocol.request",
+    "Backoff": "vla_client.transports.retry",
+    "RetryPolicy": "vla_client.transports.retry",
+}
+# The server's names, which left this face for `vla_client.server`: still handed out here, with a
+# DeprecationWarning, for one more release.
+_MOVED_TO_SERVER = (
+    "DecodedRequest", "decode_request", "InferenceError", "PolicyLoadError",
+    "PolicyOutputError", "PolicyStartError", "WorkerStartError",
+)  # fmt: skip
+__getattr__, __dir__, __all__ = lazy_face(
+    __name__, _FACE, moved=dict.fromkeys(_MOVED_TO_SERVER, "vla_client.server")
+)

@@ -1,64 +1,63 @@
 """Package faces that import a module only when one of its names is first used.
 
-A package's ``__init__.py`` names what it offers in an ``if TYPE_CHECKING:`` block of
-``from module import Name as Name`` lines, which type checkers and editors read as plain
-imports, and ends with::
+A package's ``__init__.py`` names what it offers twice, side by side: in an
+``if TYPE_CHECKING:`` block of ``from module import Name as Name`` lines, which type checkers
+and editors read as plain imports, and in a table of name to module that the package hands to
+`lazy_face`::
 
-    __getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+    _FACE = {"Name": "package.module", ...}
+    __getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)
 
-At run time nothing in that block is imported: `lazy_face` reads the block from the file
-itself, and the package's module ``__getattr__`` imports a name's module the first time the
-name is asked for (then keeps it, so the second use costs nothing). ``import vla_client``
-therefore costs almost nothing, and a process that only needs the codecs (an inference worker,
-say) never loads the HTTP client. The block is the one list of the package's names, so the two
-cannot disagree.
+At run time nothing in the block is imported: the package's module ``__getattr__`` imports a
+name's module the first time the name is asked for (then keeps it, so the second use costs
+nothing). ``import vla_client`` therefore costs almost nothing, and a process that only needs
+the codecs (an inference worker, say) never loads the HTTP client. The table is plain data, so
+a package works where no source file is installed (only ``.pyc`` files, as frozen or embedded
+installs ship); ``tests/test_architecture.py`` checks that every face's table and block name
+the same names from the same modules.
+
+A name that has moved to another package can stay in `moved` for a release: it is still
+handed out, with a `DeprecationWarning` naming its new home, and is no longer in ``__all__``.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import sys
-from collections.abc import Callable
-from pathlib import Path
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 
 def lazy_face(
-    package: str, init_file: str
+    package: str, names: Mapping[str, str], moved: Mapping[str, str] | None = None
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
-    """``__getattr__``, ``__dir__`` and ``__all__`` for `package`, from its ``TYPE_CHECKING``
-    imports in `init_file`."""
-    table = _type_checking_imports(Path(init_file).read_text(encoding="utf-8"))
-    names = sorted(table)
+    """``__getattr__``, ``__dir__`` and ``__all__`` for `package`, which offers each of `names`
+    from the module the table gives, and each of `moved` (name -> the package it moved to)
+    with a `DeprecationWarning`."""
+    if not isinstance(names, Mapping):  # the old call passed the face's __file__ here
+        raise TypeError(f"lazy_face takes a table of name -> module, not {names!r}")
+    exported = sorted(names)
+    moved = dict(moved or {})
 
     def __getattr__(name: str) -> Any:
+        if name in moved:
+            warnings.warn(
+                f"{package}.{name} has moved: import it from {moved[name]}; "
+                f"{package} stops offering it in the next release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(moved[name]), name)
         try:
-            module, original = table[name]
+            module = names[name]
         except KeyError:
             raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
-        value = getattr(importlib.import_module(module), original)
+        value = getattr(importlib.import_module(module), name)
         setattr(sys.modules[package], name, value)
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*vars(sys.modules[package]), *names})
+        return sorted({*vars(sys.modules[package]), *exported})
 
-    return __getattr__, __dir__, names
-
-
-def _type_checking_imports(source: str) -> dict[str, tuple[str, str]]:
-    """Exported name -> (module, name in that module), from ``if TYPE_CHECKING:`` blocks."""
-    table: dict[str, tuple[str, str]] = {}
-    for node in ast.parse(source).body:
-        if not (isinstance(node, ast.If) and _is_type_checking(node.test)):
-            continue
-        for statement in node.body:
-            if isinstance(statement, ast.ImportFrom) and statement.module and not statement.level:
-                for alias in statement.names:
-                    table[alias.asname or alias.name] = (statement.module, alias.name)
-    return table
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+    return __getattr__, __dir__, exported

@@ -10,7 +10,8 @@
     │   ├── PayloadTooLargeError                over a size limit (413 on the server)
     │   └── UnsupportedContentTypeError         not JSON or msgpack (415 on the server)
     ├── ProtocolError                           a reply that does not follow the action API
-    │   └── MismatchedReplyError                a reply to another request
+    │   ├── MismatchedReplyError                a reply to another request
+    │   └── ReplyTooLargeError                  a reply over the client's size cap, cut off
     ├── TransportError                          the exchange did not complete
     │   ├── ConnectError                        server unreachable, or the connection dropped
     │   └── RequestTimeoutError                 no reply within the timeout
@@ -25,8 +26,11 @@
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
-    └── PolicyLoadError (ValueError)            server side: a policy name that gives no policy
+    │   └── PolicyStartError                    the policy's load() or warm_up() raised
+    ├── PolicyLoadError (ValueError)            server side: a policy name that gives no policy
+    └── PolicyOutputError (ValueError)          server side: a policy's chunk is malformed
 
+The server-side errors are offered by `vla_client.server`; the rest by `vla_client` itself.
 Client code catches `VLAClientError` for "anything went wrong talking to the policy", or a
 subclass to decide what to do next: fix the input (`InvalidObservationError`), retry later
 (`ConnectError`, `RequestTimeoutError`, `ServerError` with ``retryable``), or report a bug in
@@ -35,6 +39,9 @@ request never got one, such as a bad observation refused before encoding).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 
 class VLAClientError(Exception):
@@ -52,20 +59,63 @@ class InvalidObservationError(VLAClientError, ValueError):
     """An observation that cannot be sent: wrong shape or dtype, NaN state, no cameras."""
 
 
+@dataclass(frozen=True)
+class OptionFix:
+    """A client option that would fix a `ContractError`, kept as data so that each caller can
+    name it in its own terms: ``resize='pad'`` in Python, ``--resize pad`` on the command line.
+
+    `option` is the `ActionClient` keyword (``camera_map``, ``resize``), `values` the values to
+    try, best first; `before` and `after` are the words around them.
+    """
+
+    option: str
+    values: tuple[object, ...]
+    before: str = ""
+    after: str = ""
+
+    def describe(self, spell: Callable[[str, object], str] | None = None) -> str:
+        """The fix in words; `spell(option, value)` writes one value (default: a keyword)."""
+        spell = spell or _keyword
+        return self.before + " or ".join(spell(self.option, v) for v in self.values) + self.after
+
+
+def _keyword(option: str, value: object) -> str:
+    """``resize='pad'``: an option as a Python caller writes it."""
+    return f"{option}={value!r}"
+
+
 class ContractError(InvalidObservationError):
     """An observation that does not fit what the server announced in its metadata.
 
     `field` is the part of the metadata it breaks (``input.image_keys``, ``input.state_dim``,
     ``input.image_size``), `expected` what the server announced, `given` what the observation
-    has. Nothing was sent.
+    has, `hint` what to do in words and `fix` the option that would fix it, if one would (the
+    message names it as an `ActionClient` keyword; `describe` can name it otherwise). Nothing
+    was sent.
     """
 
-    def __init__(self, field: str, expected: object, given: object, hint: str = "") -> None:
+    def __init__(
+        self,
+        field: str,
+        expected: object,
+        given: object,
+        hint: str = "",
+        *,
+        fix: OptionFix | None = None,
+    ) -> None:
         self.field = field
         self.expected = expected
         self.given = given
-        message = f"{field}: the server expects {expected}, the observation has {given}"
-        super().__init__(f"{message}; {hint}" if hint else message)
+        self.hint = hint
+        self.fix = fix
+        super().__init__(self.describe())
+
+    def describe(self, spell: Callable[[str, object], str] | None = None) -> str:
+        """The message, with the fix's option written by `spell` (see `OptionFix.describe`)."""
+        message = f"{self.field}: the server expects {self.expected}, "
+        message += f"the observation has {self.given}"
+        advice = [text for text in (self.hint, self.fix and self.fix.describe(spell)) if text]
+        return "; ".join([message, *advice])
 
 
 class StaleObservationError(VLAClientError):
@@ -110,6 +160,21 @@ class ProtocolError(VLAClientError):
 
 class MismatchedReplyError(ProtocolError):
     """A reply carrying another request's id; it is dropped, never returned for this request."""
+
+
+class ReplyTooLargeError(ProtocolError):
+    """A reply over the client's ``max_reply_bytes``; it was cut off, not read to the end.
+
+    `limit` is the cap in bytes. The connection it came on is closed.
+    """
+
+    def __init__(self, limit: int, what: str = "the reply", *, request_id: str | None = None):
+        self.limit = limit
+        super().__init__(
+            f"{what} is over the limit of {limit} bytes (max_reply_bytes); cut off, not read "
+            "to the end",
+            request_id=request_id,
+        )
 
 
 class TransportError(VLAClientError):
@@ -204,7 +269,8 @@ class InferenceError(VLAClientError):
     """Server side: a request the runner could not serve, with the HTTP status it maps to.
 
     503 (busy, worker down or restarting; `retry_after` says when to come back), 500 (the
-    policy failed), 504 (inference ran past its timeout).
+    policy failed), 504 (inference ran past its timeout). `policy_traceback` is the policy's
+    exception as formatted where it was raised (the worker process), for the server log only.
     """
 
     def __init__(
@@ -214,11 +280,13 @@ class InferenceError(VLAClientError):
         *,
         retry_after: float | None = None,
         request_id: str | None = None,
+        policy_traceback: str = "",
     ) -> None:
         super().__init__(detail, request_id=request_id)
         self.status_code = status_code
         self.detail = detail
         self.retry_after = retry_after
+        self.policy_traceback = policy_traceback
 
 
 class WorkerStartError(VLAClientError, RuntimeError):

@@ -20,6 +20,10 @@ from vla_client.errors import CodecError, InvalidObservationError
 class Observation:
     """Camera frames (HxWx3 uint8 RGB), an optional state vector and the task text.
 
+    The state is float32, or float64 when given as float64 (a robot's joint readings usually
+    are): openpi requests send it as given, as openpi's example clients do; the action API's
+    requests send float32.
+
     `capture_times` holds each camera's capture time in seconds (`time.monotonic()` on the robot);
     it travels in the request as ``observation.capture_times`` so latency can be measured from the
     moment the frame was taken, without synchronised clocks.
@@ -83,7 +87,8 @@ def _check_state(state: np.ndarray | list[float] | None) -> np.ndarray | None:
         raise InvalidObservationError(f"state must be numeric, got dtype {array.dtype}")
     if array.ndim != 1:
         raise InvalidObservationError(f"state must be a 1-D vector, got shape {array.shape}")
-    array = array.astype(np.float32)
+    if array.dtype != np.float64:  # float64 stays: openpi's examples send the robot's own
+        array = array.astype(np.float32)
     if not np.isfinite(array).all():
         raise InvalidObservationError("state contains NaN or infinity")
     return array

@@ -14,6 +14,9 @@ one starts. When that next file would be one too many, `on_full` decides:
   requests, like a flight recorder, which is what one wants when a robot misbehaves hours in;
 - ``"stop"`` stops recording and says so once: the folder keeps the first requests.
 
+Private. The recordings hold camera frames: each file is readable by its owner only (0600),
+and a folder the recorder creates is 0700 (one that exists already keeps its mode).
+
 Files that were in the folder before the recorder started are never touched. A request too big
 for one file is skipped (counted in `stats`).
 
@@ -226,7 +229,7 @@ class RequestRecorder:
             self._stop("it is not a folder")
             return
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             self._stop(f"cannot create the folder: {exc.strerror or exc}")
             return
@@ -292,7 +295,11 @@ class RequestRecorder:
             self._next_file += 1
             try:
                 writer = ObservationWriter(
-                    path, image_format=self.image_format, exclusive=True, source="server"
+                    path,
+                    image_format=self.image_format,
+                    exclusive=True,
+                    private=True,
+                    source="server",
                 )
                 break
             except FileExistsError:

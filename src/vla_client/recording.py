@@ -24,14 +24,15 @@ from collections.abc import Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Literal, Self
+from typing import Any, BinaryIO, Literal, TypeVar
 
 import numpy as np
 
 from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
 from vla_client.codecs.msgpack_numpy import packb, unpackb
-from vla_client.errors import CodecError, RecordingError
+from vla_client.errors import CodecError, PayloadTooLargeError, RecordingError
 from vla_client.observation import Observation
+from vla_client.protocol import DecodeLimits
 from vla_client.validation import check_choice
 
 MAGIC = b"\x89VLAOBS\n"
@@ -126,6 +127,9 @@ def is_recording(path: str | Path) -> bool:
         return False
 
 
+_OpenFileT = TypeVar("_OpenFileT", bound="_RecordingFile")  # typing.Self is 3.11+
+
+
 class _RecordingFile:
     """An open recording file: `close()` it, or use the reader or writer as a context manager."""
 
@@ -135,7 +139,7 @@ class _RecordingFile:
         """Close the file; safe to call twice."""
         self._file.close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _OpenFileT) -> _OpenFileT:
         return self
 
     def __exit__(
@@ -153,8 +157,10 @@ class ObservationWriter(_RecordingFile):
     >>> with ObservationWriter("run.vlaobs") as writer:
     ...     writer.write(observation)
 
-    `exclusive=True` refuses to replace an existing file (`FileExistsError`). `size` is the
-    bytes written so far; every step is on disk (in the OS's hands) when `write` returns.
+    `exclusive=True` refuses to replace an existing file (`FileExistsError`). `private=True`
+    creates the file readable and writable by its owner only (0600), as a server's recordings
+    of camera frames are; otherwise the umask decides, as for any new file. `size` is the bytes
+    written so far; every step is on disk (in the OS's hands) when `write` returns.
     """
 
     def __init__(
@@ -163,6 +169,7 @@ class ObservationWriter(_RecordingFile):
         *,
         image_format: ImageFormat = "png",
         exclusive: bool = False,
+        private: bool = False,
         **metadata: Any,
     ) -> None:
         _check_image_format(image_format)
@@ -170,7 +177,10 @@ class ObservationWriter(_RecordingFile):
         self.image_format = image_format
         self.count = 0
         self.size = 0
-        self._file = self.path.open("xb" if exclusive else "wb", buffering=0)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+        descriptor = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0),
+                             0o600 if private else 0o666)  # fmt: skip
+        self._file = os.fdopen(descriptor, "wb", buffering=0)
         header = {"format": FORMAT, "version": VERSION, "image_format": image_format}
         document = packb({**header, "metadata": metadata, "created": time.time()})
         header_bytes = MAGIC + _LENGTH.pack(len(document)) + document
@@ -224,10 +234,19 @@ class ObservationReader(_RecordingFile):
 
     The header is read and checked on construction, so a wrong file fails at once with a
     `RecordingError` (one line naming the file and the problem) instead of on the first step.
+
+    A recording is input like any request, and may be crafted: each step is held to `limits`,
+    the server's own (`DecodeLimits`: at most 16 cameras, 4096 x 4096 pixels a frame by
+    default, so at most their product a step), the cameras counted and each frame's size read
+    from its PNG/JPEG header before anything is decoded. A step past them is a `RecordingError`
+    naming the step; to read a recording made with larger limits, pass them.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, limits: DecodeLimits | None = None) -> None:
+        if limits is not None and not isinstance(limits, DecodeLimits):
+            raise ValueError(f"limits must be a DecodeLimits or None; got {limits!r}")
         self.path = Path(path)
+        self.limits = limits or DecodeLimits()
         self._name = repr(str(path))
         try:
             self._file = self.path.open("rb")
@@ -255,7 +274,7 @@ class ObservationReader(_RecordingFile):
         """
         for index, data in enumerate(self._records()):
             if indices is None or index in indices:
-                yield index, _to_recorded(self._unpack(data), self._name)
+                yield index, _to_recorded(self._unpack(data), self._name, index, self.limits)
 
     def wall_times(self) -> list[float]:
         """When each step was recorded, read without decoding any frame; the whole file is
@@ -337,9 +356,9 @@ def _check_image_format(image_format: str) -> None:
     check_choice("image_format", image_format, IMAGE_FORMATS)
 
 
-def _to_recorded(document: Any, name: str) -> RecordedObservation:
+def _to_recorded(document: Any, name: str, index: int, limits: DecodeLimits) -> RecordedObservation:
     try:
-        images = {key: _frame(value, f"images.{key}") for key, value in document["images"].items()}
+        images = _frames(document["images"], limits)
         observation = Observation(
             images,
             state=document.get("state"),
@@ -352,6 +371,8 @@ def _to_recorded(document: Any, name: str) -> RecordedObservation:
             float(document["wall_time"]),
             None if served is None else _served(served),
         )
+    except PayloadTooLargeError as exc:
+        raise RecordingError(f"{name}: step {index} is over the limits: {exc}") from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise RecordingError(f"{name} holds a malformed observation: {exc}") from None
 
@@ -365,10 +386,28 @@ def _served(document: dict[str, Any]) -> ServedRequest:
     )
 
 
-def _frame(value: Any, where: str) -> np.ndarray:
+def _frames(images: dict[str, Any], limits: DecodeLimits) -> dict[str, np.ndarray]:
+    """A step's frames, decoded within `limits`: the cameras counted before any is decoded,
+    each PNG/JPEG frame's size checked from its header first."""
+    if len(images) > limits.max_cameras:
+        raise PayloadTooLargeError(
+            f"{len(images)} cameras, over the limit of {limits.max_cameras}", field="images"
+        )
+    return {key: _frame(value, f"images.{key}", limits) for key, value in images.items()}
+
+
+def _frame(value: Any, where: str, limits: DecodeLimits) -> np.ndarray:
     if isinstance(value, bytes):
-        return decode_image_bytes(value, field=where)
-    return as_rgb_frame(np.array(value), field=where)
+        return decode_image_bytes(value, max_pixels=limits.max_image_pixels, field=where)
+    frame = as_rgb_frame(np.array(value), field=where)
+    height, width = frame.shape[:2]
+    if height * width > limits.max_image_pixels:
+        raise PayloadTooLargeError(
+            f"image is {width}x{height} = {width * height} pixels, over the limit of "
+            f"{limits.max_image_pixels}",
+            field=where,
+        )
+    return frame
 
 
 def save_action_chunks(path: str | Path, chunks: list[np.ndarray]) -> None:

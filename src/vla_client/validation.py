@@ -8,9 +8,16 @@ values and what was given, the same way everywhere.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import math
 import numbers
-from collections.abc import Iterable
-from typing import TypeGuard
+import warnings
+from collections.abc import Callable, Iterable
+from typing import ParamSpec, TypeGuard, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def check_choice(option: str, value: object, choices: Iterable[str]) -> None:
@@ -27,14 +34,18 @@ def check_positive(
     *,
     allow_none: bool = False,
     integer: bool = False,
+    finite: bool = False,
     error: type[ValueError] = ValueError,
 ) -> None:
-    """Raise `error` unless `value` is a number above 0 (an integer when asked; None when
-    allowed). `error` lets a package raise its own `ValueError` subclass."""
+    """Raise `error` unless `value` is a number above 0 (an integer when asked, a finite number
+    when asked; None when allowed). `error` lets a package raise its own `ValueError` subclass.
+
+    Ask for `finite` where infinity cannot mean anything sensible (a rate of infinite Hz is an
+    unpaced loop, an infinite age limit no limit at all)."""
     if value is None and allow_none:
         return
-    if not _is_number(value, integer) or not value > 0:
-        kind = "an integer" if integer else "a number"
+    if not _is_number(value, integer) or not value > 0 or (finite and not math.isfinite(value)):
+        kind = "an integer" if integer else "a finite number" if finite else "a number"
         raise error(f"{option} must be {kind} > 0; got {value!r}")
 
 
@@ -56,3 +67,66 @@ def _is_number(value: object, integer: bool) -> TypeGuard[float]:
     # NaN passes this and then fails every comparison, so it is refused too.
     kind = numbers.Integral if integer else numbers.Real
     return isinstance(value, kind) and not isinstance(value, bool)
+
+
+def renamed_keywords(**new_names: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Keep a function's old keyword names working after a rename: ``old="new"`` pairs.
+
+    A call with an old name gets a `DeprecationWarning` naming the new one and runs as if the
+    new name had been given; giving both is a `TypeError`, as for any keyword given twice.
+    `inspect.signature` of the wrapped function shows only the new names.
+    """
+
+    def rename(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def renamed(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in new_names.items():
+                if old not in kwargs:
+                    continue
+                where = _caller_name(function, args)
+                if new in kwargs:
+                    raise TypeError(f"{where}: {old}= is the deprecated name of {new}=; give one")
+                warnings.warn(
+                    f"{where}: {old}= is deprecated since 0.2.0; use {new}=",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return renamed
+
+    return rename
+
+
+def _caller_name(function: Callable[..., object], args: tuple[object, ...]) -> str:
+    """``ActionClient()`` for a constructor called through that subclass, else the qualname."""
+    if function.__name__ == "__init__" and args:
+        return f"{type(args[0]).__name__}()"
+    return f"{getattr(function, '__qualname__', function.__name__)}()"
+
+
+def moved_module(
+    old: str, new: str, names: Iterable[str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` for module `old`, whose `names` now live in `new`.
+
+    Each name still imports from `old`, with a `DeprecationWarning` at the importing line that
+    names the new module.
+    """
+    kept = tuple(names)
+
+    def __getattr__(name: str) -> object:
+        if name not in kept:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{old} is deprecated since 0.2.0: import {name} from {new}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(new), name)
+
+    def __dir__() -> list[str]:
+        return sorted(kept)
+
+    return __getattr__, __dir__

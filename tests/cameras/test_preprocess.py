@@ -144,7 +144,7 @@ def test_metadata_renames_and_resizes() -> None:
     assert set(result.images) == {"base_0_rgb", "wrist"}
     assert result.capture_times == {"base_0_rgb": 2.0, "wrist": 1.0}
     np.testing.assert_array_equal(result.images["wrist"], resize_with_pad(scene(48, 64), 32, 40))
-    np.testing.assert_array_equal(result.state, np.float32([0.1]))
+    np.testing.assert_array_equal(result.state, np.float64([0.1]))
 
 
 def test_crop_fit_and_camera_aliases() -> None:
@@ -293,6 +293,7 @@ def test_an_unknown_camera_error_names_the_keys_and_a_mapping() -> None:
         "input.image_keys: the server expects ['front', 'side'], the observation has camera "
         "'top'; 'top' matches none of them; map it to one, for example camera_map={'top': 'front'}"
     )
+    assert error.fix is not None and error.fix.values == ({"top": "front"},)
 
 
 def test_two_cameras_on_one_key_and_a_key_left_empty_are_contract_errors() -> None:
@@ -329,7 +330,17 @@ def test_a_required_size_refuses_other_frames_when_not_resizing() -> None:
         [48, 64],
         "'cam' at [40, 64]",
     )
-    assert str(error).endswith("; resize frames (fit='pad' or 'crop') or send them at that size")
+    assert str(error).endswith(
+        "; resize frames (resize='pad' or resize='crop') or send them at that size"
+    )
+    assert error.fix is not None and (error.fix.option, error.fix.values) == (
+        "resize",
+        ("pad", "crop"),
+    )
+    # the fix is data, so a caller other than Python code can name the option its own way
+    assert error.describe(lambda option, value: f"<{option} {value}>").endswith(
+        "; resize frames (<resize pad> or <resize crop>) or send them at that size"
+    )
     # Announced but not required, or required with no size known: frames pass as they are.
     for loose in [
         FramePreprocessor(size=(48, 64), fit="none"),

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from vla_client.cli.bench import log_ticks
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -45,7 +47,7 @@ def test_matrix_report_plot_and_docs_table(cli, server_url, tmp_path, monkeypatc
         if line.startswith("| ") and "`" in line
     ]
     assert len(rows) == 6
-    assert rows[0].startswith("| 1 |") and "http" in rows[0]
+    assert rows[0].startswith(f"| `{paths[0].split('/')[0]}` ") and "http" in rows[0]
 
 
 def test_default_starts_a_local_reference_server(cli):
@@ -74,3 +76,17 @@ def test_bad_options_are_usage_errors(cli, counting_server, usage_error, args, r
     line = usage_error(cli("bench", counting_server.url, *args))
     assert reason in line
     assert counting_server.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "labels"),
+    [
+        (6.2, 65.0, [10, 20, 50]),  # the span one tick at 10 once labelled alone
+        (3.0, 4000.0, [10, 100, 1000]),
+        (0.3, 2.8, [0.5, 1, 2]),
+        (12.0, 18.0, [12, 18]),  # no round number inside: the ends
+        (21.0, 95.0, [30, 40, 50, 60, 70, 80, 90]),
+    ],
+)
+def test_log_axis_labels_cover_the_span(low, high, labels):
+    assert log_ticks(low, high) == pytest.approx(labels)

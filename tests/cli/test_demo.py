@@ -12,3 +12,7 @@ def test_demo_runs_every_path_and_reports_bit_exact_delivery():
     for path in ("raw/msgpack", "png/json", "jpeg/json", "pixels/json"):
         row = next(line for line in lines if line.startswith(path))
         assert row.split()[-1] == ("lossy" if path.startswith("jpeg") else "yes")
+    rows = [line.split() for line in lines if line.split()[:1] and "/" in line.split()[0]]
+    assert len(rows) == 10
+    totals = [float(row[5]) for row in rows]
+    assert totals == sorted(totals)  # fastest path first

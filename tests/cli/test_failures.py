@@ -45,7 +45,7 @@ def test_bad_metadata(cli, error_line, bad_metadata_url):
     run = cli("metadata", bad_metadata_url)
     assert run.code == 1
     line = error_line(run.err)
-    assert "invalid" in line and "action_horizon" in line
+    assert "output.action_horizon must be a whole number" in line
 
 
 def test_reply_without_actions(cli, error_line, bad_metadata_url):
@@ -78,7 +78,7 @@ def test_serve_with_a_missing_replay_file(cli):
 def test_serve_refuses_api_servers_it_cannot_run(cli, args, reason):
     run = cli("serve", *args)
     assert run.code == 2
-    assert run.err.startswith("error: ") and run.err.count("\n") == 1
+    assert run.err.startswith("vla-client: error: ") and run.err.count("\n") == 1
     assert reason in run.err
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.policy import PolicyInput
+from vla_client.server.policy import PolicyInput, PolicySpec
 
 PI05 = ("base_0_rgb", "left_wrist_0_rgb", "right_wrist_0_rgb")
 
@@ -76,7 +77,7 @@ def test_cameras_that_do_not_fit_are_refused_before_sending(cli, error_line, ser
     run = cli("send", url, "--cameras", "2")
     assert run.code == 1
     line = error_line(run.err)
-    assert "input.image_keys" in line and "base_0_rgb" in line and "camera_map" in line
+    assert "input.image_keys" in line and "--camera-map wrist=base_0_rgb" in line
     assert policy.seen == []  # nothing reached the server
 
 
@@ -109,3 +110,21 @@ def test_metadata_prints_what_the_client_checks(cli, served) -> None:
     checks = document["client_checks"]
     assert checks["cameras"] == list(PI05) and checks["state_dim"] == 8
     assert checks["image_size"] == [96, 128] and checks["resize"] == "pad"
+
+
+class ArmPolicy(ReferencePolicy):
+    """A policy of one's own, named in its spec."""
+
+    @property
+    def spec(self) -> PolicySpec:
+        return replace(super().spec, family="acme-arm")
+
+
+@pytest.mark.parametrize(("model_name", "model"), [(None, "acme-arm"), ("arm-v2", "arm-v2")])
+def test_metadata_names_the_policy_served_unless_configured(cli, model_name, model) -> None:
+    config = ServerConfig(in_process=True, model_name=model_name)
+    with LocalServer(create_app(ArmPolicy(), config)) as server:
+        run = cli("metadata", server.url)
+    assert run.code == 0, run.err
+    document = json.loads(run.out)
+    assert document["model"] == model and document["policy_family"] == "acme-arm"

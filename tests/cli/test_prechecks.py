@@ -50,7 +50,8 @@ def test_bench_plot_without_matplotlib(cli, counting_server, error_line, tmp_pat
     run = cli("bench", counting_server.url, *BENCH, "--plot", str(tmp_path / "plot.png"))
     assert run.code == 1
     assert error_line(run.err) == (
-        "vla-client: error: --plot needs matplotlib, which is not installed: pip install matplotlib"
+        "vla-client: error: --plot needs matplotlib, which is not installed: "
+        "pip install matplotlib (or 'vla-client[notebooks]')"
     )
     assert counting_server.requests == 0
     assert not (tmp_path / "plot.png").exists()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
+import pytest
 
 from vla_client.cameras.scene import synthetic_frames
+from vla_client.cli.record import next_due
 from vla_client.recording import ObservationReader, load_observations
 
 
@@ -68,3 +73,23 @@ def test_the_output_folder_is_checked_before_any_camera_opens(cli, tmp_path, err
     assert error_line(run.err) == (
         f"vla-client: error: the recording {path}: the folder {path.parent} does not exist"
     )
+
+
+def test_the_first_frames_are_paced_too(tmp_path):
+    """A fresh process (a cold start, slow on its first frame) still spaces its first frames
+    by about the period, rather than catching up with frames back to back."""
+    path = tmp_path / "paced.vlaobs"
+    subprocess.run(
+        [sys.executable, "-m", "vla_client.cli", "record", str(path), "--frames", "4",
+         "--rate", "10", "--height", "48", "--width", "64"],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    with ObservationReader(path) as reader:
+        gaps = np.diff(reader.wall_times())
+    assert gaps.min() > 0.08, gaps  # at 10 Hz; sleeps never end early, so no lower is right
+
+
+def test_next_due_keeps_the_beat_and_restarts_it_rather_than_catch_up():
+    assert next_due(None, 0.1, 5.0) == 5.1  # after the first frame, from when it was done
+    assert next_due(5.1, 0.1, 5.12) == pytest.approx(5.2)  # on the beat
+    assert next_due(5.2, 0.1, 5.45) == pytest.approx(5.55)  # over a period late: a new beat

@@ -117,7 +117,6 @@ def test_recorded_observations_replay_in_order(cli, server_url, tmp_path):
         (("--image", "wrist=/no/such.png"), "cannot read image file"),
         (("--image", "wrist"), "NAME=PATH"),
         (("--state", "1,x"), "--state"),
-        (("--image", "a=b.png", "--camera", "c=synthetic"), "one kind of source"),
         (("--obs", "/no/such.vlaobs"), "cannot open recording"),
         (("--camera", "wrist=/no/such/dir/clip.mp4"), "camera"),
         (("--save-actions", "/no/such/dir/a.npz"), "the folder /no/such/dir does not exist"),

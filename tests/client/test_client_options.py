@@ -57,11 +57,29 @@ def test_a_retry_policy_must_be_one() -> None:
 @pytest.mark.parametrize(
     ("options", "said"),
     [({"timeout_s": 0}, "timeout_s"), ({"connect_timeout_s": -1}, "connect_timeout_s"),
-     ({"max_size": 0}, "max_size")],
+     ({"max_reply_bytes": 0}, "max_reply_bytes"), ({"max_reply_bytes": 2.5}, "max_reply_bytes"),
+     ({"max_reply_bytes": True}, "max_reply_bytes")],
 )  # fmt: skip
 def test_the_transports_check_their_options(options: dict[str, Any], said: str) -> None:
     with pytest.raises(ValueError, match=said):
         WebSocketTransport("ws://127.0.0.1:1", **options)
-    if said == "timeout_s":
+    if "connect" not in said:
         with pytest.raises(ValueError, match=said):
-            HTTPTransport(URL, timeout_s=0)
+            HTTPTransport(URL, **options)
+        with pytest.raises(ValueError, match=said):
+            ActionClient(URL, **options)
+
+
+def test_max_size_is_the_deprecated_name_of_max_reply_bytes() -> None:
+    with pytest.warns(DeprecationWarning, match="max_reply_bytes"):
+        transport = WebSocketTransport("ws://127.0.0.1:1", max_size=2048)
+    assert transport.max_reply_bytes == 2048
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="max_size"):
+        WebSocketTransport("ws://127.0.0.1:1", max_size=0)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="not both"):
+        WebSocketTransport("ws://127.0.0.1:1", max_size=2048, max_reply_bytes=4096)
+
+
+def test_max_reply_bytes_is_not_dropped_for_a_transport_passed_in() -> None:
+    with pytest.raises(ValueError, match="set it on the transport passed in"):
+        ActionClient(URL, transport=HTTPTransport(URL), max_reply_bytes=4096)

@@ -234,9 +234,9 @@ def test_servers_that_announce_nothing_are_not_checked() -> None:
     calls: list[int] = []
 
     @app.post("/v1/actions/generations")
-    def generations() -> dict[str, object]:
+    def generations(request: dict[str, Any]) -> dict[str, object]:
         calls.append(1)
-        return {"actions": [[0.0, 1.0]]}
+        return {"request_id": request["request_id"], "actions": [[0.0, 1.0]]}
 
     with LocalServer(app) as local, ActionClient(local.url) as client:
         assert client.infer(Observation(frames("anything"))).actions.shape == (1, 2)

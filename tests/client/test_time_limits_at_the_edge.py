@@ -17,7 +17,7 @@ import pytest
 from vla_client import ActionClient, Observation
 from vla_client.client import core
 from vla_client.client.core import ClientOptions, PreparedRequest, Received, RequestBook
-from vla_client.errors import DeadlineExceededError, StaleObservationError
+from vla_client.errors import DeadlineExceededError, RequestTimeoutError, StaleObservationError
 from vla_client.protocol import Reply
 
 NOW = 100.0
@@ -74,7 +74,7 @@ def received() -> Received:
 def test_a_reply_exactly_at_the_deadline_is_used(
     clock: SimpleNamespace, arrival: float, used: bool
 ) -> None:
-    book = RequestBook(ClientOptions(deadline_s=0.25), timeout_s=10.0)
+    book = RequestBook(ClientOptions(deadline_s=0.25))
     deadline_at = book.deadline_at()
     assert deadline_at == NOW + 0.25
     clock.now = arrival
@@ -96,7 +96,7 @@ def test_the_wait_for_a_reply_ends_at_the_deadline(
     clock: SimpleNamespace, now: float, wait: float | None
 ) -> None:
     """The wait is the time left; with none left (at the deadline or past it), no wait starts."""
-    book = RequestBook(ClientOptions(deadline_s=0.25), timeout_s=10.0)
+    book = RequestBook(ClientOptions(deadline_s=0.25))
     request = prepared(book.deadline_at())
     clock.now = now
     if wait is not None:
@@ -109,12 +109,20 @@ def test_the_wait_for_a_reply_ends_at_the_deadline(
         assert book.stats.late_replies == 1
 
 
-def test_the_deadline_never_cuts_a_wait_longer_than_the_timeout(clock: SimpleNamespace) -> None:
-    """With more time left than `timeout_s`, the transport's own timeout stands (None)."""
-    book = RequestBook(ClientOptions(deadline_s=0.25), timeout_s=0.25)
+def test_the_whole_time_left_bounds_the_exchange_and_only_a_timeout_at_the_deadline_is_its(
+    clock: SimpleNamespace,
+) -> None:
+    """The transport gets the time left however long its own per-read timeout is; a read
+    timeout before the deadline stays a plain `RequestTimeoutError`."""
+    book = RequestBook(ClientOptions(deadline_s=0.25))
     request = prepared(book.deadline_at())
-    with book.waiting(request) as timeout_s:  # 0.25 s left, the timeout is 0.25 s
-        assert timeout_s is None
-    clock.now = NOW + EPS
-    with book.waiting(request) as timeout_s:  # a hair less than the timeout left
-        assert timeout_s == 0.25 - EPS
+    with pytest.raises(RequestTimeoutError) as caught, book.waiting(request) as timeout_s:
+        assert timeout_s == 0.25
+        clock.now = NOW + 0.25 - 0.002  # a per-read timeout, before the deadline
+        raise RequestTimeoutError("read timed out")
+    assert type(caught.value) is RequestTimeoutError and book.stats.late_replies == 0
+    clock.now = NOW
+    with pytest.raises(DeadlineExceededError), book.waiting(request):
+        clock.now = NOW + 0.25 - 0.0005  # a timer that fired within its clock's resolution
+        raise RequestTimeoutError("time is up")
+    assert book.stats.late_replies == 1

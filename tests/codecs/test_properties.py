@@ -146,7 +146,7 @@ def test_every_valid_observation_round_trips(
     if observation.state is None:
         assert decoded.state is None
     else:
-        np.testing.assert_array_equal(decoded.state, observation.state)
+        np.testing.assert_array_equal(decoded.state, observation.state.astype(np.float32))
 
 
 def _by_opencv(data: bytes) -> np.ndarray:

@@ -254,13 +254,14 @@ def test_other_errors_surface_from_tick(error, clock, observe, policy_type):
         executor.tick(observe)
 
 
-def test_batched_reply_is_a_protocol_error(clock, observe, policy_type):
+def test_a_batched_reply_is_counted_as_malformed_and_not_played(clock, observe, policy_type):
     policy = policy_type()
     executor = ChunkExecutor(lambda obs: _batched(policy(obs)), clock=clock)
     executor.tick(observe)
     executor.join(5)
-    with pytest.raises(ProtocolError):
-        executor.tick(observe)
+    assert executor.tick(observe) is None
+    assert isinstance(executor.last_error, ProtocolError)
+    assert (executor.stats.malformed_replies, executor.stats.chunks_received) == (1, 0)
 
 
 def _batched(result):
@@ -311,10 +312,10 @@ def test_closed_executor_plays_its_chunk_but_sends_nothing(clock, observe, polic
     assert len(policy.requests) == 1
 
 
-@pytest.mark.parametrize("options", [{"prefetch_at": -1}, {"blend_steps": -1}])
-def test_a_negative_prefetch_or_blend_is_refused_on_its_own(options, policy_type):
-    with pytest.raises(ValueError, match=r"^prefetch_at and blend_steps must be >= 0$"):
-        ChunkExecutor(policy_type(), **options)
+@pytest.mark.parametrize("option", ["prefetch_at", "blend_steps"])
+def test_a_negative_prefetch_or_blend_is_refused_on_its_own(option, policy_type):
+    with pytest.raises(ValueError, match=rf"^{option} must be an integer >= 0; got -1$"):
+        ChunkExecutor(policy_type(), **{option: -1})
 
 
 def test_a_fresh_executor_reports_nothing_yet(policy_type):
@@ -469,8 +470,9 @@ def test_a_reply_that_is_not_a_chunk_names_its_shape(clock, observe, policy_type
     executor = ChunkExecutor(lambda obs: replace(policy(obs), actions=np.zeros(3)), clock=clock)
     executor.tick(observe)
     executor.join(5)
-    with pytest.raises(ProtocolError, match=r"expected an action chunk \[H, D\], got shape \(3,\)"):
-        executor.tick(observe)
+    assert executor.tick(observe) is None
+    assert str(executor.last_error) == "expected an action chunk [H, D], got shape (3,)"
+    assert executor.stats.malformed_replies == 1
 
 
 def test_failures_and_recovery_are_logged_with_the_error_and_the_count(

@@ -52,3 +52,21 @@ def test_the_velocity_robot_gets_zero_when_the_server_goes_silent() -> None:
     assert "Traceback" not in err
     trips = [line for line in out.splitlines() if line.startswith("watchdog:")]
     assert trips and all(line.endswith("now zero") for line in trips), out
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (("--rate", "-5"), "argument --rate: must be above 0, got '-5'"),
+        (("--limit", "-1"), "argument --limit: must be above 0, got '-1'"),
+        (("--seconds", "nan"), "argument --seconds: must be above 0, got 'nan'"),
+        (("--cameras", "0"), "argument --cameras: must be at least 1, got '0'"),
+        (("--blend", "1.5"), "argument --blend: must be a whole number, got '1.5'"),
+    ],
+)
+def test_a_bad_flag_is_one_line_and_exit_2(flags: tuple[str, ...], reason: str) -> None:
+    process = example(*flags)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 2, out + err
+    assert err == f"control_loop.py: error: {reason} (see --help)\n"
+    assert out == ""

@@ -82,7 +82,9 @@ def test_rejections_name_the_worst_dimension_and_are_counted() -> None:
     # Dim 0 is large but inside; dim 1 is small but over its bound.
     with pytest.raises(UnsafeActionError, match=r"^outside bounds at dim 1: 0\.2, limit 0\.1$"):
         gate.check([-0.9, 0.2])
-    with pytest.raises(UnsafeActionError, match=r"^non-finite values \(NaN or infinity\)$"):
+    with pytest.raises(
+        UnsafeActionError, match=r"^non-finite values \(NaN or infinity\) in the action$"
+    ):
         gate.check([np.nan, 0.0])
     assert gate.rejected == 2
 

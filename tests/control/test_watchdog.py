@@ -126,9 +126,9 @@ def test_an_unknown_behaviour_is_refused_naming_the_choices(behaviour):
         Watchdog(1.0, behaviour)
 
 
-@pytest.mark.parametrize("timeout_s", [0.0, -1.0, float("nan"), None, "1"])
+@pytest.mark.parametrize("timeout_s", [0.0, -1.0, float("nan"), float("inf"), None, "1"])
 def test_timeout_must_be_positive(timeout_s):
-    with pytest.raises(ValueError, match="timeout_s must be a number > 0"):
+    with pytest.raises(ValueError, match="timeout_s must be a finite number > 0"):
         Watchdog(timeout_s)
 
 

@@ -22,7 +22,9 @@ def test_a_new_watchdog_holds_by_default_and_is_not_tripped(clock) -> None:
 
 def test_the_timeout_must_be_positive_and_says_so() -> None:
     for timeout_s in (0.0, -1.0):
-        with pytest.raises(ValueError, match=rf"^timeout_s must be a number > 0; got {timeout_s}$"):
+        with pytest.raises(
+            ValueError, match=rf"^timeout_s must be a finite number > 0; got {timeout_s}$"
+        ):
             Watchdog(timeout_s)
 
 

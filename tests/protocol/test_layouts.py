@@ -72,8 +72,14 @@ def test_every_layout_reads_back_to_the_flat_form(layout) -> None:
 
 
 def test_a_missing_camera_or_wrong_state_names_the_layout() -> None:
-    with pytest.raises(ContractError, match=r"droid.*exterior_image_1_left.*camera_map"):
+    with pytest.raises(ContractError) as caught:
         build_openpi_request(Observation(frames("wrist_image_left", "left"), np.zeros(8)), DROID)
+    assert str(caught.value).endswith(
+        "name the robot's cameras after the layout's, for example "
+        "camera_map={'left': 'exterior_image_1_left'}"
+    )
+    with pytest.raises(ContractError, match=r"droid.*cameras.*after the layout's with camera_map$"):
+        build_openpi_request(Observation(frames("wrist_image_left"), np.zeros(8)), DROID)
     droid_frames = frames("exterior_image_1_left", "wrist_image_left")
     with pytest.raises(ContractError, match=r"8 values.*joint_position \(7\).*has 7"):
         build_openpi_request(Observation(droid_frames, np.zeros(7)), DROID)

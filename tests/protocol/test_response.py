@@ -99,9 +99,12 @@ def test_an_error_status_raises_with_the_json_detail_and_retry_after():
     assert error.request_id == "act_1" and error.retryable
 
 
-def test_status_400_is_the_first_error_and_399_is_read_as_a_document():
+def test_status_400_is_the_first_error_300_to_399_redirects_and_299_a_document():
     assert _error(Reply(400, JSON, b'{"detail": "bad"}')).status_code == 400
-    assert read_reply(Reply(399, JSON, b'{"actions": [[1.0]]}')) == {"actions": [[1.0]]}
+    for status in (300, 399):
+        redirect = _error(Reply(status, JSON, b"", {"location": "http://x/"}))
+        assert redirect.status_code == status and "redirected to http://x/" in redirect.detail
+    assert read_reply(Reply(299, JSON, b'{"actions": [[1.0]]}')) == {"actions": [[1.0]]}
 
 
 def test_an_error_without_retry_after_has_none():
@@ -286,7 +289,7 @@ def test_a_reply_without_an_id_has_none():
         ({"data": [{"action": None}]}, "^envelope entry lacks action values: "),
         ({"data": [{"action": {}}]}, "^envelope entry lacks action values: 'values'$"),
         ({"b": 1, "a": 2}, r"^reply has neither 'data' nor 'actions' \(keys: \['a', 'b'\]\)$"),
-        ({"actions": [["x"]]}, "^actions are not a numeric array: "),
+        ({"actions": [["x"]]}, "^actions must be numbers, got str 'x'$"),
         ({"actions": [1.0, 2.0]}, r"^actions must be \[H, D\] or \[B, H, D\], got shape \(2,\)$"),
         ({"actions": np.zeros((1, 1, 1, 1))}, r"got shape \(1, 1, 1, 1\)$"),
     ],
@@ -294,3 +297,44 @@ def test_a_reply_without_an_id_has_none():
 def test_unreadable_replies_say_what_is_wrong(reply, message):
     with pytest.raises(ProtocolError, match=message):
         read_actions(reply)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ([["1e3", 1.0]], "got str '1e3'"),
+        ([[1.0, True]], "got bool True"),
+        ([[None, 1.0]], "got NoneType None"),
+        ([["nan", "-inf"]], "got str 'nan'"),
+        ([[1e40, 1.0]], "beyond float32's range"),
+        (np.array([[True, False]]), "got dtype bool"),
+        (np.array([["1.5"]]), "got dtype <U3"),
+        (np.array([[1.0]], dtype=object), "got dtype object"),
+        ([np.array([True])], "got dtype bool"),
+        ("1.0", "must be a list or an array, got str"),
+    ],
+)
+def test_actions_must_be_numbers(values, message):
+    # numpy would turn every one of these into floats (or an object array) without a word
+    for reply in ({"actions": values}, {"data": [{"action": {"values": values}}]}):
+        with pytest.raises(ProtocolError, match=re.escape(message)):
+            read_actions(reply)
+
+
+def test_integer_and_float_actions_are_numbers():
+    actions, _ = read_actions({"actions": [[1, 2.5], [np.float32(3), float("nan")]]})
+    assert actions.dtype == np.float32 and actions.shape == (2, 2)
+    assert read_actions({"actions": np.arange(4, dtype=np.int16).reshape(2, 2)})[0].dtype == (
+        np.float32
+    )
+
+
+def test_envelope_entries_of_different_shapes_are_a_protocol_error():
+    envelope = {
+        "data": [
+            {"action": {"values": [[1.0, 2.0]]}},
+            {"action": {"values": [[1.0, 2.0, 3.0]]}},
+        ]
+    }
+    with pytest.raises(ProtocolError, match=r"differ in shape: \[\(1, 2\), \(1, 3\)\]"):
+        read_actions(envelope)

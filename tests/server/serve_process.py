@@ -7,14 +7,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
 import vla_client
 
 
-def start_serve(port: int, *args: str, timeout_s: float = 60.0) -> subprocess.Popen[bytes]:
-    """``vla-client serve --port PORT ARGS``, once ``/health`` answers; stderr is piped.
+def start_serve(
+    port: int, *args: str, timeout_s: float = 60.0, stdout: IO[bytes] | int = subprocess.DEVNULL
+) -> subprocess.Popen[bytes]:
+    """``vla-client serve --port PORT ARGS``, once ``/health`` answers; stderr is piped, stdout
+    (where uvicorn writes its access log) goes to `stdout`.
 
     It runs the `vla_client` this test imported, wherever that is.
     """
@@ -23,14 +27,21 @@ def start_serve(port: int, *args: str, timeout_s: float = 60.0) -> subprocess.Po
     server = subprocess.Popen(
         [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(port), *args],
         env={**os.environ, "PYTHONPATH": path},
-        stdout=subprocess.DEVNULL,
+        stdout=stdout,
         stderr=subprocess.PIPE,
     )
+    wait_until_healthy(port, server, timeout_s)
+    return server
+
+
+def wait_until_healthy(port: int, server: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
+    """Return once the server on `port` answers ``/health`` with 200; kill it and raise
+    `AssertionError` with its stderr if it exits or takes over `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return server
+                return
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline or server.poll() is not None:

@@ -178,7 +178,9 @@ def test_weights_that_cannot_load_are_one_error_line(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert completed.returncode == 2
-    assert completed.stderr.startswith(f"error: --weights {weights}: policy failed to load: ")
+    assert completed.stderr.startswith(
+        f"vla-client: error: --weights {weights}: policy failed to load: "
+    )
     assert completed.stderr.count("\n") == 1
 
 

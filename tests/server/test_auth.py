@@ -22,6 +22,7 @@ REFUSAL_HEADERS = [
     (b"content-type", b"application/json"),
     (b"content-length", str(len(REFUSAL_BODY)).encode()),
     (b"www-authenticate", b"Bearer"),
+    (b"connection", b"close"),
 ]
 
 

@@ -1,7 +1,9 @@
 """The 401 for a missing or wrong API key, byte for byte: status, headers and body.
 
 Over HTTP and in a refused websocket handshake alike, the refusal is a complete JSON reply:
-``application/json``, a Content-Length that matches the body, ``WWW-Authenticate: Bearer``.
+``application/json``, a Content-Length that matches the body, ``WWW-Authenticate: Bearer``,
+and ``Connection: close``: a peer without the key keeps no connection open to hold a place in
+the connection limit.
 """
 
 from __future__ import annotations
@@ -58,5 +60,17 @@ def test_the_refusal_is_a_complete_json_401(keyed: LocalServer, request_bytes: b
     assert headers["content-type"] == "application/json"
     assert headers["content-length"] == str(len(BODY))
     assert headers["www-authenticate"] == "Bearer"
+    assert headers["connection"] == "close"
     assert "transfer-encoding" not in headers
     assert body == BODY and json.loads(body) == {"detail": "missing or invalid API key"}
+
+
+def test_a_refused_http_connection_is_closed_after_its_401(keyed: LocalServer) -> None:
+    with socket.create_connection((keyed.host, keyed.port), timeout=10) as sock:
+        sock.sendall(b"GET /v1/actions/metadata HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(BODY):
+            data += sock.recv(65536)
+        assert data.startswith(b"HTTP/1.1 401")
+        sock.settimeout(3.0)  # under the idle timeout (5 s), which would close it anyway
+        assert sock.recv(65536) == b""  # the server hung up after its reply

@@ -81,3 +81,28 @@ def test_sigterm_drains_the_request_in_flight_and_refuses_new_clients(api_server
     assert probed == ["refused"]
     errors = server.stderr.read().decode() if server.stderr else ""
     assert "Traceback" not in errors
+
+
+@pytest.mark.parametrize("api_servers", ["1", "2"])
+def test_sighup_drains_like_sigterm_and_exits_0(api_servers: str) -> None:
+    """A hang-up (a closed terminal, ``kill -HUP``) used to end ``serve`` at once (rc -1, and
+    with several entrypoints uvicorn restarted them instead): now it drains and exits 0."""
+    port = load_test.free_port()
+    server = start_serve(port, "--api-servers", api_servers)
+    body, content_type = encode_request(
+        Observation(images=synthetic_frames(2, 64, 64)), encoding="raw", wire="msgpack"
+    )
+    headers = {"content-type": content_type, "content-length": str(len(body))}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
+            assert http.post(GENERATIONS, content=body, headers=headers).status_code == 200
+            threading.Timer(SIGTERM_AT_S, server.send_signal, (signal.SIGHUP,)).start()
+            reply = http.post(GENERATIONS, content=dripping(body, DRIP_S), headers=headers)
+        assert reply.status_code == 200, reply.text
+        assert server.wait(30) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    errors = server.stderr.read().decode() if server.stderr else ""
+    assert "Received SIGHUP, exiting." in errors and "Traceback" not in errors

@@ -24,6 +24,7 @@ from serve_process import start_serve
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
 from vla_client.protocol import encode_request
+from vla_client.server.api_servers import remove_stale_folders
 from vla_client.server.local import bind_listener
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -181,3 +182,63 @@ def test_a_worker_inside_a_long_policy_call_ends_with_its_server() -> None:
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    return ended.pid
+
+
+def test_stale_folders_of_dead_servers_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    dead = _dead_pid()
+    stale = tmp_path / f"vla-client-{dead}-abc"
+    (stale / "sub").mkdir(parents=True)
+    (stale / "worker.sock").write_text("")
+    target = tmp_path / "kept-target"
+    target.mkdir()
+    kept = [
+        tmp_path / f"vla-client-{os.getpid()}-live",  # its process runs
+        tmp_path / f"vla-client-{dead}",  # not the name of a private folder
+        tmp_path / f"vla-client-x{dead}-abc",
+        tmp_path / f"other-{dead}-abc",
+    ]
+    for folder in kept:
+        folder.mkdir()
+    link = tmp_path / f"vla-client-{dead}-link"  # a link, even to a folder of ours
+    link.symlink_to(target)
+    kept += [link, target]
+    if os.getuid() == 0:  # root can make a folder another user owns
+        theirs = tmp_path / f"vla-client-{dead}-theirs"
+        theirs.mkdir()
+        os.chown(theirs, 54321, -1)
+        kept.append(theirs)
+    assert remove_stale_folders(str(tmp_path)) == [str(stale)]
+    assert not stale.exists()
+    assert [path for path in kept if not path.exists()] == []
+
+
+def test_a_later_start_removes_the_folder_of_a_server_killed_outright() -> None:
+    """``kill -9`` of ``serve --api-servers 2`` leaves its private folder with the worker's
+    socket; the next ``serve`` removes it."""
+    port = load_test.free_port()
+    server = start_serve(port, "--api-servers", "2")
+    pattern = f"vla-client-{server.pid}-*"
+    try:
+        (left,) = Path(tempfile.gettempdir()).glob(pattern)
+        children = load_test.process_tree(server.pid)[1:]
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+        assert survivors(children, wait_s=20) == []
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert (left / "worker.sock").exists()  # what kill -9 leaves
+    later = start_serve(load_test.free_port())
+    try:
+        assert not left.exists()
+    finally:
+        later.send_signal(signal.SIGTERM)
+        later.wait(30)

@@ -10,7 +10,8 @@ import pytest
 from my_policies import READY, Constant, FakeOpenpiPolicy
 
 from digest_policy import sha256_rows
-from vla_client import ActionClient, Observation, PolicyLoadError
+from vla_client import ActionClient, Observation
+from vla_client.errors import PolicyLoadError
 from vla_client.protocol import LAYOUTS
 from vla_client.server import POLICIES, LocalServer, ServerConfig, create_app
 from vla_client.server.policies import OpenpiPolicy

@@ -195,7 +195,7 @@ def test_errors_send_no_traceback_and_log_the_request_id(caplog: pytest.LogCaptu
     assert reply.status_code == 500 and set(reply.json()) == {"detail"}
     assert "Traceback" not in reply.text and 'File "' not in reply.text
     logged = [r for r in caplog.records if "req-trace-1" in r.getMessage()]
-    assert logged and logged[0].exc_info is not None  # the traceback stays in the log
+    assert logged and 'test_security.py", line' in logged[0].getMessage()  # the traceback stays
 
 
 def test_unhandled_errors_answer_only_the_request_id(caplog: pytest.LogCaptureFixture) -> None:
@@ -211,7 +211,9 @@ def test_unhandled_errors_answer_only_the_request_id(caplog: pytest.LogCaptureFi
     detail = reply.json()["detail"]
     assert detail.startswith("internal server error (request act_") and "secret" not in detail
     request_id = detail.removeprefix("internal server error (request ").rstrip(")")
-    assert any(request_id in r.getMessage() and r.exc_info for r in caplog.records)
+    assert any(
+        request_id in r.getMessage() and "KeyError" in r.getMessage() for r in caplog.records
+    )
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -330,9 +332,9 @@ def test_cli_warns_when_exposed_without_a_key() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (("--api-key", ""), {}, "error: --api-key must not be empty"),
-        ((), {"VLA_CLIENT_API_KEY": ""}, "error: VLA_CLIENT_API_KEY is set but empty"),
-        (("--api-key", " padded"), {}, "error: --api-key must be printable ASCII"),
+        (("--api-key", ""), {}, "vla-client: error: --api-key must not be empty"),
+        ((), {"VLA_CLIENT_API_KEY": ""}, "vla-client: error: VLA_CLIENT_API_KEY is set but empty"),
+        (("--api-key", " padded"), {}, "vla-client: error: --api-key must be printable ASCII"),
     ],
 )
 def test_cli_refuses_an_empty_key_in_one_line(args: tuple[str, ...], env: dict[str, str],

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from serve_process import start_serve
+from serve_process import start_serve, wait_until_healthy
 
-from vla_client import ActionClient, ContractError, Observation
+import vla_client
+from vla_client import ActionClient, ContractError, Observation, ServerError
 from vla_client.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -81,7 +82,9 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     code = main(["serve", "--port", str(load_test.free_port()), *args])
     captured = capsys.readouterr()
     assert code == 2, captured.err
-    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("vla-client: error: ") and captured.err.count("\n") == 1, (
+        captured.err
+    )
     return captured.err
 
 
@@ -146,7 +149,9 @@ def test_a_policy_that_fails_to_start_is_one_line_exit_1(tmp_path: Path, fail: s
     )  # fmt: skip
     assert completed.returncode == 1, completed.stderr
     step = "load: FileNotFoundError" if fail == "load" else "warm up: RuntimeError: CUDA out of"
-    assert completed.stderr.startswith(f"error: policy failed to {step}"), completed.stderr
+    assert completed.stderr.startswith(f"vla-client: error: policy failed to {step}"), (
+        completed.stderr
+    )
     assert completed.stderr.count("\n") == 1, completed.stderr
 
 
@@ -208,3 +213,63 @@ def test_the_contract_options_are_announced_and_enforced() -> None:
                 client.infer(Observation({"base_0_rgb": frame, "wrist": frame[:16]}, state=[0] * 3))
     finally:
         _stop(server)
+
+
+OWN_MODULE = '''
+import numpy as np
+from vla_client.server import Policy, PolicySpec
+
+
+class InferRaises(Policy):
+    """Answers 'fine' tasks; raises on any other."""
+
+    @property
+    def spec(self):
+        return PolicySpec(family="mine", action_horizon=2, action_dim=2)
+
+    def infer(self, observation):
+        if observation.task != "fine":
+            raise ValueError(f"cannot do {observation.task!r}")
+        return np.ones((2, 2), np.float32)
+'''
+
+
+def test_a_policy_module_in_the_working_directory_serves_and_logs_its_traceback(
+    tmp_path: Path,
+) -> None:
+    """``vla-client serve --policy mymod:InferRaises`` run in the module's folder, with nothing
+    on PYTHONPATH but vla_client itself and ``-P`` (no script directory on sys.path): the entry
+    point and the worker import ./mymod.py, and each distinct failure's traceback is in stderr
+    once, with the policy's file, line and the request id."""
+    (tmp_path / "mymod.py").write_text(OWN_MODULE)
+    raise_line = (
+        OWN_MODULE.splitlines().index(
+            '            raise ValueError(f"cannot do {observation.task!r}")'
+        )
+        + 1
+    )
+    port = load_test.free_port()
+    source = str(Path(vla_client.__file__).resolve().parents[1])
+    server = subprocess.Popen(
+        [sys.executable, "-P", "-m", "vla_client.cli", "serve", "--port", str(port),
+         "--policy", "mymod:InferRaises"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": source},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(port, server)
+        with ActionClient(url, timeout_s=60) as client:
+            frame = {"cam": np.zeros((8, 8, 3), np.uint8)}
+            ok = client.infer(Observation(frame, task="fine"))
+            np.testing.assert_array_equal(ok.actions, np.ones((2, 2), np.float32))
+            for n in range(50):
+                with pytest.raises(ServerError, match=r"policy failed \(ValueError\)"):
+                    client.infer(Observation(frame, task=f"job {n}"), request_id=f"req-own-{n}")
+    finally:
+        server.terminate()
+        stderr = server.communicate(timeout=30)[1].decode()
+    assert stderr.count("Traceback (most recent call last)") == 1, stderr
+    assert f'{tmp_path / "mymod.py"}", line {raise_line}, in infer' in stderr, stderr
+    assert "(request req-own-0)" in stderr
+    assert "ValueError: cannot do 'job 0'" in stderr

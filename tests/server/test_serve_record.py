@@ -4,6 +4,7 @@ by ``vla-client view`` and replayable by ``vla-client send --obs``."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -16,9 +17,9 @@ import numpy as np
 import pytest
 from serve_process import start_serve
 
-from vla_client import ActionClient, Observation, decode_request, encode_request
+from vla_client import ActionClient, Observation, encode_request
 from vla_client.recording import load_action_chunks, load_observations
-from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
+from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app, decode_request
 from vla_client.server.config import RecordSettings
 from vla_client.server.pipeline import Pipeline
 
@@ -89,7 +90,11 @@ def test_serve_record_round_trip_through_view_and_send(tmp_path: Path) -> None:
 def test_every_entrypoint_records_its_own_requests(tmp_path: Path) -> None:
     folder = tmp_path / "records"
     port = load_test.free_port()
-    server = start_serve(port, "--api-servers", "2", "--record", str(folder))
+    umask = os.umask(0o022)  # the usual one: without a mode of their own, files would be 0644
+    try:
+        server = start_serve(port, "--api-servers", "2", "--record", str(folder))
+    finally:
+        os.umask(umask)
     sent = _observations() * 4
     try:
         for observation in sent:  # a connection each, so both entrypoints get some
@@ -100,6 +105,8 @@ def test_every_entrypoint_records_its_own_requests(tmp_path: Path) -> None:
         server.wait(30)
     recordings = sorted(folder.glob("*.vlaobs"))
     assert recordings and not [r for r in recordings if f"-{server.pid}-" in r.name]
+    assert oct(folder.stat().st_mode & 0o777) == oct(0o700)  # private: camera frames
+    assert {oct(r.stat().st_mode & 0o777) for r in recordings} == {oct(0o600)}
     assert sum(len(load_observations(r)) for r in recordings) == len(sent)
 
 

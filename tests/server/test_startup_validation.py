@@ -37,7 +37,9 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     captured = capsys.readouterr()
     assert code == 2, captured.err
     assert captured.out == ""
-    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("vla-client: error: ") and captured.err.count("\n") == 1, (
+        captured.err
+    )
     return captured.err
 
 
@@ -104,7 +106,9 @@ def test_weights_that_are_not_a_state_dict_are_one_line(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert completed.returncode == 2, completed.stderr
-        assert completed.stderr.startswith(f"error: --weights {weights}: policy failed to load: ")
+        assert completed.stderr.startswith(
+            f"vla-client: error: --weights {weights}: policy failed to load: "
+        )
         assert completed.stderr.count("\n") == 1, completed.stderr
 
 

@@ -16,6 +16,7 @@ from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.errors import (
     ConnectError,
     DeadlineExceededError,
+    ProtocolError,
     ServerError,
     StaleObservationError,
 )
@@ -139,6 +140,34 @@ def test_reply_with_another_id_is_skipped(scripted: Any, small_observation: Obse
     np.testing.assert_array_equal(result.actions, step_actions(0))
 
 
+def test_a_reply_without_an_id_is_a_protocol_error_not_stamped_with_the_sent_one(
+    scripted: Any, small_observation: Observation
+) -> None:
+    # A replayed reply stripped of its id must not pass the client's replay check.
+    server: ScriptedServer = scripted(lambda i, r: (0.0, [{"actions": step_actions(i)}]))
+    with ActionClient(server.url) as client:
+        for _ in range(3):
+            with pytest.raises(ProtocolError, match="reply carries no request id"):
+                client.infer(small_observation)
+    assert len(server.requests) == 3
+
+
+def test_openpi_replies_need_no_id_but_a_wrong_one_is_refused(
+    scripted: Any, small_observation: Observation
+) -> None:
+    def script(index: int, request: dict[str, Any]) -> tuple[float, list[Any]]:
+        if index == 0:  # openpi's own servers echo no id
+            return 0.0, [{"actions": step_actions(index)}]
+        stale = {"request_id": "someone-else", "actions": step_actions(99)}
+        return 0.0, [stale, {"actions": step_actions(index)}]
+
+    server: ScriptedServer = scripted(script)
+    with ActionClient(f"ws://127.0.0.1:{server.port}/openpi/policy") as client:
+        np.testing.assert_array_equal(client.infer(small_observation).actions, step_actions(0))
+        np.testing.assert_array_equal(client.infer(small_observation).actions, step_actions(1))
+        assert client.stats.mismatched_replies == 1
+
+
 def test_late_reply_is_never_used_even_without_ids(
     scripted: Any, small_observation: Observation
 ) -> None:
@@ -147,7 +176,8 @@ def test_late_reply_is_never_used_even_without_ids(
         return (0.6 if index == 0 else 0.0), [{"actions": step_actions(index)}]
 
     server: ScriptedServer = scripted(script)
-    with ActionClient(server.url, deadline_s=0.2) as client:
+    openpi_url = f"ws://127.0.0.1:{server.port}/openpi/policy"
+    with ActionClient(openpi_url, deadline_s=0.2) as client:
         with pytest.raises(DeadlineExceededError):
             client.infer(small_observation)
         assert client.stats.late_replies == 1
@@ -159,7 +189,8 @@ def test_late_reply_is_never_used_even_without_ids(
 
 def test_async_late_reply_is_never_used(scripted: Any, small_observation: Observation) -> None:
     def script(index: int, request: dict[str, Any]) -> tuple[float, list[Any]]:
-        return (0.6 if index == 0 else 0.0), [{"actions": step_actions(index)}]
+        reply = {"request_id": request["request_id"], "actions": step_actions(index)}
+        return (0.6 if index == 0 else 0.0), [reply]
 
     server: ScriptedServer = scripted(script)
 
@@ -176,7 +207,9 @@ def test_async_late_reply_is_never_used(scripted: Any, small_observation: Observ
 
 
 def test_stale_observation_is_not_sent(scripted: Any, small_observation: Observation) -> None:
-    server: ScriptedServer = scripted(lambda i, r: (0.0, [{"actions": step_actions(i)}]))
+    server: ScriptedServer = scripted(
+        lambda i, r: (0.0, [{"request_id": r["request_id"], "actions": step_actions(i)}])
+    )
     old = Observation(
         small_observation.images,
         capture_times={name: time.monotonic() - 1.0 for name in small_observation.images},

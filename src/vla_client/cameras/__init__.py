@@ -28,4 +28,25 @@ if TYPE_CHECKING:
     from vla_client.errors import CameraTimeoutError as CameraTimeoutError
     from vla_client.errors import StaleFrameError as StaleFrameError
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "Camera": "vla_client.cameras.base",
+    "CameraBase": "vla_client.cameras.base",
+    "Frame": "vla_client.cameras.base",
+    "CameraDevice": "vla_client.cameras.discovery",
+    "Mode": "vla_client.cameras.discovery",
+    "list_devices": "vla_client.cameras.discovery",
+    "ImageFolderCamera": "vla_client.cameras.image_folder",
+    "OpenCVCamera": "vla_client.cameras.opencv",
+    "CameraRig": "vla_client.cameras.rig",
+    "RigCapture": "vla_client.cameras.rig",
+    "open_camera": "vla_client.cameras.spec",
+    "open_cameras": "vla_client.cameras.spec",
+    "parse_camera_args": "vla_client.cameras.spec",
+    "SyntheticCamera": "vla_client.cameras.synthetic",
+    "VideoFileCamera": "vla_client.cameras.video_file",
+    "CameraError": "vla_client.errors",
+    "CameraTimeoutError": "vla_client.errors",
+    "StaleFrameError": "vla_client.errors",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

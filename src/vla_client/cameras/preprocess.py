@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from vla_client.errors import ContractError, ProtocolError
+from vla_client.errors import ContractError, OptionFix, ProtocolError
 from vla_client.observation import Observation
 from vla_client.validation import check_choice, check_positive
 
@@ -167,8 +167,11 @@ class FramePreprocessor:
             "input.image_keys",
             list(self.server_keys),
             f"camera {local!r}",
-            f"{local!r} matches none of them; map it to one, for example "
-            f"camera_map={ {local: self.server_keys[0]} }",
+            fix=OptionFix(
+                "camera_map",
+                ({local: self.server_keys[0]},),
+                before=f"{local!r} matches none of them; map it to one, for example ",
+            ),
         )
 
     def check_names(self, local_names: list[str]) -> dict[str, str]:
@@ -206,7 +209,9 @@ class FramePreprocessor:
             elif self.size_required and self.size is not None and frame.shape[:2] != self.size:
                 raise ContractError(
                     "input.image_size", list(self.size), f"{local!r} at {list(frame.shape[:2])}",
-                    "resize frames (fit='pad' or 'crop') or send them at that size",
+                    fix=OptionFix(
+                        "resize", ("pad", "crop"), "resize frames (", ") or send them at that size"
+                    ),
                 )  # fmt: skip
             images[names[local]] = frame
         if self.state_dim is not None:

@@ -39,7 +39,7 @@ class SyntheticScene:
 
     def render(self, t: int = 0) -> np.ndarray:
         """Frame `t` as a C-contiguous HxWx3 uint8 RGB array."""
-        frame = self._background.copy()
+        frame: np.ndarray = self._background.copy()
         _draw_arm(frame, self._arm_base, self._phase + 0.15 * t)
         k = t % _NOISE_FIELDS
         cv2.add(frame, self._noise_up[k], dst=frame)

@@ -25,7 +25,8 @@ from pydantic import ValidationError
 
 from vla_client.cli import bench, cameras, demo, metadata, record, send, serve, view
 from vla_client.cli import eval as eval_command
-from vla_client.cli.output import fail, os_error_message
+from vla_client.cli.failures import failure_line
+from vla_client.cli.output import fail
 from vla_client.cli.parser import USAGE_EXIT, CommandParser, usage_line
 from vla_client.errors import VLAClientError
 
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # malformed metadata, say) so the user still gets one line and exit 1, not a traceback.
         if args.verbose:
             raise
-        return fail(_one_line(exc))
+        return fail(_one_line(exc, args))
     return code
 
 
@@ -129,14 +130,12 @@ def _missing_extra(exc: ModuleNotFoundError) -> str:
     return f"this needs the '{extra}' extra ({module} is not installed): {install}"
 
 
-def _one_line(exc: Exception) -> str:
+def _one_line(exc: Exception, args: argparse.Namespace) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or exc.title
         return f"the server sent an invalid {exc.title} document: {where}: {first['msg']}"
-    if isinstance(exc, OSError):
-        return os_error_message(exc)
-    return str(exc).splitlines()[0]
+    return failure_line(exc, args)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
+import math
 import platform
 import statistics
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +28,8 @@ import orjson
 from vla_client.cameras.scene import SyntheticScene
 from vla_client.cli.checks import check_output_file, file_type, require_module
 from vla_client.cli.common import add_connection_options, server_metadata, stage_samples
-from vla_client.cli.output import fail, os_error_message, print_table
+from vla_client.cli.failures import failure_line, not_a_vla_server
+from vla_client.cli.output import fail, print_table
 from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
@@ -108,16 +110,17 @@ def run(args: argparse.Namespace) -> int:
             results = run_matrix(url, paths, observations, repeat=args.repeat, warmup=args.warmup,
                                  timeout=args.timeout, api_key=args.api_key)  # fmt: skip
         if all(result.error is not None for result in results):
-            raise VLAClientError(f"every path failed; {results[0].name}: {results[0].error}")
+            raise VLAClientError(
+                not_a_vla_server(args.url)
+                or f"every path failed; {results[0].name}: {results[0].error}"
+            )
         report = build_report(results, args, url, plan)
         if args.save:
             Path(args.save).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
         if args.plot:
             plot_report(report, args.plot)
-    except (VLAClientError, ValueError, ImportError) as exc:
-        return fail(str(exc).splitlines()[0])
-    except OSError as exc:
-        return fail(os_error_message(exc))
+    except (VLAClientError, ValueError, ImportError, OSError) as exc:
+        return fail(failure_line(exc, args))
     _print_ranking(results, url)
     if args.save:
         print(f"saved report to {args.save}")
@@ -202,16 +205,13 @@ def rank(results: Sequence[PathResult]) -> list[PathResult]:
 
 def plot_report(report: dict[str, Any], path: str) -> None:
     """Latency distributions (box plots) and bytes on the wire per path, side by side."""
-    try:
-        import matplotlib
+    require_module("matplotlib", "--plot")
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import FormatStrFormatter, NullFormatter
-    except ImportError:
-        raise ImportError(
-            "--plot needs matplotlib: pip install matplotlib (or the 'dev' extra)"
-        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator, StrMethodFormatter
+
     rows = [row for row in report["results"] if row["error"] is None]
     names = [row["path"] for row in rows]
     figure, (latency, size) = plt.subplots(1, 2, figsize=(12, 0.45 * len(rows) + 1.5), sharey=True)
@@ -222,9 +222,14 @@ def plot_report(report: dict[str, Any], path: str) -> None:
     size.barh(range(1, len(rows) + 1), [row["bytes_sent"] / 1e6 for row in rows])
     size.set_xscale("log")
     size.set_xlabel("request body (MB, log)")
-    for axis in (latency, size):
-        axis.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-        axis.xaxis.set_minor_formatter(NullFormatter())
+    spans = (
+        [value for row in rows for value in row["totals_ms"]],
+        [row["bytes_sent"] / 1e6 for row in rows],
+    )
+    for axis, values in zip((latency, size), spans, strict=True):
+        axis.set_xticks(log_ticks(min(values), max(values)))
+        axis.xaxis.set_major_formatter(StrMethodFormatter("{x:.4g}"))
+        axis.xaxis.set_minor_locator(NullLocator())
     frames = report["frames"]
     figure.suptitle(
         f"{frames['cameras']} cameras {frames['height']}x{frames['width']}, "
@@ -266,6 +271,19 @@ def _print_ranking(results: Sequence[PathResult], url: str) -> None:
         rows,
     )
     print("\nms; total = client encode + round trip + client decode")
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Where to label a log axis spanning `low`..`high` (> 0): at the powers of ten inside it,
+    or at 1, 2 and 5 times them, or at every digit's, whichever first gives three labels; a span
+    too narrow for any of them is labelled at its two ends."""
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    inside: list[float] = []
+    for digits in ((1,), (1, 2, 5), range(1, 10)):
+        inside = [d * 10.0**e for e in decades for d in digits if low <= d * 10.0**e <= high]
+        if len(inside) >= 3:
+            return inside
+    return inside if len(inside) >= 2 else sorted({low, high, *inside})
 
 
 def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str]]) -> None:

@@ -17,6 +17,7 @@ import cv2
 
 from vla_client.cameras import CameraDevice, CameraError, CameraRig, list_devices, parse_camera_args
 from vla_client.cli.checks import check_output_file, file_type
+from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import seconds
 from vla_client.cli.sheet import frame_grid
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                 return fail("no cameras to put in a grid")
         return _check(specs, args.grid, args.timeout)
     except (CameraError, ValueError) as exc:
-        return fail(str(exc))
+        return fail(failure_line(exc, args))
 
 
 def _print_devices(devices: list[CameraDevice]) -> None:

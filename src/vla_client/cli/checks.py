@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 INSTALL = {
-    "matplotlib": "pip install matplotlib",
+    # in the 'notebooks' extra; the 'server' extra of the README's install leaves it out
+    "matplotlib": "pip install matplotlib (or 'vla-client[notebooks]')",
     "websockets": "pip install 'vla-client[websocket]'",
 }
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import RESIZES
+from vla_client.client.core import RESIZES, chosen_endpoint, transport_kind
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -28,6 +30,7 @@ from vla_client.protocol import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+URL_SCHEMES = ("http", "https", "ws", "wss")
 
 
 def add_connection_options(
@@ -36,8 +39,9 @@ def add_connection_options(
     """URL, timeout and API key; a `url_default` of None means "start a local server"."""
     shown = url_default or "a local reference server on a free port"
     parser.add_argument(
-        "url", nargs="?", default=url_default, help=f"server base URL (default: {shown})"
-    )
+        "url", nargs="?", type=server_url, default=url_default,
+        help=f"server base URL (default: {shown})",
+    )  # fmt: skip
     parser.add_argument(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
@@ -72,7 +76,8 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--resize", choices=RESIZES, default="auto",
-        help="fit frames to the server's image size: pad (keep the aspect, black bars), crop "
+        help="fit frames to the server's image size (or, where it announces none, the "
+        "--layout's: 224x224 for droid, libero, aloha): pad (keep the aspect, black bars), crop "
         "(centre), none; auto pads only when the server refuses other sizes",
     )  # fmt: skip
     group.add_argument(
@@ -81,9 +86,32 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--layout", choices=tuple(LAYOUTS), default=None,
-        help="send openpi requests in this layout, over openpi's websocket endpoint "
-        "(default there: flat)",
+        help="send openpi requests in this layout; implies openpi's websocket endpoint, "
+        "on any URL (default there: flat)",
     )  # fmt: skip
+
+
+def server_url(text: str) -> str:
+    """An argparse type: a server's URL, with an http, https, ws or wss scheme and a port that
+    can exist (``localhost:8000`` is refused with the URL it probably means)."""
+    if "://" not in text:
+        raise argparse.ArgumentTypeError(
+            f"takes a URL with its scheme, such as http://{text}; got {text!r}"
+        )
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme not in URL_SCHEMES:
+        raise argparse.ArgumentTypeError(
+            f"takes an {', '.join(URL_SCHEMES[:-1])} or {URL_SCHEMES[-1]} URL, got {text!r}"
+        )
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"names no host: {text!r}")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or over 65535
+        port = 0
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"the port must be in 1..65535, got {text!r}")
+    return text
 
 
 def camera_pair(text: str) -> tuple[str, str]:
@@ -107,11 +135,6 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
         if len(camera_map) != len(pairs):
             raise argparse.ArgumentError(None, "--camera-map names a camera twice")
         options["camera_map"] = camera_map
-    url = getattr(args, "url", None) or ""
-    if getattr(args, "layout", None) is not None and not url.rstrip("/").endswith("/openpi/policy"):
-        raise argparse.ArgumentError(
-            None, "--layout is for openpi's endpoint: a .../openpi/policy URL"
-        )
     return options
 
 
@@ -134,9 +157,13 @@ def announced_layout(client: ActionClient) -> OpenpiLayout | None:
     return layout if isinstance(layout, OpenpiLayout) else None
 
 
-def check_transport_installed(url: str | None) -> None:
-    """A ``ws://`` URL needs the websockets library: say so before any work starts."""
-    if url is not None and url.startswith(("ws://", "wss://")):
+def check_transport_installed(url: str | None, layout: str | None = None) -> None:
+    """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
+    `ActionClient` decides) needs the websockets library: say so before any work starts."""
+    if url is None:
+        return
+    endpoint = chosen_endpoint(None, layout)
+    if transport_kind(urlsplit(url).scheme, None, endpoint) == "websocket":
         require_module("websockets", f"the websocket URL {url}")
 
 

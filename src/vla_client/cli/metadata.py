@@ -18,6 +18,7 @@ from vla_client.cli.common import (
     check_transport_installed,
     client_options,
 )
+from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail, print_json
 from vla_client.client import ActionClient
 from vla_client.errors import VLAClientError
@@ -32,11 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     try:
-        check_transport_installed(args.url)
+        check_transport_installed(args.url, args.layout)
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = client.metadata()
             checks = client.checks(metadata.model_dump(mode="json"))
     except VLAClientError as exc:
-        return fail(str(exc))
+        return fail(failure_line(exc, args))
     print_json({**metadata.model_dump(mode="json"), "client_checks": checks})
     return 0

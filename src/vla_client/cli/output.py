@@ -28,16 +28,11 @@ def print_json(document: Any, *, stream: TextIO | None = None) -> None:
     stream.write(orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY).decode() + "\n")
 
 
-def fail(message: str) -> int:
-    """Print a one-line reason to stderr; the exit code for a failed command."""
+def fail(message: str, code: int = 1) -> int:
+    """Print a one-line reason to stderr; returns `code`, the exit status (1: the command
+    failed; 2: it was asked for something that cannot be done)."""
     sys.stderr.write(f"vla-client: error: {message}\n")
-    return 1
-
-
-def os_error_message(exc: OSError) -> str:
-    """``No such file or directory: out/x.npz`` rather than the errno-prefixed repr."""
-    reason = exc.strerror or str(exc)
-    return f"{reason}: {exc.filename}" if exc.filename else reason
+    return code
 
 
 def _line(values: Sequence[str], widths: Sequence[int]) -> str:

@@ -14,7 +14,8 @@ import argparse
 import time
 
 from vla_client.cli.checks import check_output_file, file_type
-from vla_client.cli.output import fail, os_error_message
+from vla_client.cli.failures import failure_line
+from vla_client.cli.output import fail
 from vla_client.cli.parser import non_negative_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import add_source_options, open_source
@@ -52,15 +53,24 @@ def run(args: argparse.Namespace) -> int:
             ) as writer,
             Progress(args.frames, label="record") as bar,
         ):
-            due = time.monotonic()
+            due: float | None = None  # the first frame at once; the beat starts from it
             for _ in range(args.frames):
-                time.sleep(max(0.0, due - time.monotonic()))
-                due += period
+                if due is not None:
+                    time.sleep(max(0.0, due - time.monotonic()))
                 writer.write(next(source.observations))
+                due = next_due(due, period, time.monotonic())
                 bar.advance()
-    except (VLAClientError, ValueError) as exc:
-        return fail(str(exc))
-    except OSError as exc:
-        return fail(os_error_message(exc))
+    except (VLAClientError, ValueError, OSError) as exc:
+        return fail(failure_line(exc, args))
     print(f"recorded {writer.count} observation(s) to {args.output}")
     return 0
+
+
+def next_due(due: float | None, period: float, now: float) -> float:
+    """When the next frame is due: `period` after this one was due, so the rate holds on
+    average. After the first frame (slow: the source is starting) or a frame more than a
+    period late, the beat starts again from `now`, so that no frames are taken back to back
+    to catch up."""
+    if due is None or due + period < now:
+        return now + period
+    return due + period

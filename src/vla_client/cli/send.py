@@ -32,7 +32,8 @@ from vla_client.cli.common import (
     server_metadata,
     stage_percentiles,
 )
-from vla_client.cli.output import fail, os_error_message, print_json, print_table
+from vla_client.cli.failures import failure_line
+from vla_client.cli.output import fail, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import (
@@ -93,27 +94,26 @@ def run(args: argparse.Namespace) -> int:
         raise argparse.ArgumentError(
             None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
         )
-    if args.rate == RECORDED and source_kind(args) != "obs":
+    kind = source_kind(args)
+    if args.rate == RECORDED and kind != "obs":
         raise argparse.ArgumentError(None, "--rate recorded needs a recording: add --obs FILE")
     try:
         if args.save_actions:
             check_output_file(args.save_actions, "--save-actions")
-        check_transport_installed(args.url)
+        check_transport_installed(args.url, args.layout)
         client = ActionClient(args.url, **client_options(args))
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
         with client:
             plan = None
-            if source_kind(args) == "synthetic":
+            if kind == "synthetic":
                 plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
             with open_source(args, plan) as source:
                 sent = _send(client, args, source)
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
         camera_bytes = bytes_per_camera(sent.first, args.encoding, args.wire, args.jpeg_quality)
-    except (VLAClientError, ValueError) as exc:
-        return fail(str(exc))
-    except OSError as exc:
-        return fail(os_error_message(exc))
+    except (VLAClientError, ValueError, OSError) as exc:
+        return fail(failure_line(exc, args))
     _report(args, sent, camera_bytes)
     return 1 if sent.mismatched else 0
 

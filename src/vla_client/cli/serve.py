@@ -22,6 +22,8 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from vla_client.cli.output import fail
+from vla_client.cli.parser import USAGE_EXIT
 from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
 
 if TYPE_CHECKING:
@@ -121,8 +123,7 @@ def run(args: argparse.Namespace) -> int:
         policy = build_policy(args)
         sock = _bind(args.host, args.port)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc), USAGE_EXIT)
     if config.api_key is None and not is_loopback(config.host):
         print(
             f"WARNING: serving on {config.host} without an API key: anyone who can reach this "
@@ -152,10 +153,8 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(failure, WorkerStartError):  # ThreadRunner: the policy's own exception
         reason = f"policy failed to load: {type(failure).__name__}: {reason}"
     if args.weights:
-        print(f"error: --weights {args.weights}: {reason}", file=sys.stderr)
-        return 2
-    print(f"error: {reason}", file=sys.stderr)
-    return 1
+        return fail(f"--weights {args.weights}: {reason}", USAGE_EXIT)
+    return fail(reason)
 
 
 def _config(args: argparse.Namespace) -> ServerConfig:
@@ -261,11 +260,16 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
     back until the policy is ready, so a policy that fails to start stops the server with the
     one line the caller prints. Returns the exception the policy failed to start with."""
     import asyncio
+    import contextlib
     import logging
+    import signal
+    from collections.abc import Iterator
+    from types import FrameType
 
     import uvicorn
 
     from vla_client.server import create_app
+    from vla_client.server.api_servers import remove_stale_folders
     from vla_client.server.config import uvicorn_options
     from vla_client.server.local import listener_url
 
@@ -275,6 +279,21 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
     uvicorn_log = logging.getLogger("uvicorn.error")
 
     class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            """uvicorn's (SIGINT, SIGTERM), and SIGHUP, which would otherwise end the server
+            at once: a hang-up drains and stops it like SIGTERM, exit code 0."""
+            previous = signal.signal(signal.SIGHUP, self._hang_up)
+            try:
+                with super().capture_signals():
+                    yield
+            finally:
+                signal.signal(signal.SIGHUP, previous)
+
+        def _hang_up(self, sig: int, frame: FrameType | None) -> None:
+            uvicorn_log.warning("Received SIGHUP, exiting.")
+            self.should_exit = True
+
         async def serve(self, sockets: list[socket.socket] | None = None) -> None:
             watch = asyncio.ensure_future(self._watch_startup())
             try:
@@ -291,6 +310,7 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
             uvicorn_log.setLevel(logging.INFO)
             uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
 
+    remove_stale_folders()  # of an earlier `serve --api-servers N` killed outright
     server = Server(uvicorn.Config(app, log_level="info", **uvicorn_options(config)))
     uvicorn_log.setLevel(logging.WARNING)  # after uvicorn.Config, which sets it to info
     logging.getLogger("vla_client.server.startup").setLevel(logging.CRITICAL)  # said by us

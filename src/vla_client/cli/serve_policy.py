@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,8 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
         "--policy",
         default="reference",
         help="policy to serve: reference, replay, torch, an installed plugin's name, or "
-        "package.module:attr (a Policy subclass or a factory); --list-policies shows them "
+        "package.module:attr (a Policy subclass or a factory, imported from the current "
+        "directory first); --list-policies shows them "
         "(default: %(default)s)",
     )
     add(
@@ -131,6 +133,8 @@ def build_policy(args: argparse.Namespace) -> Policy:
         raise ValueError("--policy torch needs the 'torch' extra: pip install 'vla-client[torch]'")
     flags = flag_options(args)
     others = parse_options(args.policy_option, args.policy_config)
+    if ":" in name:
+        import_from_working_directory()
     target, _ = resolve_policy(name)
     names = option_names(target)
     for flag, (key, _) in flags.items():
@@ -155,6 +159,15 @@ def build_policy(args: argparse.Namespace) -> Policy:
         if files:
             raise ValueError(f"{files[0]} {flags[files[0]][1]}: {exc}") from None
         raise
+
+
+def import_from_working_directory() -> None:
+    """Put the current directory first on ``sys.path``, as uvicorn and ``python -m`` do, so
+    ``--policy mymod:Policy`` finds ``./mymod.py`` without ``PYTHONPATH=.``. The directory is
+    absolute: the worker process starts with this ``sys.path`` and imports the same module."""
+    here = os.getcwd()
+    if sys.path[:1] != [here]:
+        sys.path.insert(0, here)
 
 
 def flag_options(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:

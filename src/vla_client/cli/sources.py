@@ -87,8 +87,8 @@ def source_kind(args: argparse.Namespace) -> str:
         if present
     ]
     if len(given) > 1:
-        raise InvalidObservationError(
-            f"give frames from one kind of source, not {' and '.join(given)}"
+        raise argparse.ArgumentError(
+            None, f"give frames from one kind of source, not {' and '.join(given)}"
         )
     return given[0] if given else "synthetic"
 
@@ -121,7 +121,8 @@ def synthetic_plan(
     """Synthetic cameras fitted to what the server announced, where the options say nothing.
 
     An option given wins; then an openpi `layout`'s cameras and state length; then the
-    `metadata`'s image keys, image size and state length; then 3 cameras of 360x640, no state.
+    `metadata`'s image keys, image size and state length; then the layout's image size; then 3
+    cameras of 360x640, no state.
     """
     spec = metadata.input if metadata is not None else None
     names: tuple[str, ...] = tuple(camera_names(args.cameras or 3))
@@ -130,13 +131,15 @@ def synthetic_plan(
     elif args.cameras is None and spec is not None and spec.image_keys:
         names = tuple(spec.image_keys)
     size = parse_image_size(spec.image_size) if spec is not None else None
+    if size is None and layout is not None:
+        size = layout.image_size  # what openpi's example client for the layout sends
     height = args.height or (size[0] if size else 360)
     width = args.width or (size[1] if size else 640)
     state = parse_state(getattr(args, "state", None))
     state_dim = layout.state_dim if layout is not None else None
     state_dim = state_dim if state_dim is not None else (spec.state_dim if spec else None)
     if state is None and state_dim:
-        state = np.linspace(-0.5, 0.5, state_dim, dtype=np.float32)
+        state = np.linspace(-0.5, 0.5, state_dim)  # float64, as a robot reports its joints
     return SyntheticPlan(names, height, width, state)
 
 
@@ -171,11 +174,12 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
 
 
 def parse_state(text: str | None) -> np.ndarray | None:
-    """``"0,0.1,0.2"`` as a float32 vector; None stays None."""
+    """``"0,0.1,0.2"`` as a float64 vector (openpi requests send it so; the action API's are
+    float32); None stays None."""
     if text is None:
         return None
     try:
-        return np.array([float(x) for x in text.split(",")], dtype=np.float32)
+        return np.array([float(x) for x in text.split(",")], dtype=np.float64)
     except ValueError:
         raise InvalidObservationError(
             f"--state takes comma-separated numbers, got {text!r}"

@@ -134,7 +134,7 @@ def contact_sheet(
 
 
 def _labelled(image: np.ndarray, lines: list[str]) -> np.ndarray:
-    tile = image.copy()
+    tile: np.ndarray = image.copy()
     draw_label(tile, lines)
     return tile
 

@@ -15,4 +15,12 @@ if TYPE_CHECKING:
     from vla_client.client.result import Timings as Timings
     from vla_client.client.sync_client import ActionClient as ActionClient
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "AsyncActionClient": "vla_client.client.async_client",
+    "mismatched_cameras": "vla_client.client.checks",
+    "ActionResult": "vla_client.client.result",
+    "Timings": "vla_client.client.result",
+    "ActionClient": "vla_client.client.sync_client",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

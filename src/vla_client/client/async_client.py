@@ -14,7 +14,7 @@ from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
 from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, Reply
+from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import AsyncReplyStream, AsyncTransport
 from vla_client.transports.http import AsyncHTTPTransport
 from vla_client.transports.retry import aretrying
@@ -40,7 +40,7 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
 
     async def metadata(self) -> ActionMetadata:
         """The server's policy description."""
-        return ActionMetadata.model_validate(await self._transport.metadata())
+        return read_metadata(await self._transport.metadata())
 
     async def infer(
         self,

@@ -16,6 +16,7 @@ from vla_client.client.core import (
     RequestBook,
     Resize,
     TransportKind,
+    chosen_endpoint,
     resolve_options,
     transport_kind,
 )
@@ -26,10 +27,10 @@ from vla_client.protocol import (
     LayoutFunction,
     OpenpiLayout,
     Wire,
-    check_endpoint,
+    check_metadata_bounds,
 )
 from vla_client.transports.retry import RetryPolicy
-from vla_client.validation import check_choice, check_positive
+from vla_client.validation import check_choice, check_positive, renamed_keywords
 
 TransportT = TypeVar("TransportT")
 StreamT = TypeVar("StreamT")
@@ -55,6 +56,9 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     """The runtime-checkable `ReplyStream` protocol of this client's websocket transports."""
     _http_type: Callable[..., Any]
 
+    @renamed_keywords(  # the 0.1.0 names
+        timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s"
+    )
     def __init__(
         self,
         base_url: str,
@@ -74,27 +78,32 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         resize: Resize = "auto",
         image_size: tuple[int, int] | None = None,
         check_contract: bool = True,
+        max_reply_bytes: int | None = None,
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ValueError("api_key must be a non-empty string, or None for no key")
-        if endpoint is not None:
-            check_endpoint(endpoint)
-        elif layout is not None:
-            endpoint = "openpi"  # layouts are openpi's
+        endpoint = chosen_endpoint(endpoint, layout)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
+        if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
+            raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
+                             "the transport passed in")  # fmt: skip
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
             kind = transport_kind(urlsplit(base_url).scheme, transport, endpoint)
             if kind == "websocket":
                 opened = self._websocket_type()(
-                    base_url, endpoint=endpoint, timeout_s=timeout_s, api_key=api_key
-                )
+                    base_url, endpoint=endpoint, timeout_s=timeout_s, api_key=api_key,
+                    max_reply_bytes=max_reply_bytes,
+                )  # fmt: skip
             else:
-                opened = self._http_type(base_url, timeout_s=timeout_s, api_key=api_key)
+                opened = self._http_type(
+                    base_url, timeout_s=timeout_s, api_key=api_key, max_reply_bytes=max_reply_bytes
+                )
             transport = cast("TransportT", opened)
         self._transport: TransportT = transport
         self._stream: StreamT | None = (
@@ -114,8 +123,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
                 resize=resize,
                 image_size=image_size,
                 check_contract=check_contract,
-            ),
-            timeout_s,
+            )
         )
         self.options = self._book.options
         self.stats = self._book.stats
@@ -144,7 +152,8 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
 
     def _keep_contract(self, source: str, document: Any) -> Mapping[str, Any]:
         """`document` as the metadata to check against (kept, over HTTP); a server that
-        announces nothing gives ``{}``; anything but an object is a `ProtocolError`."""
+        announces nothing gives ``{}``; anything but an object, or sizes and counts out of
+        bounds (`check_metadata_bounds`), is a `ProtocolError`."""
         if document is None:
             document = {}
         if not isinstance(document, Mapping):
@@ -152,6 +161,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
                 f"the server's metadata is malformed: expected an object, got "
                 f"{type(document).__name__}"
             )
+        check_metadata_bounds(document)
         if source == "http":
             self._http_metadata = document
         return document

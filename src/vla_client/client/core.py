@@ -20,8 +20,10 @@ from typing import Any, Literal
 from vla_client.cameras.preprocess import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
 from vla_client.errors import (
+    ContractError,
     DeadlineExceededError,
     MismatchedReplyError,
+    ProtocolError,
     RequestTimeoutError,
     StaleObservationError,
 )
@@ -31,10 +33,12 @@ from vla_client.protocol import (
     FLAT,
     WIRES,
     Encoding,
+    Endpoint,
     LayoutFunction,
     OpenpiLayout,
     Reply,
     Wire,
+    check_endpoint,
     encode_request,
     new_request_id,
     openpi_layout,
@@ -48,6 +52,10 @@ RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
 """How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
 refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 `FramePreprocessor` does them, whatever the server says."""
+
+_TIMER_SLACK_S = 1e-3
+"""How early a transport's timer may fire (event loops round to their clock's resolution): a
+timeout this close to the deadline is the deadline's."""
 
 TransportKind = Literal["http", "websocket"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
@@ -117,6 +125,15 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
+
+
+def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | None:
+    """The websocket endpoint a client speaks: `endpoint` when given (checked), openpi's when
+    only a `layout` is given (layouts are openpi's, whatever path the URL has), else None (the
+    URL's path decides). The one rule for `ActionClient` and the ``--layout`` of the CLI."""
+    if endpoint is not None:
+        return check_endpoint(endpoint)
+    return "openpi" if layout is not None else None
 
 
 def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
@@ -205,16 +222,19 @@ def runtime_block(runtime: Mapping[str, Any] | None, return_digest: bool) -> dic
 class RequestBook:
     """What both clients do around a transport: encode, bound the waits, read, count.
 
-    `timeout_s` is the client's own wait for a reply; a request with a deadline waits at most
-    until its deadline, and a timeout that the deadline cut short is a `DeadlineExceededError`.
+    A request with a deadline gives its transport the time left, which bounds the whole
+    exchange; a timeout at the deadline is a `DeadlineExceededError`.
     """
 
-    def __init__(self, options: ClientOptions, timeout_s: float) -> None:
+    def __init__(self, options: ClientOptions) -> None:
         self.options = options
-        self.timeout_s = timeout_s
         self.stats = ClientStats()
+        layout = options.layout
+        self._layout_size = layout.image_size if isinstance(layout, OpenpiLayout) else None
+        """The size openpi's example client for the layout resizes to: used by an explicit
+        ``resize`` when neither `image_size` nor the server gives one."""
         self._own_fit = FramePreprocessor(
-            size=options.image_size,
+            size=options.image_size or self._layout_fallback(),
             fit="pad" if options.resize == "auto" else options.resize,
             camera_map=options.camera_map,
         )
@@ -228,10 +248,13 @@ class RequestBook:
     def fitter(self, metadata: Mapping[str, Any] | None) -> FramePreprocessor:
         """What fits observations to the server's `metadata` (None: to the options alone).
 
-        Built once per metadata document, so once per connection on a websocket.
+        Built once per metadata document, so once per connection on a websocket. Raises
+        `ContractError` when ``resize`` is ``pad`` or ``crop`` and no size is known from
+        anywhere (the options, the server, the openpi layout): resizing to nothing would send
+        the frames as they are, unasked.
         """
         if metadata is None:
-            return self._own_fit
+            return self._checked(self._own_fit)
         if self._fitted is not None and self._fitted[0] is metadata:
             return self._fitted[1]
         options = self.options
@@ -239,8 +262,27 @@ class RequestBook:
         fit: Fit = options.resize if options.resize != "auto" else "none"
         if options.resize == "auto" and (fitter.size_required or options.image_size):
             fit = "pad"
-        fitter = replace(fitter, fit=fit, size=options.image_size or fitter.size)
+        size = options.image_size or fitter.size or self._layout_fallback()
+        fitter = self._checked(replace(fitter, fit=fit, size=size))
         self._fitted = (metadata, fitter)
+        return fitter
+
+    def _layout_fallback(self) -> tuple[int, int] | None:
+        """The layout's size when ``resize`` asks for a resize explicitly (``auto`` resizes only
+        to a size the options or the server give), else None."""
+        return self._layout_size if self.options.resize in ("pad", "crop") else None
+
+    def _checked(self, fitter: FramePreprocessor) -> FramePreprocessor:
+        """`fitter`, unless ``resize`` asks for a resize it has no size for (`ContractError`)."""
+        resize = self.options.resize
+        if resize in ("pad", "crop") and fitter.size is None:
+            raise ContractError(
+                "input.image_size",
+                "an image size to resize to",
+                f"none known (resize={resize!r})",
+                "the server announces none and neither image_size nor the openpi layout gives "
+                "one; pass image_size=(height, width), or resize='none' to send frames as they are",
+            )
         return fitter
 
     def prepare(
@@ -275,7 +317,9 @@ class RequestBook:
             observation,
             encoding=options.encoding,
             wire=options.wire,
-            request_id=request_id,
+            # openpi's requests have no place for an id: they carry the layout's keys only, and
+            # its replies are matched by their order on the connection
+            request_id=None if options.layout is not None else request_id,
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=options.jpeg_quality,
@@ -293,15 +337,15 @@ class RequestBook:
         )
 
     def wait_until(self, deadline_at: float | None) -> float | None:
-        """The wait allowed before `deadline_at`: None (the transport's timeout) when that is
-        shorter; raises `DeadlineExceededError` once the deadline has passed."""
+        """The most a call may take before `deadline_at` (None: no deadline, the transport's
+        timeouts alone); raises `DeadlineExceededError` once the deadline has passed."""
         if deadline_at is None:
             return None
         left = deadline_at - time.monotonic()
         if left <= 0:
             self.stats.late_replies += 1
             raise DeadlineExceededError("the request's deadline passed before it was sent")
-        return left if left < self.timeout_s else None
+        return left
 
     def budget(self, prepared: PreparedRequest) -> float | None:
         """Seconds left before the deadline (None: no deadline); raises once it has passed."""
@@ -318,15 +362,16 @@ class RequestBook:
 
     @contextmanager
     def waiting(self, prepared: PreparedRequest) -> Iterator[float | None]:
-        """Yield the wait for one reply: None (the transport's timeout) or the time left
-        before the deadline when that is shorter; a timeout that hits the deadline is counted
-        and raised as `DeadlineExceededError`."""
+        """Yield the most one exchange may take: None without a deadline, else the time left
+        before it, which the transport holds the whole exchange to (body included; its own
+        timeout still bounds each read). A timeout at the deadline is counted and raised as
+        `DeadlineExceededError`; one before it (a read that timed out) as it came."""
         budget = self.budget(prepared)
-        limited = budget is not None and budget < self.timeout_s
         try:
-            yield budget if limited else None
+            yield budget
         except RequestTimeoutError as exc:
-            if not limited:
+            deadline_at = prepared.deadline_at
+            if deadline_at is None or time.monotonic() < deadline_at - _TIMER_SLACK_S:
                 raise
             self.stats.late_replies += 1
             raise DeadlineExceededError(
@@ -350,19 +395,29 @@ class RequestBook:
     ) -> ActionResult:
         """The `ActionResult` for the reply to `prepared`.
 
-        Raises `MismatchedReplyError` for a reply to another request and
+        A reply must carry the request's id, except on openpi's endpoint, whose protocol has
+        none (a reply there with an id must carry this one). Raises `MismatchedReplyError` for
+        a reply to another request and
         `DeadlineExceededError` for one that came too late (both counted), `ProtocolError` for
         a reply without a usable chunk.
         """
         start = time.perf_counter()
         document = received.document
         actions, request_id = read_actions(document)
-        if request_id is not None and request_id != prepared.request_id:
-            self.stats.mismatched_replies += 1
-            raise MismatchedReplyError(
-                f"reply is for request {request_id!r}, not the one sent ({prepared.request_id!r})",
-                request_id=prepared.request_id,
-            )
+        if self.options.layout is None:  # openpi's endpoint carries no id: order matches there
+            if request_id is None:
+                raise ProtocolError(
+                    f"reply carries no request id; request {prepared.request_id} sent one, and "
+                    "a reply that cannot say which request it answers is not used",
+                    request_id=prepared.request_id,
+                )
+            if request_id != prepared.request_id:
+                self.stats.mismatched_replies += 1
+                raise MismatchedReplyError(
+                    f"reply is for request {request_id!r}, not the one sent "
+                    f"({prepared.request_id!r})",
+                    request_id=prepared.request_id,
+                )
         if prepared.deadline_at is not None and time.monotonic() > prepared.deadline_at:
             self.stats.late_replies += 1
             raise DeadlineExceededError(

@@ -12,7 +12,7 @@ from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
 from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, Reply
+from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import ReplyStream, Transport
 from vla_client.transports.http import HTTPTransport
 from vla_client.transports.retry import retrying
@@ -41,14 +41,17 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
-        timeout_s: Seconds to wait for a reply.
+        timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
         api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
         jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
         endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.
         max_observation_age_s: Older observations raise `StaleObservationError`, unsent.
         deadline_s: Seconds from `infer`; no reply by then raises `DeadlineExceededError`,
-            whatever the transport, retries included.
+            whatever the transport, retries, connecting and a slow body included.
+        max_reply_bytes: Largest reply read, in bytes; a longer one is cut off with
+            `ReplyTooLargeError` (default: sized from the server's announced action horizon x
+            dim, at least 1 MiB).
         retry: How requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
     """
 
@@ -63,7 +66,7 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
-        return ActionMetadata.model_validate(self._transport.metadata())
+        return read_metadata(self._transport.metadata())
 
     def infer(
         self,

@@ -211,6 +211,6 @@ def _unpack_array(obj: dict[Any, Any]) -> np.ndarray:
         raise CodecError(
             f"ndarray data has {len(data)} bytes, shape {list(shape)} of {dtype} needs {expected}"
         )
-    array = np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
+    array: np.ndarray = np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
     array.flags.writeable = False
     return array

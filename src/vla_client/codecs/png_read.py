@@ -110,4 +110,5 @@ def _unfilter(filters: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray |
     views = list(pixels)  # made once: a view per row costs more than the add it serves
     for row in (np.flatnonzero(filters[1:] == _UP) + 1).tolist():  # row 0: Up adds zeros
         np.add(views[row - 1], views[row], out=views[row])
-    return pixels.reshape(-1, width, 3)
+    image: np.ndarray = pixels.reshape(-1, width, 3)
+    return image

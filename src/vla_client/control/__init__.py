@@ -32,4 +32,26 @@ if TYPE_CHECKING:
     from vla_client.errors import ServerSilentError as ServerSilentError
     from vla_client.errors import UnsafeActionError as UnsafeActionError
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "ActionSource": "vla_client.control.chunk",
+    "ChunkExecutor": "vla_client.control.chunk",
+    "cross_fade": "vla_client.control.chunk",
+    "ControlLoop": "vla_client.control.loop",
+    "SafetyGate": "vla_client.control.safety",
+    "SimRobot": "vla_client.control.sim",
+    "ExecutorStats": "vla_client.control.stats",
+    "LatencySample": "vla_client.control.stats",
+    "LoopStats": "vla_client.control.stats",
+    "Percentiles": "vla_client.control.stats",
+    "percentiles": "vla_client.control.stats",
+    "Action": "vla_client.control.types",
+    "ApplyAction": "vla_client.control.types",
+    "InferFn": "vla_client.control.types",
+    "Observe": "vla_client.control.types",
+    "Watchdog": "vla_client.control.watchdog",
+    "WatchdogTrip": "vla_client.control.watchdog",
+    "ServerSilentError": "vla_client.errors",
+    "UnsafeActionError": "vla_client.errors",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

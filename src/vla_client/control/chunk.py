@@ -18,6 +18,11 @@ also drops a reply carrying the id of a chunk it already took (an old reply deli
 a chunk never replaces a newer one. Observations older than `max_observation_age_s` are not sent,
 and replies slower than `reply_deadline_s` are discarded: both would only produce actions for a
 world that has moved on.
+
+A reply that does not follow the action API (`ProtocolError`: ragged or empty actions, a chunk
+of another action dim than the last one) is dropped and counted like a lost reply: one broken
+reply does not end the loop, and the robot keeps doing what it does between chunks (the rest of
+the current chunk, then what the watchdog is configured for).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from vla_client.errors import (
     TransportError,
 )
 from vla_client.observation import Observation
+from vla_client.validation import check_at_least, check_positive
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +87,10 @@ class ChunkExecutor:
 
     `tick()` must be called once per control tick from one thread (the control loop); it never
     blocks on the network. At most one inference is in flight. Failures a fresh request may not
-    hit (a mismatched, stale or late reply, a `TransportError`, a 429 or 5xx `ServerError`) are
-    counted in `stats`, kept in `last_error` and retried on the next tick; any other exception
-    from `infer` is a bug to fix and is re-raised by `tick()`.
+    hit (a mismatched, stale, late or malformed reply, a `TransportError`, a 429 or 5xx
+    `ServerError`) are counted in `stats`, kept in `last_error` and retried on the next tick;
+    any other exception from `infer` is a bug to fix and is re-raised by `tick()`, and so is
+    one from `validate`.
     """
 
     def __init__(
@@ -107,12 +114,18 @@ class ChunkExecutor:
         without capture times is aged from the `observe` call). `reply_deadline_s`: discard a
         reply that took longer than this from sending. `validate` sees each accepted chunk
         before it is used (`SafetyGate.check_chunk`, say) and may raise. `clock` must be the
-        clock the observations' `capture_times` come from. `align=False` plays each chunk from
-        its first row however late it arrived (the naive execution some clients do, kept to
-        measure what aligning is worth).
+        clock the observations' `capture_times` come from; a `ControlLoop` and its `Watchdog`
+        run on it too. `align=False` plays each chunk from its first row however late it arrived
+        (the naive execution some clients do, kept to measure what aligning is worth). The counts
+        are integers >= 0, the times finite numbers > 0 (or None) and `align` a bool, else
+        `ValueError`.
         """
-        if prefetch_at < 0 or blend_steps < 0:
-            raise ValueError("prefetch_at and blend_steps must be >= 0")
+        check_at_least("prefetch_at", prefetch_at, 0, integer=True)
+        check_at_least("blend_steps", blend_steps, 0, integer=True)
+        check_positive("max_observation_age_s", max_observation_age_s, allow_none=True, finite=True)
+        check_positive("reply_deadline_s", reply_deadline_s, allow_none=True, finite=True)
+        if not isinstance(align, bool):
+            raise ValueError(f"align must be True or False; got {align!r}")
         self._infer = infer
         self._prefetch_at = prefetch_at
         self._blend_steps = blend_steps
@@ -137,6 +150,11 @@ class ChunkExecutor:
         """The request id of the chunk being played, to trace an action to its request."""
         self.source: ActionSource | None = None
         """Where the action the last `tick()` returned came from; None when it returned None."""
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock the executor stamps times with (`last_chunk_at`, ages, deadlines)."""
+        return self._clock
 
     @property
     def in_flight(self) -> bool:
@@ -219,7 +237,10 @@ class ChunkExecutor:
             self._count_failure(request.error)
             return
         assert request.result is not None
-        self._take(request, request.result)
+        try:
+            self._take(request, request.result)
+        except ProtocolError as malformed:
+            self._count_failure(malformed)
 
     def _take(self, request: _Request, result: ActionResult) -> None:
         """Align, blend and install a reply's chunk, unless it is stale, late or unusable."""
@@ -229,9 +250,7 @@ class ChunkExecutor:
             return
         elapsed = self._tick - request.tick
         skip = elapsed if self._align else 0
-        actions = np.array(result.actions, dtype=np.float32)
-        if actions.ndim != 2:
-            raise ProtocolError(f"expected an action chunk [H, D], got shape {actions.shape}")
+        actions = _as_chunk(result.actions, None if self._chunk is None else self._chunk.shape[1])
         too_slow = self._deadline is not None and (
             request.finished_at - request.sent_at > self._deadline
         )
@@ -257,6 +276,8 @@ class ChunkExecutor:
     def _count_failure(self, error: Exception) -> None:
         if isinstance(error, MismatchedReplyError):
             self.stats.dropped_mismatched += 1
+        elif isinstance(error, ProtocolError):
+            self.stats.malformed_replies += 1
         elif isinstance(error, StaleObservationError):
             self.stats.stale_observations += 1
         elif isinstance(error, DeadlineExceededError):
@@ -272,6 +293,20 @@ class ChunkExecutor:
         log.log(level, "inference failed, trying again: %s", error)
 
 
+def _as_chunk(values: object, action_dim: int | None) -> Action:
+    """`values` as a float32 ``[H, D]`` chunk with H, D >= 1 (and D equal to `action_dim` when
+    given: the dim of the chunk being played), else `ProtocolError`."""
+    try:
+        actions = np.array(values, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(f"actions are not a numeric array: {exc}") from None
+    if actions.ndim != 2 or 0 in actions.shape:
+        raise ProtocolError(f"expected an action chunk [H, D], got shape {actions.shape}")
+    if action_dim is not None and actions.shape[1] != action_dim:
+        raise ProtocolError(f"action dim changed from {action_dim} to {actions.shape[1]}")
+    return actions
+
+
 def cross_fade(old: Action, new: Action, steps: int) -> Action:
     """`new`, with its first steps blended linearly from `old`'s overlapping actions.
 
@@ -284,7 +319,7 @@ def cross_fade(old: Action, new: Action, steps: int) -> Action:
     if old.shape[1] != new.shape[1]:
         raise ProtocolError(f"action dim changed from {old.shape[1]} to {new.shape[1]}")
     weight = (np.arange(1, n + 1, dtype=np.float32) / (n + 1))[:, None]
-    blended = new.copy()
+    blended: Action = new.copy()
     blended[:n] = (1 - weight) * old[:n] + weight * new[:n]
     return blended
 

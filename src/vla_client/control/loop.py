@@ -11,22 +11,29 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Callable
 
 from vla_client.control.chunk import ChunkExecutor
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import LoopStats
 from vla_client.control.types import ApplyAction, Observe
-from vla_client.control.watchdog import Watchdog
+from vla_client.control.watchdog import Watchdog, clock_name
+from vla_client.validation import check_at_least, check_positive
 
 
 class ControlLoop:
-    """A fixed-rate control loop; any exception from the callables ends `run()` and propagates.
+    """A fixed-rate control loop; any exception from the callables ends `run()` and propagates
+    (the executor itself counts the failures a later request may not hit, and goes on).
 
     `run()` is for one thread at a time; `stop()` may be called from any thread, including from
     inside `apply_action`. `clock` and `sleep` are injectable so the schedule can be tested
     without waiting; by default the sleep wakes early when `stop()` is called.
+
+    The whole loop runs on one clock, the executor's (`ChunkExecutor(clock=)`, the clock the
+    cameras stamp frames with): the schedule, the executor's ages and deadlines, and the
+    watchdog's silence. `clock` may be left out (it is then the executor's); a `clock`, or a
+    watchdog built with a clock, other than the executor's is a `ValueError`. A watchdog built
+    without one is handed the loop's.
     """
 
     def __init__(
@@ -38,11 +45,20 @@ class ControlLoop:
         rate_hz: float,
         gate: SafetyGate | None = None,
         watchdog: Watchdog | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         sleep: Callable[[float], object] | None = None,
     ) -> None:
-        if rate_hz <= 0:
-            raise ValueError("rate_hz must be > 0")
+        check_positive("rate_hz", rate_hz, finite=True)
+        if clock is None:
+            clock = executor.clock
+        elif clock != executor.clock:
+            raise ValueError(
+                f"the loop's clock {clock_name(clock)} is not the executor's "
+                f"{clock_name(executor.clock)}: the loop, the executor and the watchdog run on "
+                "one clock; give ChunkExecutor the clock and leave ControlLoop's out"
+            )
+        if watchdog is not None:
+            watchdog.use_clock(clock)
         self.period_s = 1.0 / rate_hz
         self._observe = observe
         self._executor = executor
@@ -54,12 +70,20 @@ class ControlLoop:
         self._sleep = sleep or self._stopping.wait
         self.stats = LoopStats()
 
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The one clock of the loop: its schedule, the executor's times, the watchdog's."""
+        return self._clock
+
     def stop(self) -> None:
         """Make `run()` return before its next tick."""
         self._stopping.set()
 
     def run(self, ticks: int | None = None) -> LoopStats:
-        """Run `ticks` ticks (forever when None) or until `stop()`; returns the stats."""
+        """Run `ticks` ticks (forever when None; else an integer >= 0) or until `stop()`;
+        returns the stats."""
+        if ticks is not None:
+            check_at_least("ticks", ticks, 0, integer=True)
         self._stopping.clear()
         start = self._clock()
         counter = range(ticks) if ticks is not None else itertools.count()

@@ -9,8 +9,8 @@ action through, and says why with an `UnsafeActionError`.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,13 @@ class SafetyGate:
     here, never a silent clip. Non-finite values and wrong shapes
     are always raised, since there is nothing sensible to clip them to. The delta limit is taken
     from the last action this gate passed; `reset()` forgets it (after re-homing, say).
+
+    The gate's action dimension is fixed by the first thing that gives it: `action_dim`, else
+    the length of a vector limit (all vector limits must agree), else the first action or
+    chunk it checks (or the action given to `reset`). From then on an action or chunk of any
+    other shape is an `UnsafeActionError` naming both shapes, whatever the modes: the gate never
+    stretches a 1-value action over 7 joints (numpy broadcasting) or trims a longer one.
+    A scalar limit applies to every dimension once the dimension is known.
     """
 
     def __init__(
@@ -53,13 +60,18 @@ class SafetyGate:
         for option, size in (("action_dim", action_dim), ("horizon", horizon)):
             if size is not None and (not isinstance(size, numbers.Integral) or size < 1):
                 raise ValueError(f"{option} must be a positive integer or None; got {size!r}")
-        self.action_dim = action_dim
+        self._dim: int | None = None if action_dim is None else int(action_dim)
+        self._dim_origin = "action_dim"
         self.horizon = horizon
+        # Each limit read may fix the dimension and spread the ones read before it.
+        self._low: Action | None = None
+        self._high: Action | None = None
+        self._max_delta: Action | None = None
         self._low = self._limit("low", low)
         self._high = self._limit("high", high)
+        self._max_delta = self._limit("max_delta", max_delta)
         if self._low is not None and self._high is not None and (self._low > self._high).any():
             raise ValueError("low must not exceed high")
-        self._max_delta = self._limit("max_delta", max_delta)
         if self._max_delta is not None and (self._max_delta < 0).any():
             raise ValueError("max_delta must be >= 0")
         self._on_bounds = on_bounds
@@ -75,7 +87,8 @@ class SafetyGate:
         """A gate expecting the horizon and action dim the server's metadata announces.
 
         Takes `ActionClient.metadata()` or the raw document (``{"output": {"action_horizon",
-        "action_dim"}}``); either may leave them out, and then they are not checked.
+        "action_dim"}}``); either may leave them out. A horizon left out is not checked; an
+        action dim left out is taken from the limits' length or the first action checked.
         """
         if isinstance(metadata, Mapping):
             output = metadata.get("output") or {}
@@ -84,22 +97,40 @@ class SafetyGate:
             horizon, action_dim = metadata.output.action_horizon, metadata.output.action_dim
         return cls(horizon=horizon, action_dim=action_dim, **options)
 
+    @property
+    def action_dim(self) -> int | None:
+        """The action dimension every action must have; None until something has fixed it."""
+        return self._dim
+
     def _limit(self, option: str, value: Limit | None) -> Action | None:
         """`value` as float32, checked: NaN would turn every comparison off, and a vector must
-        have one entry per dimension (a scalar applies to all)."""
+        have one entry per dimension (a scalar applies to all). A vector fixes the dimension;
+        a scalar is spread to one value per dimension once it is known."""
         if value is None:
             return None
         limit = np.asarray(value, dtype=np.float32)
         if np.isnan(limit).any():
             raise ValueError(f"{option} must not contain NaN")
-        if limit.ndim > 1 or (
-            limit.ndim == 1 and self.action_dim is not None and limit.size != self.action_dim
+        if (
+            limit.ndim > 1
+            or limit.size == 0
+            or (limit.ndim == 1 and self._dim not in (None, limit.size))
         ):
             raise ValueError(
                 f"{option} must be a number or one value per dimension "
-                f"({self.action_dim or 'any'}); got shape {limit.shape}"
+                f"({self._dim or 'any'}); got shape {limit.shape}"
             )
-        return limit
+        if limit.ndim == 1 and self._dim is None:
+            self._fix_dim(limit.size, f"the length of {option}")
+        return limit if limit.ndim == 1 or self._dim is None else np.full(self._dim, limit)
+
+    def _fix_dim(self, size: int, origin: str) -> None:
+        """Fix the action dimension at `size`, and spread the scalar limits given so far."""
+        self._dim, self._dim_origin = size, origin
+        for name in ("_low", "_high", "_max_delta"):
+            limit = getattr(self, name)
+            if limit is not None and limit.ndim == 0:
+                setattr(self, name, np.full(size, limit, dtype=np.float32))
 
     @property
     def last_action(self) -> Action | None:
@@ -107,57 +138,121 @@ class SafetyGate:
         return self._last
 
     def reset(self, last_action: npt.ArrayLike | None = None) -> None:
-        """Forget the last action, or set it (the robot's current command) for the delta check."""
-        self._last = None if last_action is None else np.asarray(last_action, dtype=np.float32)
+        """Forget the last action, or set it (the robot's current command) for the delta check.
 
-    def check_chunk(self, actions: Action) -> None:
+        The action must be finite and of the gate's dimension (it fixes the dimension if
+        nothing has yet), else `UnsafeActionError` and the previous reference is kept: a NaN
+        reference would turn the step limit off.
+        """
+        self._last = None if last_action is None else self._action(last_action, "reference action")
+
+    def check_chunk(self, actions: npt.ArrayLike) -> None:
         """Raise unless `actions` is a finite ``[H, D]`` chunk of the expected size."""
-        if actions.ndim != 2 or not _matches(actions.shape, (self.horizon, self.action_dim)):
-            self._reject(
-                f"chunk shape {actions.shape}, expected [{self.horizon}, {self.action_dim}]"
-            )
-        self._check_finite(actions)
+        try:
+            chunk = self._numbers(actions, "chunk")
+            self._check_shape(chunk, (self.horizon, self._dim), "chunk")
+            self._check_finite(chunk, "chunk")
+        except UnsafeActionError:
+            self.rejected += 1
+            raise
 
     def check(self, action: npt.ArrayLike) -> Action:
         """The action to execute: `action` itself or clipped, else `UnsafeActionError`."""
-        checked = np.array(action, dtype=np.float32)
-        if checked.ndim != 1 or not _matches(checked.shape, (self.action_dim,)):
-            self._reject(f"action shape {checked.shape}, expected [{self.action_dim}]")
-        self._check_finite(checked)
-        if self._low is not None or self._high is not None:
-            bounded = np.clip(checked, self._low, self._high)
-            checked = self._enforce(checked, bounded, self._on_bounds, "outside bounds")
-        if self._max_delta is not None and self._last is not None:
-            step = checked - self._last
-            # Only steps over the limit are replaced: last + step is not exactly the action in
-            # float32, and rounding must not count (or, with "reject", stop) as a violation.
-            limited = np.where(
-                np.abs(step) > self._max_delta,
-                self._last + np.clip(step, -self._max_delta, self._max_delta),
-                checked,
-            )
-            checked = self._enforce(checked, limited, self._on_delta, "step too large")
+        try:
+            checked = self._action(action, "action")
+            if self._low is not None or self._high is not None:
+                bounded = np.clip(checked, self._low, self._high)
+                checked = self._enforce(checked, bounded, self._on_bounds, self._bounds_violation)
+            if self._max_delta is not None and self._last is not None:
+                last, max_delta = self._last, self._max_delta
+                step = checked - last
+                # Only steps over the limit are replaced: last + step is not exactly the action
+                # in float32, and rounding must not count (or, with "reject", stop) as one.
+                limited = np.where(
+                    np.abs(step) > max_delta, last + np.clip(step, -max_delta, max_delta), checked
+                )
+                checked = self._enforce(checked, limited, self._on_delta, self._step_violation)
+        except UnsafeActionError:
+            self.rejected += 1
+            raise
         self._last = checked
         return checked
 
-    def _check_finite(self, values: Action) -> None:
-        if not np.isfinite(values).all():
-            self._reject("non-finite values (NaN or infinity)")
+    def _action(self, value: npt.ArrayLike, what: str) -> Action:
+        """`value` as a finite float32 copy of shape ``[D]``, else `UnsafeActionError`."""
+        action = np.array(self._numbers(value, what), dtype=np.float32)
+        self._check_shape(action, (self._dim,), what)
+        self._check_finite(action, what)
+        return action
 
-    def _enforce(self, action: Action, allowed: Action, mode: OnViolation, what: str) -> Action:
+    @staticmethod
+    def _numbers(value: npt.ArrayLike, what: str) -> Action:
+        """`value` as a float32 array when it holds real numbers (no strings, booleans, ragged
+        lists or complex values, which numpy would otherwise convert or refuse its own way)."""
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise UnsafeActionError(f"{what} is not an array of numbers: {exc}") from None
+        if array.dtype.kind not in "iuf":
+            raise UnsafeActionError(f"{what} is not an array of numbers (dtype {array.dtype})")
+        return array.astype(np.float32, copy=False)
+
+    def _check_shape(self, values: Action, expected: tuple[int | None, ...], what: str) -> None:
+        """Raise unless `values` has the expected shape (None: any size above 0); the first
+        well-shaped action or chunk fixes the dimension when nothing else has."""
+        shape = values.shape
+        fits = len(shape) == len(expected) and all(
+            n >= 1 and e in (None, n) for e, n in zip(expected, shape, strict=True)
+        )
+        if not fits:
+            origin = "" if self._dim is None else f" (action dim from {self._dim_origin})"
+            raise UnsafeActionError(
+                f"{what} shape {_shape(shape)}, expected {_shape(expected)}{origin}"
+            )
+        if self._dim is None:
+            self._fix_dim(shape[-1], f"the first {what}")
+
+    @staticmethod
+    def _check_finite(values: Action, what: str) -> None:
+        if not np.isfinite(values).all():
+            raise UnsafeActionError(f"non-finite values (NaN or infinity) in the {what}")
+
+    def _enforce(
+        self,
+        action: Action,
+        allowed: Action,
+        mode: OnViolation,
+        describe: Callable[[Action, int], str],
+    ) -> Action:
         if np.array_equal(action, allowed):
             return action
         if mode != "clip":  # "reject", the only other value the constructor lets through
             worst = int(np.argmax(np.abs(action - allowed)))
-            self._reject(f"{what} at dim {worst}: {action[worst]:.4g}, limit {allowed[worst]:.4g}")
+            raise UnsafeActionError(describe(action, worst))
         self.clipped += 1
         return allowed.astype(np.float32)
 
-    def _reject(self, reason: str) -> NoReturn:
-        self.rejected += 1
-        raise UnsafeActionError(reason)
+    def _bounds_violation(self, action: Action, dim: int) -> str:
+        below = self._low is not None and action[dim] < self._low[dim]
+        limit = self._low if below else self._high
+        assert limit is not None  # the action is outside one of the bounds
+        return f"outside bounds at dim {dim}: {_num(action[dim])}, limit {_num(limit[dim])}"
+
+    def _step_violation(self, action: Action, dim: int) -> str:
+        assert self._last is not None and self._max_delta is not None
+        step = action[dim] - self._last[dim]
+        return (
+            f"step too large at dim {dim}: {_num(self._last[dim])} to {_num(action[dim])} is "
+            f"{_num(step)}, limit {_num(self._max_delta[dim])}"
+        )
 
 
-def _matches(shape: tuple[int, ...], expected: tuple[int | None, ...]) -> bool:
-    """Whether `shape` has the expected sizes; None matches any size."""
-    return all(e is None or e == n for e, n in zip(expected, shape, strict=True))
+def _shape(shape: tuple[int | None, ...]) -> str:
+    """A shape as ``[16, 7]``, with ``any`` for a size not fixed."""
+    return "[" + ", ".join("any" if n is None else str(n) for n in shape) + "]"
+
+
+def _num(value: float) -> str:
+    """A float32 value written as the shortest decimal that reads back as it (0.1, not
+    0.10000000149011612), so a message shows the numbers the gate compared."""
+    return str(np.float32(value))

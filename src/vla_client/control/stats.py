@@ -85,6 +85,9 @@ class ExecutorStats:
     """Replies for another request: `MismatchedReplyError`, or an id already taken."""
     dropped_late: int = 0
     """Replies past `reply_deadline_s` (or `DeadlineExceededError`), or all in the past."""
+    malformed_replies: int = 0
+    """Replies that do not follow the action API (`ProtocolError`: a ragged or empty chunk, a
+    chunk of another action dim); dropped, and the next tick tries again."""
     errors: int = 0
     """Other retryable transport or server errors; the next tick tries again."""
     starved_ticks: int = 0

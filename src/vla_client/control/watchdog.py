@@ -15,6 +15,10 @@ arrives again:
 
 Before the timeout, a tick with no action (the chunk ran out while the next one is in flight)
 repeats the last action, so the robot holds rather than receiving nothing.
+
+Silence is measured from the executor's `last_chunk_at`, so the watchdog must read the same
+clock as the executor: in a `ControlLoop` it is handed the loop's clock (and the loop refuses a
+watchdog built with another one); on its own it reads `time.monotonic`.
 """
 
 from __future__ import annotations
@@ -56,9 +60,11 @@ class Watchdog:
         *,
         stop_action: npt.ArrayLike | None = None,
         on_trip: Callable[[WatchdogTrip], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        check_positive("timeout_s", timeout_s)
+        """`clock`: None (the default) runs on the clock of the `ControlLoop` the watchdog is
+        given to, or on `time.monotonic` when used on its own."""
+        check_positive("timeout_s", timeout_s, finite=True)
         check_choice("behaviour", behaviour, BEHAVIOURS)
         if stop_action is not None and behaviour != "stop":
             raise ValueError(f"stop_action is only used by behaviour 'stop', not {behaviour!r}")
@@ -74,6 +80,23 @@ class Watchdog:
         self.tripped = False
         self.trips = 0
 
+    @property
+    def clock(self) -> Callable[[], float] | None:
+        """The clock silence is measured on; None until given one or first used."""
+        return self._clock
+
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Measure silence on `clock` (a control loop's); `ValueError` if the watchdog already
+        has another one, given when it was built or taken by an earlier loop or call."""
+        if self._clock is None:
+            self._clock = clock
+        elif self._clock != clock:
+            raise ValueError(
+                f"the watchdog runs on {clock_name(self._clock)}, the loop on "
+                f"{clock_name(clock)}: silence would be measured across two clocks; give the "
+                "watchdog the loop's clock, or no clock to take the loop's"
+            )
+
     def filter(self, action: Action | None, last_chunk_at: float | None) -> Action | None:
         """The action to execute this tick, given the chunk's action and when a chunk last came.
 
@@ -81,6 +104,8 @@ class Watchdog:
         is nothing to repeat yet (with ``zero``: when no action was ever sent, so the robot has
         not been told to move).
         """
+        if self._clock is None:
+            self._clock = time.monotonic
         now = self._clock()
         if self._started_at is None:
             self._started_at = now
@@ -108,3 +133,9 @@ class Watchdog:
         elif not silent and self.tripped:
             self.tripped = False
             log.info("server back after %d watchdog trip(s)", self.trips)
+
+
+def clock_name(clock: Callable[[], float]) -> str:
+    """How an error names a clock: ``time.monotonic``, or the object's repr."""
+    module, name = getattr(clock, "__module__", None), getattr(clock, "__qualname__", None)
+    return f"{module}.{name}" if module and name else repr(clock)

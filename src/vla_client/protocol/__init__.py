@@ -50,15 +50,19 @@ if TYPE_CHECKING:
     from vla_client.protocol.models import ObservationPayload as ObservationPayload
     from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
+    from vla_client.protocol.models import check_metadata_bounds as check_metadata_bounds
+    from vla_client.protocol.models import read_metadata as read_metadata
     from vla_client.protocol.request import build_openpi_request as build_openpi_request
     from vla_client.protocol.request import build_request as build_request
     from vla_client.protocol.request import encode_request as encode_request
+    from vla_client.protocol.response import REPLY_SIZE_FLOOR as REPLY_SIZE_FLOOR
     from vla_client.protocol.response import Reply as Reply
     from vla_client.protocol.response import build_envelope as build_envelope
     from vla_client.protocol.response import build_raw as build_raw
     from vla_client.protocol.response import new_request_id as new_request_id
     from vla_client.protocol.response import read_actions as read_actions
     from vla_client.protocol.response import read_reply as read_reply
+    from vla_client.protocol.response import reply_size_limit as reply_size_limit
     from vla_client.protocol.status import ErrorStatus as ErrorStatus
     from vla_client.protocol.status import error_status as error_status
     from vla_client.protocol.status import status_from_close as status_from_close
@@ -72,4 +76,65 @@ if TYPE_CHECKING:
     from vla_client.protocol.wire import wants_msgpack as wants_msgpack
     from vla_client.protocol.wire import wire_for_content_type as wire_for_content_type
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "DecodedRequest": "vla_client.protocol.decode",
+    "DecodeLimits": "vla_client.protocol.decode",
+    "decode_payload": "vla_client.protocol.decode",
+    "decode_request": "vla_client.protocol.decode",
+    "ENDPOINT_PATHS": "vla_client.protocol.endpoints",
+    "ENDPOINTS": "vla_client.protocol.endpoints",
+    "GENERATIONS_PATH": "vla_client.protocol.endpoints",
+    "HEALTH_PATH": "vla_client.protocol.endpoints",
+    "METADATA_PATH": "vla_client.protocol.endpoints",
+    "OPENPI_ROOT_PATH": "vla_client.protocol.endpoints",
+    "Endpoint": "vla_client.protocol.endpoints",
+    "auth_headers": "vla_client.protocol.endpoints",
+    "check_endpoint": "vla_client.protocol.endpoints",
+    "websocket_url": "vla_client.protocol.endpoints",
+    "ENCODINGS": "vla_client.protocol.image_forms",
+    "Encoding": "vla_client.protocol.image_forms",
+    "decode_image_value": "vla_client.protocol.image_forms",
+    "encode_image_value": "vla_client.protocol.image_forms",
+    "ALOHA": "vla_client.protocol.layouts",
+    "DROID": "vla_client.protocol.layouts",
+    "FLAT": "vla_client.protocol.layouts",
+    "LAYOUTS": "vla_client.protocol.layouts",
+    "LIBERO": "vla_client.protocol.layouts",
+    "LayoutFunction": "vla_client.protocol.layouts",
+    "OpenpiLayout": "vla_client.protocol.layouts",
+    "StatePart": "vla_client.protocol.layouts",
+    "openpi_layout": "vla_client.protocol.layouts",
+    "ActionInput": "vla_client.protocol.models",
+    "ActionMetadata": "vla_client.protocol.models",
+    "ActionRequest": "vla_client.protocol.models",
+    "ObservationPayload": "vla_client.protocol.models",
+    "RuntimeOptions": "vla_client.protocol.models",
+    "SamplingParameters": "vla_client.protocol.models",
+    "check_metadata_bounds": "vla_client.protocol.models",
+    "read_metadata": "vla_client.protocol.models",
+    "build_openpi_request": "vla_client.protocol.request",
+    "build_request": "vla_client.protocol.request",
+    "encode_request": "vla_client.protocol.request",
+    "Reply": "vla_client.protocol.response",
+    "build_envelope": "vla_client.protocol.response",
+    "build_raw": "vla_client.protocol.response",
+    "new_request_id": "vla_client.protocol.response",
+    "read_actions": "vla_client.protocol.response",
+    "read_reply": "vla_client.protocol.response",
+    "REPLY_SIZE_FLOOR": "vla_client.protocol.response",
+    "reply_size_limit": "vla_client.protocol.response",
+    "ErrorStatus": "vla_client.protocol.status",
+    "error_status": "vla_client.protocol.status",
+    "status_from_close": "vla_client.protocol.status",
+    "CONTENT_TYPES": "vla_client.protocol.wire",
+    "JSON_CONTENT_TYPE": "vla_client.protocol.wire",
+    "MSGPACK_CONTENT_TYPE": "vla_client.protocol.wire",
+    "WIRES": "vla_client.protocol.wire",
+    "Wire": "vla_client.protocol.wire",
+    "dumps": "vla_client.protocol.wire",
+    "loads": "vla_client.protocol.wire",
+    "wants_msgpack": "vla_client.protocol.wire",
+    "wire_for_content_type": "vla_client.protocol.wire",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

@@ -13,12 +13,18 @@ The built-in layouts, each matching openpi's example client and policy input tra
 - ``droid`` (openpi ``examples/droid``, ``DroidInputs``): cameras ``exterior_image_1_left`` and
   ``wrist_image_left`` as ``observation/<camera>``, HxWx3 uint8; the state's 8 values split into
   ``observation/joint_position`` (7) and ``observation/gripper_position`` (1); ``prompt``.
-  Replies carry ``[10, 8]`` chunks (joint velocities and gripper).
+  Replies carry ``[10, 8]`` chunks (joint velocities and gripper). Frames 224x224.
 - ``libero`` (``examples/libero``, ``LiberoInputs``): cameras ``image`` and ``wrist_image`` as
-  ``observation/<camera>``, HxWx3 uint8; ``observation/state`` (8); ``prompt``.
+  ``observation/<camera>``, HxWx3 uint8; ``observation/state`` (8); ``prompt``. Frames 224x224.
 - ``aloha`` (``examples/aloha_real``, ``AlohaInputs``): cameras ``cam_high``, ``cam_low``,
   ``cam_left_wrist``, ``cam_right_wrist`` in an ``images`` dict, each 3xHxW uint8 (channels
-  first); ``state`` (14); ``prompt``. Replies carry ``[H, 14]`` chunks.
+  first); ``state`` (14); ``prompt``. Replies carry ``[H, 14]`` chunks. Frames 224x224.
+
+Each example client resizes its frames on the robot (openpi's ``resize_with_pad``) to the
+layout's `OpenpiLayout.image_size`, and openpi's servers announce no size: a client's ``resize``
+uses the layout's size when the server gives none. Requests carry exactly the layout's keys
+(and the sampling parameters asked for), and the state keeps the robot's dtype: the examples
+send float64 joints and gripper as the robot reports them.
 
 Name the robot's cameras after the layout's with the client's ``camera_map``. Anything else is
 a function from `Observation` to dict, passed where a layout is taken.
@@ -32,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.errors import CodecError, ContractError
+from vla_client.errors import CodecError, ContractError, OptionFix
 from vla_client.observation import Observation
 from vla_client.validation import check_choice
 
@@ -55,6 +61,8 @@ class OpenpiLayout:
     `cameras` are the observation's camera names the layout needs (empty: any); each frame
     goes under ``image_key.format(camera=name)``, inside the dict `images_field` when set, as
     HxWx3 or, with `channels_first`, 3xHxW uint8. The state is split into `state` in order.
+    `image_size` (height, width) is the size openpi's example client resizes frames to on the
+    robot (None: no size of its own).
     """
 
     name: str
@@ -64,6 +72,7 @@ class OpenpiLayout:
     images_field: str | None = None
     channels_first: bool = False
     prompt_key: str = "prompt"
+    image_size: tuple[int, int] | None = None
 
     @property
     def state_dim(self) -> int | None:
@@ -103,12 +112,18 @@ class OpenpiLayout:
     def check(self, observation: Observation) -> None:
         """`ContractError` naming what the observation lacks for this layout."""
         names = sorted(observation.images)
+        where = f"openpi layout {self.name!r} cameras"
         if self.cameras and names != sorted(self.cameras):
+            unknown = [name for name in names if name not in self.cameras]
+            missing = [name for name in sorted(self.cameras) if name not in names]
+            hint = "name the robot's cameras after the layout's"
+            if not (unknown and missing):  # a camera too many or too few: no rename fixes it
+                raise ContractError(where, sorted(self.cameras), names, f"{hint} with camera_map")
             raise ContractError(
-                f"openpi layout {self.name!r} cameras",
+                where,
                 sorted(self.cameras),
                 names,
-                "name the robot's cameras after the layout's with camera_map",
+                fix=OptionFix("camera_map", ({unknown[0]: missing[0]},), f"{hint}, for example "),
             )
         expected = self.state_dim
         given = None if observation.state is None else len(observation.state)
@@ -166,15 +181,22 @@ def _concatenate(parts: list[Any]) -> np.ndarray:
         raise CodecError("state parts must be numeric arrays") from None
 
 
+EXAMPLE_IMAGE_SIZE = (224, 224)
+"""What openpi's DROID, LIBERO and ALOHA example clients resize every frame to."""
 FLAT = OpenpiLayout("flat", (), FLAT_IMAGE_PREFIX + "{camera}", (StatePart(FLAT_STATE_KEY, None),))
 DROID = OpenpiLayout(
     "droid",
     ("exterior_image_1_left", "wrist_image_left"),
     "observation/{camera}",
     (StatePart("observation/joint_position", 7), StatePart("observation/gripper_position", 1)),
+    image_size=EXAMPLE_IMAGE_SIZE,
 )
 LIBERO = OpenpiLayout(
-    "libero", ("image", "wrist_image"), "observation/{camera}", (StatePart("observation/state", 8),)
+    "libero",
+    ("image", "wrist_image"),
+    "observation/{camera}",
+    (StatePart("observation/state", 8),),
+    image_size=EXAMPLE_IMAGE_SIZE,
 )
 ALOHA = OpenpiLayout(
     "aloha",
@@ -183,6 +205,7 @@ ALOHA = OpenpiLayout(
     (StatePart("state", 14),),
     images_field="images",
     channels_first=True,
+    image_size=EXAMPLE_IMAGE_SIZE,
 )
 LAYOUTS: dict[str, OpenpiLayout] = {layout.name: layout for layout in (FLAT, DROID, LIBERO, ALOHA)}
 

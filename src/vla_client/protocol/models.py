@@ -15,11 +15,12 @@ pixels.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from vla_client.errors import CodecError
+from vla_client.errors import CodecError, ProtocolError
 
 
 class _Open(BaseModel):
@@ -149,6 +150,99 @@ class ActionMetadata(_Open):
     output: MetadataOutput = Field(default_factory=MetadataOutput)
     defaults: dict[str, Any] = Field(default_factory=dict)
     capabilities: dict[str, Any] = Field(default_factory=dict)
+
+
+MAX_METADATA_PIXELS = 4096 * 4096
+"""Largest frame (height x width) a server may announce: the reference server's own default
+``max_image_pixels`` (`vla_client.codecs.DEFAULT_MAX_PIXELS`, not imported here: that would
+load the image libraries with the models). A client pads frames to the announced size, so a
+larger claim would have it allocate whatever the server said."""
+MAX_METADATA_CAMERAS = 16
+"""Most cameras a server may announce, the reference server's own ``max_cameras``."""
+MAX_METADATA_DIM = 65536
+"""Largest action horizon, action dim or state dim a server may announce."""
+MAX_METADATA_ACTION_VALUES = 1 << 20
+"""Largest action chunk (horizon x dim) a server may announce."""
+_METADATA_DIMS = (
+    ("input", "state_dim", 0),
+    ("output", "action_horizon", 1),
+    ("output", "action_dim", 1),
+    ("output", "padded_action_dim", 1),
+)
+"""Counts in the metadata: their block, name and least value (a policy may take no state)."""
+
+
+def check_metadata_bounds(metadata: Mapping[str, Any]) -> None:
+    """`ProtocolError` unless the sizes and counts in `metadata` are sane, read before anything
+    is sized from them: whole dims within ``0..MAX_METADATA_DIM`` (actions at least 1), an
+    ``image_size`` of positive sides within `MAX_METADATA_PIXELS`, at most
+    `MAX_METADATA_CAMERAS` image keys and an action chunk within `MAX_METADATA_ACTION_VALUES`.
+    Absent fields are fine; their forms are checked where they are used."""
+    blocks = {name: metadata.get(name) for name in ("input", "output")}
+    for block, field_name, least in _METADATA_DIMS:
+        spec = blocks[block]
+        value = spec.get(field_name) if isinstance(spec, Mapping) else None
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ProtocolError(
+                f"metadata {block}.{field_name} must be a whole number, got {value!r}"
+            )
+        if not least <= value <= MAX_METADATA_DIM:
+            raise ProtocolError(
+                f"metadata {block}.{field_name} is {value}, outside {least}..{MAX_METADATA_DIM}"
+            )
+    output = blocks["output"] if isinstance(blocks["output"], Mapping) else {}
+    horizon, dim = output.get("action_horizon"), output.get("action_dim")
+    if horizon is not None and dim is not None and horizon * dim > MAX_METADATA_ACTION_VALUES:
+        raise ProtocolError(
+            f"metadata announces {horizon} x {dim} action chunks, over the limit of "
+            f"{MAX_METADATA_ACTION_VALUES} values"
+        )
+    spec = blocks["input"] if isinstance(blocks["input"], Mapping) else {}
+    keys = spec.get("image_keys")
+    if isinstance(keys, list | tuple) and len(keys) > MAX_METADATA_CAMERAS:
+        raise ProtocolError(
+            f"metadata announces {len(keys)} cameras, over the limit of {MAX_METADATA_CAMERAS}"
+        )
+    _check_image_size(spec.get("image_size"))
+
+
+def _check_image_size(value: Any) -> None:
+    """The announced frame size within bounds, in any of its forms (``224``, ``[H, W]``,
+    ``[H, W, C]``, ``[C, H, W]``, ``{"height", "width"}``): its sides are its two largest
+    entries, so their product bounds the frame whatever the form."""
+    if value is None:
+        return
+    if isinstance(value, Mapping):
+        entries: list[Any] = [value.get("height"), value.get("width")]
+    elif isinstance(value, list | tuple):
+        entries = list(value)
+    else:
+        entries = [value, value]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in entries):
+        raise ProtocolError(f"metadata image_size {value!r} must be positive whole numbers")
+    sides: list[int] = sorted(entries)[-2:]
+    if len(sides) == 2 and sides[0] * sides[1] > MAX_METADATA_PIXELS:
+        raise ProtocolError(
+            f"metadata image_size {value!r} is over the limit of {MAX_METADATA_PIXELS} pixels"
+        )
+
+
+def read_metadata(document: Any) -> ActionMetadata:
+    """`document` (the server's metadata) as `ActionMetadata`; `ProtocolError` when it is not
+    an object, is out of bounds (`check_metadata_bounds`) or does not fit the model."""
+    if not isinstance(document, Mapping):
+        raise ProtocolError(
+            f"the server's metadata is malformed: expected an object, got {type(document).__name__}"
+        )
+    check_metadata_bounds(document)
+    try:
+        return ActionMetadata.model_validate(document)
+    except ValidationError as exc:
+        raise ProtocolError(
+            f"the server's metadata is malformed: {validation_message(exc, 'metadata')}"
+        ) from None
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
 from vla_client.observation import Observation
 from vla_client.protocol.image_forms import Encoding, encode_image_value
@@ -50,8 +52,10 @@ def build_request(
     runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
     images = encode_images(observation, encoding, wire, jpeg_quality)
     state: Any = observation.state
-    if state is not None and wire == "json":
-        state = state.tolist()
+    if state is not None:
+        state = state.astype(np.float32, copy=False)  # the action API's state is float32
+        if wire == "json":
+            state = state.tolist()
     return ActionRequest(
         request_id=request_id,
         input=ActionInput(
@@ -79,9 +83,11 @@ def build_openpi_request(
     """The request an openpi policy server takes, in `layout` (see `vla_client.protocol.layouts`).
 
     Frames travel as `encoding` for msgpack (``raw``: the ndarrays themselves, the only form
-    openpi's own servers read). The sampling `parameters` go in as top-level keys, and
-    ``request_id``, which servers built on this package echo back. A layout function gets the
-    observation and returns the dict; parameters and the request id are added to it.
+    openpi's own servers read); the state keeps the observation's dtype (float64 stays float64,
+    as openpi's examples send joint readings). The sampling `parameters` go in as top-level
+    keys, and a `request_id` if given, which servers built on this package echo back (the
+    clients give none: openpi's own requests carry only the layout's keys). A layout function
+    gets the observation and returns the dict; parameters and the request id are added to it.
     """
     if isinstance(layout, OpenpiLayout):
         request = layout.encode(

@@ -29,7 +29,8 @@ import numpy as np
 import orjson
 
 from vla_client.errors import CodecError, ProtocolError, ServerError
-from vla_client.protocol.status import parse_retry_after
+from vla_client.protocol.models import check_metadata_bounds
+from vla_client.protocol.status import parse_retry_after, redirect_detail
 from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE, loads, wire_for_content_type
 
 
@@ -47,13 +48,47 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+REPLY_SIZE_FLOOR = 1 << 20
+"""Least reply size cap (bytes): metadata, errors and a small chunk with its timings and
+digests fit many times over."""
+BYTES_PER_ACTION_VALUE = 64
+"""Room per announced action value in the automatic reply cap: a float as JSON text is at most
+about 25 bytes, and the envelope, candidates and digests get the rest."""
+
+
+def reply_size_limit(metadata: Any) -> int:
+    """The reply size cap for a server announcing `metadata`: room for its chunk (``horizon x
+    dim``, the padded dim when larger) at `BYTES_PER_ACTION_VALUE` bytes a value, at least
+    `REPLY_SIZE_FLOOR`. Metadata that announces no sizes, or sizes out of bounds (the client
+    refuses those on reading), gets the floor."""
+    output = metadata.get("output") if isinstance(metadata, Mapping) else None
+    if not isinstance(output, Mapping):
+        return REPLY_SIZE_FLOOR
+    try:
+        check_metadata_bounds({"output": output})
+    except ProtocolError:
+        return REPLY_SIZE_FLOOR
+    horizon = output.get("action_horizon")
+    dims = [d for d in (output.get("action_dim"), output.get("padded_action_dim")) if d]
+    if not horizon or not dims:
+        return REPLY_SIZE_FLOOR
+    return max(REPLY_SIZE_FLOOR, int(horizon) * int(max(dims)) * BYTES_PER_ACTION_VALUE)
+
+
 def read_reply(reply: Reply, *, request_id: str | None = None) -> Any:
     """The parsed document of a successful reply; raises for every kind of failure.
 
     `ServerError` for an error status (with the server's ``detail`` and ``Retry-After``) or a
     websocket error map; `ProtocolError` for a body that cannot be parsed. `request_id` is the
-    request the reply answers, carried by the error.
+    request the reply answers, carried by the error. A redirect (3xx) is a `ServerError` saying
+    where it pointed: it is not followed.
     """
+    if 300 <= reply.status < 400:
+        raise ServerError(
+            reply.status,
+            redirect_detail(reply.status, reply.headers.get("location")),
+            request_id=request_id,
+        )
     if reply.status >= 400:
         raise ServerError(
             reply.status,
@@ -171,7 +206,12 @@ def build_raw(
 
 
 def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
-    """The float32 action array and request id from an envelope, raw or openpi reply."""
+    """The float32 action array and request id from an envelope, raw or openpi reply.
+
+    Actions must be numbers (ints or floats, as lists or a numeric ndarray): strings, booleans
+    and None are a `ProtocolError`, as are values a float32 cannot hold and envelope entries of
+    different shapes. The request id is None when the reply carries none (openpi's replies).
+    """
     if not isinstance(reply, dict):
         raise ProtocolError(f"reply must be an object, got {type(reply).__name__}")
     if "data" in reply:
@@ -182,6 +222,9 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
             chunks = [_as_float32(entry["action"]["values"]) for entry in data]
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"envelope entry lacks action values: {exc}") from None
+        shapes = sorted({chunk.shape for chunk in chunks})
+        if len(shapes) > 1:
+            raise ProtocolError(f"envelope entries differ in shape: {shapes}")
         actions = chunks[0] if len(chunks) == 1 else np.stack(chunks)
         request_id = reply.get("id")
     elif "actions" in reply:
@@ -196,11 +239,46 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
     return actions, None if request_id is None else str(request_id)
 
 
+_NUMERIC_KINDS = "iuf"
+"""numpy dtype kinds of action values: signed and unsigned integers, floats."""
+
+
 def _as_float32(values: Any) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.float32)
-    except (ValueError, TypeError) as exc:
-        raise ProtocolError(f"actions are not a numeric array: {exc}") from None
+    """`values` as float32, refusing anything but numbers (numpy would convert ``"nan"`` and
+    ``True``)."""
+    if isinstance(values, np.ndarray):
+        array = values
+    elif isinstance(values, list):
+        _check_numbers(values)
+        try:
+            array = np.asarray(values, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise ProtocolError(f"actions are not a numeric array: {exc}") from None
+    else:
+        raise ProtocolError(f"actions must be a list or an array, got {type(values).__name__}")
+    if array.dtype.kind not in _NUMERIC_KINDS:
+        raise ProtocolError(f"actions must be numbers, got dtype {array.dtype}")
+    with np.errstate(over="ignore"):
+        actions = array.astype(np.float32)
+    if np.isinf(actions).any() and not np.isinf(array[np.isinf(actions)]).all():
+        raise ProtocolError("actions hold values beyond float32's range")
+    return actions
+
+
+def _check_numbers(values: list[Any]) -> None:
+    """`ProtocolError` unless every leaf of the nested lists is an int or a float."""
+    stack: list[Any] = [values]
+    while stack:
+        for item in stack.pop():
+            if isinstance(item, list):
+                stack.append(item)
+            elif isinstance(item, np.ndarray):
+                if item.dtype.kind not in _NUMERIC_KINDS:
+                    raise ProtocolError(f"actions must be numbers, got dtype {item.dtype}")
+            elif isinstance(item, bool) or not isinstance(item, int | float | np.number):
+                raise ProtocolError(
+                    f"actions must be numbers, got {type(item).__name__} {item!r:.40}"
+                )
 
 
 def _as_batch(actions: np.ndarray) -> np.ndarray:

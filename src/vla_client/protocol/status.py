@@ -64,6 +64,16 @@ def error_status(exc: BaseException) -> ErrorStatus | None:
     return None
 
 
+def redirect_detail(status: int, location: str | None) -> str:
+    """What a client says of a 3xx reply, which it never follows: following would send the API
+    key to wherever the server pointed."""
+    where = f"to {location}" if location else "without saying where (no Location header)"
+    return (
+        f"the server redirected {where} (HTTP {status}); not followed, the API key was not sent "
+        "there: use the URL the server names as base_url if it is to be trusted"
+    )
+
+
 def status_from_close(code: int | None, reason: str | None) -> ErrorStatus:
     """The status and Retry-After a websocket close carries (500 when it carries none)."""
     status = INTERNAL_ERROR

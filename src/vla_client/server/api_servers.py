@@ -20,13 +20,16 @@ worker's socket.
 
 How it ends:
 
-- SIGINT or SIGTERM: this process closes its copy of the listening socket at once, then tells
-  each entrypoint to stop; they finish the requests in flight and close theirs, so a client
-  that connects meanwhile is refused (and retries) rather than accepted into a queue that no
-  one serves and then reset.
+- SIGINT, SIGTERM or SIGHUP: this process closes its copy of the listening socket at once,
+  then tells each entrypoint to stop; they finish the requests in flight and close theirs, so
+  a client that connects meanwhile is refused (and retries) rather than accepted into a queue
+  that no one serves and then reset. (uvicorn's supervisor restarts its entrypoints on SIGHUP;
+  here a hang-up ends the server like SIGTERM, and the entrypoints ignore one sent to the whole
+  process group, by a closed terminal, so that they stop only as told.)
 - This process killed outright (SIGKILL): the entrypoints get SIGTERM from the kernel
   (`end_with_parent`) and stop as above, the worker gets SIGKILL, the resource tracker unlinks
-  what is left and exits once the entrypoints have gone; nothing keeps the port.
+  what is left and exits once the entrypoints have gone; nothing keeps the port. The private
+  folder stays behind; the next start removes it (`remove_stale_folders`).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 import signal
 import socket
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -54,6 +59,8 @@ from vla_client.server.policy import Policy
 from vla_client.server.worker import WorkerRunner
 
 log = logging.getLogger("uvicorn.error")
+FOLDER_PREFIX = "vla-client-"
+"""The private folder of ``serve --api-servers N``: ``vla-client-<pid>-<random>``."""
 
 
 def serve(
@@ -73,7 +80,8 @@ def serve(
     options (``log_level``, ``access_log``).
     """
     listening = sock if sock is not None else bind_listener(config.host, config.port)
-    prefix = f"vla-client-{os.getpid()}-"
+    remove_stale_folders()
+    prefix = f"{FOLDER_PREFIX}{os.getpid()}-"
     with listening, tempfile.TemporaryDirectory(prefix=prefix) as folder:  # mode 0700
         address = os.path.join(folder, "worker.sock")
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
@@ -97,6 +105,7 @@ def entrypoint_app(
     stops (SIGTERM: it drains, then unlinks its segments) when the serving process dies.
     """
     end_with_parent(parent_pid, signal.SIGTERM)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the serving process turns it into SIGTERM
     return create_app(policy, config, runner=WorkerRunner(policy, config.worker, address=address))
 
 
@@ -112,6 +121,57 @@ class _Entrypoints(Multiprocess):
         for sock in self.sockets:
             sock.close()
         super().terminate_all()
+
+    def handle_hup(self) -> None:
+        """A hang-up ends the server as SIGTERM does (uvicorn's own restarts the entrypoints)."""
+        log.info("Received SIGHUP, exiting.")
+        self.should_exit.set()
+
+
+def remove_stale_folders(folder: str | None = None) -> list[str]:
+    """Remove the private folders of `serve` processes that died without removing them.
+
+    A `serve` killed outright (SIGKILL) leaves ``vla-client-<pid>-*`` (holding only the
+    worker's socket) in the temporary folder (`folder`, default `tempfile.gettempdir`). One
+    is removed only when it is a real folder (not a link), owned by this user, and no process
+    has its pid; a live pid, another user's folder or anything else is left alone. Returns the
+    paths removed.
+    """
+    parent = folder or tempfile.gettempdir()
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            pid = _owner_pid(entry.name)
+            if pid is None or _pid_alive(pid):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid():
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    if removed:
+        log.info("removed %d folder(s) left by servers that died: %s", len(removed), removed)
+    return removed
+
+
+def _owner_pid(name: str) -> int | None:
+    """The pid in a ``vla-client-<pid>-<random>`` name, None for any other name."""
+    pid, dash, _ = name.removeprefix(FOLDER_PREFIX).partition("-")
+    if not name.startswith(FOLDER_PREFIX) or not dash or not pid.isdigit():
+        return None
+    return int(pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 @contextlib.contextmanager

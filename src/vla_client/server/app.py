@@ -23,18 +23,19 @@ from starlette.middleware import Middleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from vla_client._version import __version__
 from vla_client.errors import VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
 from vla_client.recorder import RequestRecorder
 from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
-from vla_client.server.http import failure_response, generations_endpoint, health_endpoint
+from vla_client.server.http import failure_handler, generations_endpoint, health_endpoint
 from vla_client.server.inference import Runner, ThreadRunner
 from vla_client.server.memory import keep_freed_memory
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.pipeline import Pipeline
 from vla_client.server.policy import Policy
-from vla_client.server.quiet_logs import quiet_refused_handshakes
+from vla_client.server.quiet_logs import quiet_refused_handshakes, redact_credentials_in_logs
 from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
 
@@ -77,6 +78,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         keep_freed_memory()
         quiet_refused_handshakes()
+        redact_credentials_in_logs()
         record = config.record
         if record is not None:
             pipeline.recorder = RequestRecorder(
@@ -94,9 +96,11 @@ def create_app(
     middleware = (
         [Middleware(APIKeyMiddleware, api_key=config.api_key)] if config.api_key is not None else []
     )
+    failure_response = failure_handler(pipeline)
     handlers: dict[Any, Any] = {VLAClientError: failure_response, Exception: failure_response}
     app = ActionServerApp(
         title="vla-client reference action server",
+        version=__version__,
         lifespan=lifespan,
         middleware=middleware,
         exception_handlers=handlers,

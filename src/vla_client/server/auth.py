@@ -6,7 +6,9 @@ with `hmac.compare_digest`, so the time a wrong guess takes says nothing about t
 An empty presented key (``Authorization: Bearer`` with nothing after it) never matches, and a
 middleware is never made with an empty expected key, so "" can never unlock anything.
 The check is an ASGI middleware rather than a route dependency so that routes added later
-(websockets included) cannot forget it.
+(websockets included) cannot forget it. A refused HTTP request also closes its connection
+(``Connection: close``): a peer without the key holds no kept-alive connection, so the room of
+the connection limit is left to clients that have it (`vla_client.server.connections`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ async def _refuse_http(send: Send, prefix: str) -> None:
             (b"content-type", b"application/json"),
             (b"content-length", str(len(_REFUSAL)).encode()),
             (b"www-authenticate", b"Bearer"),
+            (b"connection", b"close"),
         ],
     })  # fmt: skip
     await send({"type": f"{prefix}.body", "body": _REFUSAL})

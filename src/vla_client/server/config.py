@@ -12,10 +12,13 @@ a body limit of 0, an empty key) is a `ValueError` naming the setting, before an
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from vla_client.protocol import DecodeLimits, openpi_layout
+from vla_client.server.connections import HeaderDeadlineProtocol
 from vla_client.validation import check_at_least, check_positive
 
 DEFAULT_HOST = "127.0.0.1"
@@ -71,13 +74,16 @@ class ServerConfig:
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    model_name: str = "vla-client-reference"
+    # The "model" of metadata and replies; None names it after the policy (its spec's family).
+    model_name: str | None = None
     max_body_bytes: int = 64 * 1024 * 1024
     limits: DecodeLimits = field(default_factory=DecodeLimits)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     # True runs the policy in a thread of the entrypoint instead of a worker process.
     in_process: bool = False
     api_key: str | None = field(default=None, repr=False)
+    # Request line and headers must arrive within this, from the connection's opening.
+    header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     infer_timeout_s: float = 60.0
     idle_timeout_s: int = 5
@@ -96,13 +102,17 @@ class ServerConfig:
         check_at_least("port", self.port, 0, integer=True)
         if self.port > 65535:
             raise ValueError(f"port must be in 0..65535; got {self.port}")
-        if not isinstance(self.model_name, str) or not self.model_name:
+        if self.model_name is not None and (
+            not isinstance(self.model_name, str) or not self.model_name
+        ):
             raise ValueError(f"model_name must be a non-empty string; got {self.model_name!r}")
         for option in ("max_body_bytes", "max_ws_message_bytes", "idle_timeout_s"):
             check_positive(option, getattr(self, option), integer=True)
         check_positive("max_connections", self.max_connections, allow_none=True, integer=True)
-        for option in ("body_timeout_s", "infer_timeout_s"):
+        for option in ("header_timeout_s", "body_timeout_s", "infer_timeout_s"):
             check_positive(option, getattr(self, option))
+        if not math.isfinite(self.header_timeout_s):  # a deadline, which infinity is not
+            raise ValueError(f"header_timeout_s must be finite; got {self.header_timeout_s}")
         if not isinstance(self.limits, DecodeLimits):
             raise ValueError(f"limits must be a DecodeLimits; got {self.limits!r}")
         check_positive("limits.max_cameras", self.limits.max_cameras, integer=True)
@@ -132,7 +142,9 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     """The uvicorn settings that enforce `config`'s connection limits.
 
     HTTP is parsed by h11 even where httptools is installed: httptools puts no bound on header
-    size, h11 refuses headers past 16 KiB. The event loop is uvloop where it is installed (the
+    size, h11 refuses headers past 16 KiB. The protocol is uvicorn's h11 one with a deadline on
+    the headers, and a connection limit that only connections with a complete request count in
+    (`vla_client.server.connections`). The event loop is uvloop where it is installed (the
     ``server`` extra installs it on Linux and macOS), as in SGLang.
 
     Websockets never negotiate permessage-deflate: the messages are camera frames and action
@@ -141,7 +153,7 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     of pixels on both sides, about 40x the round trip of the same client without it.
     """
     return {
-        "http": "h11",
+        "http": functools.partial(HeaderDeadlineProtocol, header_timeout_s=config.header_timeout_s),
         "timeout_keep_alive": config.idle_timeout_s,
         "ws_max_size": config.max_ws_message_bytes,
         "ws_per_message_deflate": False,

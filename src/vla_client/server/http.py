@@ -61,11 +61,16 @@ def generations_endpoint(pipeline: Pipeline) -> Endpoint:
     return generations
 
 
-async def failure_response(request: Request, exc: Exception) -> JSONResponse:
-    """The exception handler for every failure a request can meet past the HTTP layer."""
-    status = failure(exc, getattr(request.state, "request_id", None))
-    headers = None if status.retry_after is None else {"Retry-After": f"{status.retry_after:g}"}
-    return JSONResponse({"detail": status.detail}, status.status, headers=headers)
+def failure_handler(pipeline: Pipeline) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """The exception handler for every failure a request can meet past the HTTP layer (500s
+    are logged in `pipeline`'s failure log)."""
+
+    async def failure_response(request: Request, exc: Exception) -> JSONResponse:
+        status = failure(exc, getattr(request.state, "request_id", None), pipeline.failures)
+        headers = None if status.retry_after is None else {"Retry-After": f"{status.retry_after:g}"}
+        return JSONResponse({"detail": status.detail}, status.status, headers=headers)
+
+    return failure_response
 
 
 def health_endpoint(startup: Startup) -> Callable[[], JSONResponse]:

@@ -89,8 +89,7 @@ class ThreadRunner:
         try:
             (chunk,) = await run_in_threadpool(self.policy.infer_batch, [observation])
             stages = dict(self.policy.batch_timings())
-        except Exception as exc:
-            log.warning("policy failed: %s: %s", type(exc).__name__, exc)
+        except Exception as exc:  # logged by the pipeline, with this traceback
             raise InferenceError(
                 500, policy_failure_detail(f"{type(exc).__name__}: {exc}")
             ) from exc

@@ -47,6 +47,7 @@ from vla_client.protocol import (
 )
 from vla_client.recorder import RequestRecorder
 from vla_client.server.config import ServerConfig
+from vla_client.server.failure_log import FailureLog, traceback_text
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
 from vla_client.server.policy import Policy, PolicyInput, metadata_document
@@ -73,14 +74,18 @@ class Pipeline:
         self.recorder: RequestRecorder | None = None
         """Set by the app's lifespan when ``config.record`` asks for recording."""
         self.openpi_layout = openpi_layout(config.openpi_layout)
+        self.model = config.model_name or policy.spec.family
+        """The model name metadata and replies give: the configured one, else the policy's."""
         self.metadata = metadata_document(
             policy.spec,
-            model=config.model_name,
+            model=self.model,
             websockets=True,
             openpi_layout=self.openpi_layout.name,
         )
         self.handshake = dumps(self.metadata, "msgpack")
         """The metadata as the first frame of every websocket connection."""
+        self.failures = FailureLog(log)
+        """Where every route's 500s are logged (see `failure`)."""
 
     async def decode(
         self, body: bytes | memoryview, content_type: str | None, *, openpi: bool = False
@@ -202,7 +207,7 @@ class Pipeline:
         return build_envelope(
             actions,
             request_id=request_id,
-            model=self.config.model_name,
+            model=self.model,
             numpy_values=numpy_values,
             denoise_steps=decoded.parameters.num_inference_steps or spec.num_inference_steps,
             extra=extra,
@@ -254,19 +259,23 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
     )
 
 
-def failure(exc: BaseException, request_id: str | None) -> ErrorStatus:
-    """What the client is told about `exc`, logged once here for every route.
+def failure(exc: BaseException, request_id: str | None, failures: FailureLog) -> ErrorStatus:
+    """What the client is told about `exc`, logged once here (500s into `failures`, the
+    pipeline's) for every route.
 
-    Bad input is logged quietly; a policy failure with its cause; anything unexpected (a bug)
-    with its traceback, while the client gets only the request id to quote.
+    Bad input is logged quietly; a policy failure with its cause's traceback (formatted in the
+    worker process in the worker layout); anything unexpected (a bug) with its traceback, while
+    the client gets only the request id to quote. Tracebacks are logged once per distinct
+    failure and repeats counted (`FailureLog`), so a policy failing every request does not
+    flood the log.
     """
     status = error_status(exc)
     if status is None:
         request_id = request_id or new_request_id()
-        log.error("unhandled error (request %s)", request_id, exc_info=exc)
+        failures.record("unhandled error", request_id, traceback_text(exc))
         return ErrorStatus(500, f"internal server error (request {request_id})")
     if status.status == 500:
-        log.error("%s (request %s)", status.detail, request_id, exc_info=exc.__cause__)
+        failures.record(status.detail, request_id, traceback_text(exc))
     else:
         log.info("request %s refused: %s", request_id, status.detail)
     return status

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from vla_client._version import __version__
 from vla_client.errors import PolicyOutputError, PolicyStartError
 
 WARM_UP_IMAGE_SIZE = (224, 224)
@@ -170,9 +171,11 @@ def metadata_document(
 ) -> dict[str, Any]:
     """The GET /v1/actions/metadata body for `spec` (SGLang's generic layout); `websockets`
     says whether the server also serves the realtime and openpi websockets, `openpi_layout`
-    which request layout its openpi endpoint reads."""
+    which request layout its openpi endpoint reads; `server` names this server and its version
+    (beyond SGLang's layout, which clients ignore)."""
     return {
         "object": "action.metadata",
+        "server": {"name": "vla-client", "version": __version__},
         "model": model,
         "model_path": model,
         "policy_family": spec.family,

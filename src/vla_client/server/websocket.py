@@ -88,7 +88,7 @@ async def serve_connection(
     except WebSocketDisconnect:
         return
     except Exception as exc:  # every failure ends the connection with a message, never a crash
-        await _fail(websocket, failure(exc, request_id), text=openpi)
+        await _fail(websocket, failure(exc, request_id, pipeline.failures), text=openpi)
 
 
 async def _fail(websocket: WebSocket, status: ErrorStatus, *, text: bool) -> None:

@@ -27,4 +27,21 @@ if TYPE_CHECKING:
     from vla_client.sim.reach import ReachSettings as ReachSettings
     from vla_client.sim.reach import ReachTask as ReachTask
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "MODES": "vla_client.sim.episode",
+    "EpisodeResult": "vla_client.sim.episode",
+    "EvalConfig": "vla_client.sim.episode",
+    "Mode": "vla_client.sim.episode",
+    "World": "vla_client.sim.episode",
+    "run_episode": "vla_client.sim.episode",
+    "GymWorld": "vla_client.sim.gym",
+    "DelayedTransport": "vla_client.sim.network",
+    "NetworkDelay": "vla_client.sim.network",
+    "SimulatedTime": "vla_client.sim.network",
+    "delayed": "vla_client.sim.network",
+    "measure_round_trip": "vla_client.sim.network",
+    "ReachSettings": "vla_client.sim.reach",
+    "ReachTask": "vla_client.sim.reach",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

@@ -22,4 +22,19 @@ if TYPE_CHECKING:
     from vla_client.transports.websocket import WebSocketStats as WebSocketStats
     from vla_client.transports.websocket import WebSocketTransport as WebSocketTransport
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "AsyncReplyStream": "vla_client.transports.base",
+    "AsyncTransport": "vla_client.transports.base",
+    "ReplyStream": "vla_client.transports.base",
+    "Transport": "vla_client.transports.base",
+    "AsyncHTTPTransport": "vla_client.transports.http",
+    "HTTPTransport": "vla_client.transports.http",
+    "NO_RETRY": "vla_client.transports.retry",
+    "Backoff": "vla_client.transports.retry",
+    "RetryPolicy": "vla_client.transports.retry",
+    "AsyncWebSocketTransport": "vla_client.transports.websocket",
+    "WebSocketStats": "vla_client.transports.websocket",
+    "WebSocketTransport": "vla_client.transports.websocket",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

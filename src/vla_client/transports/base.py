@@ -3,8 +3,8 @@
 HTTP POSTs each request to ``/v1/actions/generations``; a websocket sends it as one frame on a
 persistent connection. Both fit `Transport` (or `AsyncTransport`), so `ActionClient` has one
 `infer` for all of them. A transport moves bytes and maps its own failures to `ConnectError` and
-`RequestTimeoutError`; it never judges a reply (`vla_client.protocol.read_reply` does that,
-once, for every transport).
+`RequestTimeoutError`, and cuts off a reply over its size cap (`ReplyTooLargeError`); it never
+judges a reply (`vla_client.protocol.read_reply` does that, once, for every transport).
 
 A transport that keeps one connection for many requests (a websocket) is also a
 `ReplyStream`: it can read on past a reply that belongs to another request, and drop its
@@ -31,8 +31,10 @@ class Transport(Protocol):
     def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
-        """Send one request body and return its reply, waiting at most `timeout_s` seconds
-        (default: the transport's own timeout)."""
+        """Send one request body and return its reply, the whole exchange (connecting, the
+        reply's head and body) within `timeout_s` seconds when given; the transport's own
+        timeout bounds each read either way. A reply over the transport's size cap is a
+        `ReplyTooLargeError`."""
 
     def close(self) -> None:
         """Release connections."""

@@ -4,102 +4,269 @@ One pooled keep-alive connection per client: a new TCP connection per request wo
 handshake to every control tick. A connection that could not be opened (refused, DNS, connect
 timeout) is a `ConnectError` with ``sent=False``: the request never left, so a retry cannot run
 the policy twice. Any later failure may have reached the server and is ``sent=True``.
+
+Two bounds hold against any server. The transport's `timeout_s` bounds every read; the
+`timeout_s` given to one `exchange` (the client's deadline) bounds the whole exchange, connect,
+headers and body, so a server dripping a byte a second cannot hold a call past it. And no reply
+is read past `max_reply_bytes` (`ReplyTooLargeError`): an endless chunked body is cut off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+import httpcore
 import httpx
 
-from vla_client.errors import ConnectError, RequestTimeoutError
-from vla_client.protocol import GENERATIONS_PATH, METADATA_PATH, Reply, auth_headers, read_reply
-from vla_client.validation import check_positive
+from vla_client.errors import ConnectError, ReplyTooLargeError, RequestTimeoutError
+from vla_client.protocol import (
+    GENERATIONS_PATH,
+    METADATA_PATH,
+    REPLY_SIZE_FLOOR,
+    Reply,
+    auth_headers,
+    read_reply,
+    reply_size_limit,
+)
+from vla_client.validation import check_positive, renamed_keywords
+
+_exchange_ends_at: ContextVar[float | None] = ContextVar("exchange_ends_at", default=None)
+"""`time.monotonic()` by which the current blocking exchange must end (None: no bound)."""
 
 
-class HTTPTransport:
-    """Blocking HTTP transport on an `httpx.Client`; `timeout_s` bounds every request."""
+class _HTTPBase:
+    """What the sync and async transports share: options, headers and the reply size cap.
+
+    `max_reply_bytes` caps every reply; None sizes it from the metadata the server announces
+    (`vla_client.protocol.reply_size_limit`, at least `REPLY_SIZE_FLOOR` bytes).
+    """
 
     def __init__(
-        self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
-        headers: dict[str, str] | None = None,
+        self, base_url: str, timeout_s: float, api_key: str | None,
+        headers: dict[str, str] | None, max_reply_bytes: int | None,
     ) -> None:  # fmt: skip
         check_positive("timeout_s", timeout_s)
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            timeout=timeout_s,
-            headers={**auth_headers(api_key), **(headers or {})},
-        )
+        check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
+        self.max_reply_bytes = max_reply_bytes
+        self._announced_reply_bytes = REPLY_SIZE_FLOOR
+        self._client_options: dict[str, Any] = {
+            "base_url": base_url.rstrip("/"),
+            "timeout": timeout_s,
+            "headers": {**auth_headers(api_key), **(headers or {})},
+        }
+
+    @property
+    def reply_limit(self) -> int:
+        """The cap on the next reply, in bytes."""
+        return self.max_reply_bytes or self._announced_reply_bytes
+
+    def _metadata_read(self, reply: Reply) -> Any:
+        document = read_reply(reply)
+        self._announced_reply_bytes = reply_size_limit(document)
+        return document
+
+
+class HTTPTransport(_HTTPBase):
+    """Blocking HTTP transport on an `httpx.Client`; `timeout_s` bounds every read."""
+
+    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
+    def __init__(
+        self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
+        headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
+    ) -> None:  # fmt: skip
+        super().__init__(base_url, timeout_s, api_key, headers, max_reply_bytes)
+        self._client = httpx.Client(transport=_bounded_transport(), **self._client_options)
 
     def metadata(self, *, timeout_s: float | None = None) -> Any:
-        with _mapped_errors():
-            response = self._client.get(METADATA_PATH, timeout=_timeout(timeout_s))
-        return read_reply(_reply(response))
+        return self._metadata_read(self._send("GET", METADATA_PATH, {}, None, timeout_s))
 
     def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
-        with _mapped_errors():
-            response = self._client.post(
-                GENERATIONS_PATH,
-                content=body,
-                headers={"Content-Type": content_type, "Accept": accept},
-                timeout=_timeout(timeout_s),
-            )
-        return _reply(response)
+        headers = {"Content-Type": content_type, "Accept": accept}
+        return self._send("POST", GENERATIONS_PATH, headers, body, timeout_s)
+
+    def _send(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None,
+        timeout_s: float | None,
+    ) -> Reply:  # fmt: skip
+        check_positive("timeout_s", timeout_s, allow_none=True)
+        limit = _BodyLimit(self.reply_limit)
+        bound = _exchange_ends_at.set(None if timeout_s is None else time.monotonic() + timeout_s)
+        try:
+            with (
+                _mapped_errors(),
+                self._client.stream(method, path, content=body, headers=headers) as response,
+            ):
+                limit.check_declared(response.headers)
+                content = b"".join(limit.counted(chunk) for chunk in response.iter_bytes())
+        finally:
+            _exchange_ends_at.reset(bound)
+        return _reply(response, content)
 
     def close(self) -> None:
         self._client.close()
 
 
-class AsyncHTTPTransport:
+class AsyncHTTPTransport(_HTTPBase):
     """asyncio HTTP transport on an `httpx.AsyncClient`."""
 
+    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
     def __init__(
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
-        headers: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
     ) -> None:  # fmt: skip
-        check_positive("timeout_s", timeout_s)
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/"),
-            timeout=timeout_s,
-            headers={**auth_headers(api_key), **(headers or {})},
-        )
+        super().__init__(base_url, timeout_s, api_key, headers, max_reply_bytes)
+        self._client = httpx.AsyncClient(**self._client_options)
 
     async def metadata(self, *, timeout_s: float | None = None) -> Any:
-        with _mapped_errors():
-            response = await self._client.get(METADATA_PATH, timeout=_timeout(timeout_s))
-        return read_reply(_reply(response))
+        return self._metadata_read(await self._send("GET", METADATA_PATH, {}, None, timeout_s))
 
     async def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
-        with _mapped_errors():
-            response = await self._client.post(
-                GENERATIONS_PATH,
-                content=body,
-                headers={"Content-Type": content_type, "Accept": accept},
-                timeout=_timeout(timeout_s),
-            )
-        return _reply(response)
+        headers = {"Content-Type": content_type, "Accept": accept}
+        return await self._send("POST", GENERATIONS_PATH, headers, body, timeout_s)
+
+    async def _send(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None,
+        timeout_s: float | None,
+    ) -> Reply:  # fmt: skip
+        check_positive("timeout_s", timeout_s, allow_none=True)
+        limit = _BodyLimit(self.reply_limit)
+
+        async def exchange() -> Reply:
+            chunks: list[bytes] = []
+            with _mapped_errors():
+                async with self._client.stream(
+                    method, path, content=body, headers=headers
+                ) as response:
+                    limit.check_declared(response.headers)
+                    async for chunk in response.aiter_bytes():
+                        chunks.append(limit.counted(chunk))
+            return _reply(response, b"".join(chunks))
+
+        try:
+            # wait_for, not asyncio.timeout (3.11+); its TimeoutError is asyncio's on 3.10
+            return await asyncio.wait_for(exchange(), timeout_s)
+        except asyncio.TimeoutError:
+            raise RequestTimeoutError(_TOO_SLOW.format(timeout_s)) from None
 
     async def close(self) -> None:
         await self._client.aclose()
 
 
-def _timeout(timeout_s: float | None) -> Any:
-    return httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(timeout_s)
+_TOO_SLOW = "no complete reply within {:.3g} s"
 
 
-def _reply(response: httpx.Response) -> Reply:
+class _BodyLimit:
+    """Counts a reply's body against its cap, and refuses a declared length over it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+
+    def check_declared(self, headers: Mapping[str, str]) -> None:
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            raise ReplyTooLargeError(self.limit, f"the reply's declared {declared} bytes")
+
+    def counted(self, chunk: bytes) -> bytes:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise ReplyTooLargeError(self.limit)
+        return chunk
+
+
+def _reply(response: httpx.Response, content: bytes) -> Reply:
     return Reply(
         status=response.status_code,
         content_type=response.headers.get("content-type", ""),
-        content=response.content,
+        content=content,
         headers=response.headers,
     )
+
+
+def _bounded_transport() -> httpx.HTTPTransport:
+    """httpx's transport, with every socket wait also cut at the exchange's end.
+
+    httpx's timeouts are per read; a read that returns a byte resets them. The blocking
+    client has no other way to stop a call at a wall-clock time, so its connection pool's
+    network backend is wrapped (`_BoundedBackend`): each connect, read and write waits at most
+    until `_exchange_ends_at`. (The asyncio client cancels the call instead.)
+    """
+    transport = httpx.HTTPTransport()
+    pool = transport._pool
+    if not isinstance(pool, httpcore.ConnectionPool):  # pragma: no cover - httpx internals
+        raise RuntimeError(f"httpx {httpx.__version__}: unexpected connection pool {pool!r}")
+    pool._network_backend = _BoundedBackend(pool._network_backend)
+    return transport
+
+
+def _bounded(timeout: float | None, error: type[Exception]) -> float | None:
+    """`timeout`, shortened to the time left before the exchange's end; `error` once it passed."""
+    ends_at = _exchange_ends_at.get()
+    if ends_at is None:
+        return timeout
+    left = ends_at - time.monotonic()
+    if left <= 0:
+        raise error("the exchange's time is up")
+    return left if timeout is None else min(timeout, left)
+
+
+class _BoundedStream(httpcore.NetworkStream):
+    """A network stream whose every wait ends by the exchange's end."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        wait = _bounded(timeout, httpcore.ConnectTimeout)
+        return _BoundedStream(self._stream.start_tls(ssl_context, server_hostname, wait))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _BoundedBackend(httpcore.NetworkBackend):
+    """Opens `_BoundedStream` connections on `backend`."""
+
+    def __init__(self, backend: httpcore.NetworkBackend) -> None:
+        self._backend = backend
+
+    def connect_tcp(
+        self, host: str, port: int, timeout: float | None = None,
+        local_address: str | None = None, socket_options: Any = None,
+    ) -> httpcore.NetworkStream:  # fmt: skip
+        wait = _bounded(timeout, httpcore.ConnectTimeout)
+        return _BoundedStream(
+            self._backend.connect_tcp(host, port, wait, local_address, socket_options)
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore.NetworkStream:
+        wait = _bounded(timeout, httpcore.ConnectTimeout)
+        return _BoundedStream(self._backend.connect_unix_socket(path, wait, socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
 
 
 @contextmanager

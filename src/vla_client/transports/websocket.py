@@ -7,6 +7,10 @@ exactly one reply, in order. An error arrives as an ``{"error": ...}`` map or a 
 which the server closes the connection; the close code carries the status (see
 `vla_client.protocol.status`), which this transport puts on the `Reply` of a text frame.
 
+No frame is read past `max_reply_bytes` (`ReplyTooLargeError`, and the connection is closed);
+by default the cap is sized from the metadata frame. An `exchange` given `timeout_s` ends
+within it, connecting included, while the transport's own `timeout_s` bounds each frame.
+
 Two rules keep a late reply from ever being taken for a newer request's: a connection whose reply
 timed out is closed rather than read on, and a reply with the wrong request id is skipped by the
 client. After a drop the next call reconnects at once; after a failed connect, calls fail fast
@@ -27,6 +31,7 @@ from typing import Any, Generic, TypeVar
 from websockets.asyncio.client import ClientConnection as AsyncConnection
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.frames import CloseCode
 from websockets.protocol import State
 from websockets.sync.client import ClientConnection, connect
 
@@ -34,16 +39,23 @@ from vla_client.codecs import msgpack_numpy
 from vla_client.errors import (
     CodecError,
     ConnectError,
+    ReplyTooLargeError,
     RequestTimeoutError,
     ServerError,
     VLAClientError,
 )
-from vla_client.protocol import Endpoint, Reply, auth_headers, status_from_close, websocket_url
+from vla_client.protocol import (
+    REPLY_SIZE_FLOOR,
+    Endpoint,
+    Reply,
+    auth_headers,
+    reply_size_limit,
+    status_from_close,
+    websocket_url,
+)
 from vla_client.transports.retry import Backoff
-from vla_client.validation import check_positive
+from vla_client.validation import check_positive, renamed_keywords
 
-DEFAULT_MAX_SIZE = 16 * 1024 * 1024
-"""Largest reply frame accepted; an action chunk is a few KiB, metadata less."""
 CLOSE_TIMEOUT_S = 1.0
 ConnectionT = TypeVar("ConnectionT", ClientConnection, AsyncConnection)
 LockT = TypeVar("LockT", threading.Lock, asyncio.Lock)
@@ -96,9 +108,14 @@ class _Link(Generic[ConnectionT, LockT]):
 
     `timeout_s` is the default wait for a reply and `connect_timeout_s` (default `timeout_s`) for
     the handshake and metadata frame; `api_key` becomes the endpoint's Authorization header,
-    added to `headers`; `backoff` paces reconnects after a failed connect.
+    added to `headers`; `backoff` paces reconnects after a failed connect. `max_reply_bytes`
+    caps every frame (None: sized from each connection's metadata frame, see
+    `vla_client.protocol.reply_size_limit`); `max_size` is its old, deprecated name.
     """
 
+    @renamed_keywords(
+        timeout="timeout_s", connect_timeout="connect_timeout_s", max_size="max_reply_bytes"
+    )  # the 0.1.0 names
     def __init__(
         self,
         url: str,
@@ -108,17 +125,17 @@ class _Link(Generic[ConnectionT, LockT]):
         connect_timeout_s: float | None = None,
         api_key: str | None = None,
         headers: dict[str, str] | None = None,
-        max_size: int = DEFAULT_MAX_SIZE,
+        max_reply_bytes: int | None = None,
         backoff: Backoff | None = None,
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_positive("connect_timeout_s", connect_timeout_s, allow_none=True)
-        check_positive("max_size", max_size, integer=True)
+        check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
         self.url, self.endpoint = websocket_url(url, endpoint)
         self.timeout_s = timeout_s
         self.connect_timeout_s = timeout_s if connect_timeout_s is None else connect_timeout_s
         self.headers = {**auth_headers(api_key, self.endpoint), **(headers or {})}
-        self.max_size = max_size
+        self.max_reply_bytes = max_reply_bytes
         self.gate = ReconnectGate(backoff or Backoff())
         self.stats = WebSocketStats()
         self.server_metadata: Any = None
@@ -140,16 +157,19 @@ class _Link(Generic[ConnectionT, LockT]):
         return {
             "additional_headers": self.headers,
             "compression": None,
-            "max_size": self.max_size,
+            "max_size": self.max_reply_bytes or REPLY_SIZE_FLOOR,
             "open_timeout": self.connect_wait(timeout_s),
             "close_timeout": CLOSE_TIMEOUT_S,
         }
 
-    def opened(self, handshake: str | bytes) -> None:
-        """Read the metadata frame the server sends first."""
+    def opened(self, conn: ConnectionT, handshake: str | bytes) -> None:
+        """Read the metadata frame the server sends first, and size `conn`'s frame cap to it
+        (unless `max_reply_bytes` was given)."""
         if isinstance(handshake, str):
             raise ConnectError(f"{self.url} sent text, not its metadata: {handshake[:200]}")
         self.server_metadata = msgpack_numpy.unpackb(handshake)
+        if self.max_reply_bytes is None:
+            conn.protocol.max_message_size = reply_size_limit(self.server_metadata)
         self.gate.succeeded()
         self.stats.connects += 1
 
@@ -169,16 +189,36 @@ class _Link(Generic[ConnectionT, LockT]):
         self.stats.connect_failures += 1
         return error
 
-    def lost(self, exc: ConnectionClosed) -> ConnectError:
+    def lost(self, exc: ConnectionClosed) -> ConnectError | ReplyTooLargeError:
+        """The error for a connection that closed: a frame over the cap, or a drop."""
         self.stats.drops += 1
+        if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
+            return ReplyTooLargeError(self.frame_limit, f"a frame from {self.url}")
         return ConnectError(f"connection to {self.url} lost: {exc}")
+
+    @property
+    def frame_limit(self) -> int:
+        """The cap on the current connection's frames, in bytes."""
+        conn = self._conn
+        if conn is not None and conn.protocol.max_message_size is not None:
+            return conn.protocol.max_message_size
+        return self.max_reply_bytes or REPLY_SIZE_FLOOR
 
     def timed_out(self, timeout_s: float) -> RequestTimeoutError:
         self.stats.drops += 1
         return RequestTimeoutError(f"no reply from {self.url} within {timeout_s:.3g} s")
 
-    def wait(self, timeout_s: float | None) -> float:
-        return self.timeout_s if timeout_s is None else timeout_s
+    def wait(self, end: float | None) -> float:
+        """The wait for one frame: the transport's timeout, cut to what is left before `end`
+        (a `time.monotonic()` time) when there is one."""
+        return (
+            self.timeout_s if end is None else max(0.0, min(self.timeout_s, end - time.monotonic()))
+        )
+
+
+def ends_at(timeout_s: float | None) -> float | None:
+    """When an exchange given `timeout_s` must end, as `time.monotonic()` (None: no bound)."""
+    return None if timeout_s is None else time.monotonic() + timeout_s
 
 
 def frame_reply(frame: str | bytes, closed: ConnectionClosed | None = None) -> Reply:
@@ -212,22 +252,25 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
     def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
-        """Send one frame and return the next reply; `timeout_s` overrides the default wait."""
+        """Send one frame and return the next reply, all within `timeout_s` when given (the
+        transport's own timeout still bounds the wait for the frame)."""
         with self._lock:
-            conn = self._connected()
+            end = ends_at(timeout_s)
+            conn = self._connected(timeout_s)
             try:
                 conn.send(body)
             except ConnectionClosed as exc:
                 self._drop()
                 raise self.lost(exc) from exc
-            return self._recv(conn, timeout_s)
+            return self._recv(conn, end)
 
     def receive(self, *, timeout_s: float | None = None) -> Reply:
-        """The next reply frame on the current connection (after a reply that was skipped)."""
+        """The next reply frame on the current connection (after a reply that was skipped),
+        within `timeout_s` when given and the transport's timeout."""
         with self._lock:
             if self._conn is None:
                 raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
-            return self._recv(self._conn, timeout_s)
+            return self._recv(self._conn, ends_at(timeout_s))
 
     def reset(self) -> None:
         """Forget the connection (the server ends it after an error); the next call reconnects."""
@@ -249,23 +292,24 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(conn.recv(timeout=self.connect_wait(timeout_s)))
+            self.opened(conn, conn.recv(timeout=self.connect_wait(timeout_s)))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             conn.close()
             raise self.connect_failed(exc) from exc
         self._conn = conn
         return conn
 
-    def _recv(self, conn: ClientConnection, timeout_s: float | None) -> Reply:
-        wait = self.wait(timeout_s)
+    def _recv(self, conn: ClientConnection, end: float | None) -> Reply:
+        wait = self.wait(end)
         try:
             frame = conn.recv(timeout=wait)
         except TimeoutError:
             self._drop()
             raise self.timed_out(wait) from None
         except ConnectionClosed as exc:
+            error = self.lost(exc)
             self._drop()
-            raise self.lost(exc) from exc
+            raise error from exc
         if isinstance(frame, bytes):
             return frame_reply(frame)
         closed = None
@@ -300,19 +344,20 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
         async with self._lock:
-            conn = await self._connected()
+            end = ends_at(timeout_s)
+            conn = await self._connected(timeout_s)
             try:
                 await conn.send(body)
             except ConnectionClosed as exc:
                 await self._drop()
                 raise self.lost(exc) from exc
-            return await self._recv(conn, timeout_s)
+            return await self._recv(conn, end)
 
     async def receive(self, *, timeout_s: float | None = None) -> Reply:
         async with self._lock:
             if self._conn is None:
                 raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
-            return await self._recv(self._conn, timeout_s)
+            return await self._recv(self._conn, ends_at(timeout_s))
 
     async def reset(self) -> None:
         async with self._lock:
@@ -332,23 +377,24 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(await asyncio.wait_for(conn.recv(), self.connect_wait(timeout_s)))
+            self.opened(conn, await asyncio.wait_for(conn.recv(), self.connect_wait(timeout_s)))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             await conn.close()
             raise self.connect_failed(exc) from exc
         self._conn = conn
         return conn
 
-    async def _recv(self, conn: AsyncConnection, timeout_s: float | None) -> Reply:
-        wait = self.wait(timeout_s)
+    async def _recv(self, conn: AsyncConnection, end: float | None) -> Reply:
+        wait = self.wait(end)
         try:
             frame = await asyncio.wait_for(conn.recv(), wait)
         except asyncio.TimeoutError:
             await self._drop()
             raise self.timed_out(wait) from None
         except ConnectionClosed as exc:
+            error = self.lost(exc)
             await self._drop()
-            raise self.lost(exc) from exc
+            raise error from exc
         if isinstance(frame, bytes):
             return frame_reply(frame)
         closed = None

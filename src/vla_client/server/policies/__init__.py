@@ -4,43 +4,34 @@ Built in: ``reference`` (deterministic, for tests and benchmarks), ``replay`` (r
 ``torch`` (a small CNN, on the GPU when there is one) and ``reach`` (solves the built-in
 evaluation task from its frames: ``vla-client eval``). `OpenpiPolicy` serves any object
 with openpi's policy interface. Names of one's own: see `loading`.
+
+Names load on first use (see `vla_client._lazy`), so the worker that unpacks one policy imports
+that policy's module and no other.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from collections.abc import Callable
+from vla_client._lazy import lazy_face
 
-from vla_client.server.policies.openpi import OpenpiPolicy
-from vla_client.server.policies.reach import ReachPolicy
-from vla_client.server.policies.reference import ReferencePolicy, reference_actions
-from vla_client.server.policies.replay import ReplayPolicy
-from vla_client.server.policies.torch_cnn import TorchCNNPolicy
-from vla_client.server.policy import Policy
+if TYPE_CHECKING:
+    from vla_client.server.policies.builtin import POLICIES as POLICIES
+    from vla_client.server.policies.builtin import make_policy as make_policy
+    from vla_client.server.policies.openpi import OpenpiPolicy as OpenpiPolicy
+    from vla_client.server.policies.reach import ReachPolicy as ReachPolicy
+    from vla_client.server.policies.reference import ReferencePolicy as ReferencePolicy
+    from vla_client.server.policies.reference import reference_actions as reference_actions
+    from vla_client.server.policies.replay import ReplayPolicy as ReplayPolicy
+    from vla_client.server.policies.torch_cnn import TorchCNNPolicy as TorchCNNPolicy
 
-# torch_cnn imports torch only when its policy loads (in the worker), so listing it is free.
-POLICIES: dict[str, Callable[..., Policy]] = {
-    "reference": ReferencePolicy,
-    "replay": ReplayPolicy,
-    "torch": TorchCNNPolicy,
-    "reach": ReachPolicy,
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "POLICIES": "vla_client.server.policies.builtin",
+    "make_policy": "vla_client.server.policies.builtin",
+    "OpenpiPolicy": "vla_client.server.policies.openpi",
+    "ReachPolicy": "vla_client.server.policies.reach",
+    "ReferencePolicy": "vla_client.server.policies.reference",
+    "reference_actions": "vla_client.server.policies.reference",
+    "ReplayPolicy": "vla_client.server.policies.replay",
+    "TorchCNNPolicy": "vla_client.server.policies.torch_cnn",
 }
-
-
-def make_policy(name: str, **options: object) -> Policy:
-    """Build the policy `name` gives (a built-in, a plugin or ``package.module:attribute``; see
-    `vla_client.server.policies.loading`); `PolicyLoadError` naming the cause."""
-    from vla_client.server.policies.loading import load_policy
-
-    return load_policy(name, options)
-
-
-__all__ = [
-    "POLICIES",
-    "OpenpiPolicy",
-    "ReachPolicy",
-    "ReferencePolicy",
-    "ReplayPolicy",
-    "TorchCNNPolicy",
-    "make_policy",
-    "reference_actions",
-]
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

@@ -21,13 +21,17 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the server extra installs tomli there
+    import tomli as tomllib
 
 from vla_client.errors import PolicyLoadError
 from vla_client.server.policy import Policy

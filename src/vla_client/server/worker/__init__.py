@@ -22,4 +22,10 @@ if TYPE_CHECKING:
     from vla_client.server.worker.dispatch import WorkerRunner as WorkerRunner
     from vla_client.server.worker.shm import SEGMENT_PREFIX as SEGMENT_PREFIX
 
-__getattr__, __dir__, __all__ = lazy_face(__name__, __file__)
+# What `lazy_face` hands out: each name of the block above, from the same module.
+_FACE = {
+    "WorkerStartError": "vla_client.errors",
+    "WorkerRunner": "vla_client.server.worker.dispatch",
+    "SEGMENT_PREFIX": "vla_client.server.worker.shm",
+}
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

@@ -235,10 +235,10 @@ class WorkerRunner:
                 pending = self._in_flight.pop(result.job_id, None)
                 if pending is not None:
                     self._resolve(pending, result, message.inference_ms, message.timings)
-        elif isinstance(message, BatchFailed):
-            log.warning("policy failed on batch %d: %s", message.batch_id, message.error)
+        elif isinstance(message, BatchFailed):  # logged per request, with the traceback
+            detail = policy_failure_detail(message.error)
             for pending in self._in_flight.values():
-                pending.fail(InferenceError(500, policy_failure_detail(message.error)))
+                pending.fail(InferenceError(500, detail, policy_traceback=message.traceback))
         self._finish_batch()
 
     def _resolve(

@@ -76,10 +76,12 @@ class BatchDone(msgspec.Struct, frozen=True, array_like=True, tag=True):
 
 
 class BatchFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):
-    """The policy raised; `error` is ``"TypeName: message"``."""
+    """The policy raised; `error` is ``"TypeName: message"``, `traceback` the exception's
+    traceback as the worker formatted it (the entrypoint logs it: the policy's file and line)."""
 
     batch_id: int
     error: str
+    traceback: str = ""
 
 
 class Ready(msgspec.Struct, frozen=True, array_like=True, tag=True):

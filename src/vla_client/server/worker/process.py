@@ -3,12 +3,12 @@
 It reads `Batch` records from its entrypoints, maps each job's slot, builds `PolicyInput`s whose
 arrays are read-only views of shared memory, calls ``policy.infer_batch`` once for the batches
 waiting (up to `max_batch` jobs in all) and writes each chunk back into its job's slot. A policy
-that raises fails its batches, not the worker. SIGINT and SIGTERM are ignored (Ctrl-C and
-``kill -- -PGID`` reach the whole process group; the entrypoints finish the requests in flight
-and then stop the worker), and the worker exits when told to or when the pipe of the process
-that started it closes, or at once when that process dies (`end_with_parent`: a process killed
-outright closes its pipe too, but a worker inside a long policy call would only read it after),
-so it never outlives the server.
+that raises fails its batches, not the worker. SIGINT, SIGTERM and SIGHUP are ignored (Ctrl-C,
+``kill -- -PGID`` and a closed terminal reach the whole process group; the entrypoints finish
+the requests in flight and then stop the worker), and the worker exits when told to or when
+the pipe of the process that started it closes, or at once when that process dies
+(`end_with_parent`: a process killed outright closes its pipe too, but a worker inside a long
+policy call would only read it after), so it never outlives the server.
 
 It is started as ``python -m vla_client.server.worker FD [LISTENER_FD]`` rather than by
 multiprocessing, so the entrypoint's main module is never re-imported (a script without a
@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
@@ -60,6 +61,7 @@ def worker_main(fd: int, listener_fd: int | None = None) -> None:
     """Process body: read the policy, load it, say `Ready`, then serve batches until stopped."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # If the starter is already gone, getppid() names someone else and the pipe is closed:
     # the first recv below fails and the worker ends.
     end_with_parent(os.getppid(), signal.SIGKILL)
@@ -193,8 +195,8 @@ def run_batches(
             raise ValueError(f"policy returned {len(chunks)} chunks for {len(inputs)} observations")
         timings = dict(policy.batch_timings())
     except Exception as exc:
-        error = _describe(exc)
-        return [(conn, BatchFailed(batch.batch_id, error)) for conn, batch in orders]
+        error, text = _describe(exc), "".join(traceback.format_exception(exc))
+        return [(conn, BatchFailed(batch.batch_id, error, text)) for conn, batch in orders]
     inference_ms = (time.perf_counter() - start) * 1000
     del inputs
     results = iter(map(_store, jobs, chunks, buffers, [policy] * len(jobs)))

@@ -70,7 +70,10 @@ def _address(array: np.ndarray) -> int:
 
 def view(buffer: memoryview, layout: ArrayLayout) -> np.ndarray:
     """The array `layout` describes, as a view of `buffer` (no copy)."""
-    return np.ndarray(layout.shape, np.dtype(layout.dtype), buffer=buffer, offset=layout.offset)
+    array: np.ndarray = np.ndarray(
+        layout.shape, np.dtype(layout.dtype), buffer=buffer, offset=layout.offset
+    )
+    return array
 
 
 def write_arrays(
