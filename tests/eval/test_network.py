@@ -17,7 +17,7 @@ from vla_client.sim.network import (
     SimulatedTime,
     delayed,
 )
-from vla_client.sim.reach import ReachTask
+from vla_client.tasks.reach import ReachTask
 from vla_client.transports.http import HTTPTransport
 from vla_client.transports.websocket import WebSocketTransport
 

@@ -17,7 +17,7 @@ from vla_client.server.policies.reach import (
 from vla_client.server.policy import PolicyInput
 from vla_client.sim.episode import EvalConfig, run_episode
 from vla_client.sim.network import NetworkDelay
-from vla_client.sim.reach import TOP_PX_PER_M, ReachTask
+from vla_client.tasks.reach import TOP_PX_PER_M, ReachTask
 
 REACH_PX = MARKER_REACH_M * TOP_PX_PER_M
 

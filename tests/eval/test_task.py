@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vla_client.sim.reach import (
+from vla_client.tasks.reach import (
     MIN_START_DISTANCE_M,
     TOP_SIZE,
     WORKSPACE_M,

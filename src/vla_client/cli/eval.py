@@ -53,7 +53,7 @@ from vla_client.errors import ContractError, ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.sim.episode import MODES, EpisodeResult, EvalConfig, Mode, World, run_episode
 from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_round_trip
-from vla_client.sim.reach import ReachSettings, ReachTask
+from vla_client.tasks.reach import ReachSettings, ReachTask
 from vla_client.transports.base import Transport
 from vla_client.transports.http import HTTPTransport
 

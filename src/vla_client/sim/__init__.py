@@ -1,7 +1,7 @@
 """Closed-loop evaluation in simulation, through the real client, executor and network.
 
-`ReachTask` is the built-in task (a robot and a moving target, seen by two cameras);
-`GymWorld` makes a Gymnasium environment with pixel observations the robot instead.
+The built-in task is `vla_client.tasks.ReachTask` (a robot and a moving target, seen by two
+cameras); `GymWorld` makes a Gymnasium environment with pixel observations the robot instead.
 `run_episode` plays one episode through any inference callable with the `ChunkExecutor`, in
 real or simulated time; `NetworkDelay`, `delayed` and `SimulatedTime` put a network delay
 between the robot and the server. ``vla-client eval`` runs it all from the command line.
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from vla_client.sim.network import SimulatedTime as SimulatedTime
     from vla_client.sim.network import delayed as delayed
     from vla_client.sim.network import measure_round_trip as measure_round_trip
-    from vla_client.sim.reach import ReachSettings as ReachSettings
-    from vla_client.sim.reach import ReachTask as ReachTask
 
 # What `lazy_face` hands out: each name of the block above, from the same module.
 _FACE = {
@@ -41,7 +39,5 @@ _FACE = {
     "SimulatedTime": "vla_client.sim.network",
     "delayed": "vla_client.sim.network",
     "measure_round_trip": "vla_client.sim.network",
-    "ReachSettings": "vla_client.sim.reach",
-    "ReachTask": "vla_client.sim.reach",
 }
 __getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

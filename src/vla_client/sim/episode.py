@@ -30,9 +30,8 @@ from vla_client.control.watchdog import Watchdog
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
-from vla_client.sim._checks import check_finite_positive
 from vla_client.sim.network import NetworkDelay, SimulatedTime
-from vla_client.validation import check_at_least, check_choice
+from vla_client.validation import check_at_least, check_choice, check_positive
 
 Mode = Literal["naive", "aligned", "blended"]
 MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
@@ -88,10 +87,10 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
-        check_finite_positive("rate_hz", self.rate_hz)
+        check_positive("rate_hz", self.rate_hz, finite=True)
         check_at_least("prefetch_at", self.prefetch_at, 0, integer=True)
         check_at_least("blend_steps", self.blend_steps, 1, integer=True)
-        check_finite_positive("give_up_s", self.give_up_s)
+        check_positive("give_up_s", self.give_up_s, finite=True)
         if not isinstance(self.delay, NetworkDelay):
             raise ValueError(f"delay must be a NetworkDelay; got {self.delay!r}")
         check_at_least("max_steps", self.max_steps, 1, integer=True)

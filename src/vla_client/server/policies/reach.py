@@ -1,4 +1,4 @@
-"""A policy that solves the built-in reach task (`vla_client.sim.reach`) from its camera frames.
+"""A policy that solves the built-in reach task (`vla_client.tasks.reach`) from its camera frames.
 
 It sees what a learned policy would see, the decoded ``top`` and ``wrist`` frames and the
 episode clock in the state, and nothing of the simulator: it finds the magenta target ring and
@@ -24,8 +24,7 @@ import cv2
 import numpy as np
 
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
-from vla_client.sim._checks import check_finite_positive
-from vla_client.sim.reach import (
+from vla_client.tasks.reach import (
     ROBOT_RGB,
     TARGET_RADIUS_M,
     TARGET_RGB,
@@ -33,7 +32,7 @@ from vla_client.sim.reach import (
     WORKSPACE_M,
     WRIST_PX_PER_M,
 )
-from vla_client.validation import check_at_least
+from vla_client.validation import check_at_least, check_positive
 
 MIN_SATURATION = 170
 MIN_VALUE = 235
@@ -83,7 +82,7 @@ class ReachPolicy(Policy):
         rate_hz: float = 10.0,
     ) -> None:
         check_at_least("action_horizon", action_horizon, 1, integer=True)
-        check_finite_positive("rate_hz", rate_hz)
+        check_positive("rate_hz", rate_hz, finite=True)
         self.rate_hz = float(rate_hz)
         self._tracks: OrderedDict[str, _Track] = OrderedDict()
         self._spec = PolicySpec(

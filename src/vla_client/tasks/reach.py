@@ -30,8 +30,7 @@ import cv2
 import numpy as np
 
 from vla_client.cameras.scene import SyntheticScene
-from vla_client.sim._checks import check_finite_at_least, check_finite_positive
-from vla_client.validation import check_at_least
+from vla_client.validation import check_at_least, check_positive
 
 WORKSPACE_M = (0.8, 0.45)
 """Table width and depth in metres; the top camera sees exactly this."""
@@ -77,14 +76,16 @@ class ReachSettings:
     """The target's speed is drawn uniformly from this range per episode."""
 
     def __post_init__(self) -> None:
-        check_finite_positive("rate_hz", self.rate_hz)
-        check_finite_positive("duration_s", self.duration_s)
-        check_finite_positive("success_radius_m", self.success_radius_m)
+        check_positive("rate_hz", self.rate_hz, finite=True)
+        check_positive("duration_s", self.duration_s, finite=True)
+        check_positive("success_radius_m", self.success_radius_m, finite=True)
         check_at_least("hold_steps", self.hold_steps, 1, integer=True)
-        check_finite_positive("max_speed_mps", self.max_speed_mps)
+        check_positive("max_speed_mps", self.max_speed_mps, finite=True)
         low, high = self.target_speed_mps
-        check_finite_at_least("target_speed_mps low", low, 0)
-        check_finite_at_least("target_speed_mps high", high, low)
+        check_at_least("target_speed_mps low", low, 0)
+        check_at_least("target_speed_mps high", high, low)
+        if not math.isfinite(high):
+            raise ValueError(f"target_speed_mps high must be a finite number; got {high!r}")
 
     @property
     def dt(self) -> float:
