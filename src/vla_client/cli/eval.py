@@ -42,6 +42,7 @@ from vla_client.cli.common import (
     server_metadata,
     stage_percentiles,
 )
+from vla_client.cli.failures import failure_line
 from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
@@ -404,11 +405,8 @@ def _preflight(args: argparse.Namespace, client: ActionClient, first: Observatio
             client.infer(first)
             return None
         measured = measure_round_trip(client.infer, first)
-    except ContractError as exc:
-        raise argparse.ArgumentError(
-            None,
-            f"{exc} (map the robot's cameras to the server's with --camera-map or --env-camera)",
-        ) from None
+    except ContractError as exc:  # said in flags: --camera-map wrist=top, --resize pad
+        raise argparse.ArgumentError(None, failure_line(exc, args)) from None
     except ServerError as exc:
         if 400 <= exc.status_code < 500:
             raise argparse.ArgumentError(
