@@ -72,6 +72,11 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
             "from vla_client.server import create_app, LocalServer",
             ("vla_client.cli", "vla_client.client", "httpx", "torch"),
         ),
+        ("import vla_client.sim", (*HEAVY, *HTTP_STACK, "vla_client.client", "vla_client.server")),
+        (
+            "from vla_client.tasks import ReachTask",
+            (*HTTP_STACK, "vla_client.client", "vla_client.transports", "vla_client.server"),
+        ),
         (
             "import vla_client.server.worker.process",
             (*HTTP_STACK, "vla_client.client", "vla_client.transports", "torch"),
@@ -151,6 +156,9 @@ RULES: dict[str, tuple[str, ...]] = {
     "vla_client.cameras": ("vla_client.server", "vla_client.client", "vla_client.transports",
                            "vla_client.cli"),
     "vla_client.server": ("vla_client.cli", "vla_client.client", "vla_client.transports"),
+    "vla_client.sim": ("vla_client.server", "vla_client.cli"),
+    "vla_client.tasks": ("vla_client.client", "vla_client.transports", "vla_client.server",
+                         "vla_client.cli", "vla_client.sim"),
 }  # fmt: skip
 ALWAYS_ALLOWED = ("vla_client.errors", "vla_client._lazy", "vla_client.validation")
 ONLY: dict[str, tuple[str, ...]] = {

@@ -103,6 +103,7 @@ class ChunkExecutor:
         reply_deadline_s: float | None = None,
         validate: Callable[[Action], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        align: bool = True,
     ) -> None:
         """Configure the executor.
 
@@ -114,13 +115,17 @@ class ChunkExecutor:
         reply that took longer than this from sending. `validate` sees each accepted chunk
         before it is used (`SafetyGate.check_chunk`, say) and may raise. `clock` must be the
         clock the observations' `capture_times` come from; a `ControlLoop` and its `Watchdog`
-        run on it too. The counts are integers >= 0 and the times finite numbers > 0 (or None),
-        else `ValueError`.
+        run on it too. `align=False` plays each chunk from its first row however late it arrived
+        (the naive execution some clients do, kept to measure what aligning is worth). The counts
+        are integers >= 0, the times finite numbers > 0 (or None) and `align` a bool, else
+        `ValueError`.
         """
         check_at_least("prefetch_at", prefetch_at, 0, integer=True)
         check_at_least("blend_steps", blend_steps, 0, integer=True)
         check_positive("max_observation_age_s", max_observation_age_s, allow_none=True, finite=True)
         check_positive("reply_deadline_s", reply_deadline_s, allow_none=True, finite=True)
+        if not isinstance(align, bool):
+            raise ValueError(f"align must be True or False; got {align!r}")
         self._infer = infer
         self._prefetch_at = prefetch_at
         self._blend_steps = blend_steps
@@ -128,6 +133,7 @@ class ChunkExecutor:
         self._deadline = reply_deadline_s
         self._validate = validate
         self._clock = clock
+        self._align = align
         self._seen_ids: deque[str] = deque(maxlen=SEEN_IDS)
         self._tick = 0
         self._chunk: Action | None = None
@@ -243,19 +249,20 @@ class ChunkExecutor:
             log.warning("dropped reply %r: that chunk was already taken", result.request_id)
             return
         elapsed = self._tick - request.tick
+        skip = elapsed if self._align else 0
         actions = _as_chunk(result.actions, None if self._chunk is None else self._chunk.shape[1])
         too_slow = self._deadline is not None and (
             request.finished_at - request.sent_at > self._deadline
         )
-        if too_slow or elapsed >= len(actions):
+        if too_slow or skip >= len(actions):
             self.stats.dropped_late += 1
             log.warning("dropped late reply %s (%d ticks old)", result.request_id, elapsed)
             return
         if self._validate is not None:
             self._validate(actions)
-        self._chunk = cross_fade(self._upcoming(), actions[elapsed:], self._blend_steps)
+        self._chunk = cross_fade(self._upcoming(), actions[skip:], self._blend_steps)
         self._chunk_start = self._tick
-        self._chunk_offset = elapsed
+        self._chunk_offset = skip
         self.chunk_request_id = result.request_id
         if result.request_id is not None:
             self._seen_ids.append(result.request_id)

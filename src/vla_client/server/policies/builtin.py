@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from vla_client.server.policies.reach import ReachPolicy
 from vla_client.server.policies.reference import ReferencePolicy
 from vla_client.server.policies.replay import ReplayPolicy
 from vla_client.server.policies.torch_cnn import TorchCNNPolicy
@@ -19,6 +20,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "reference": ReferencePolicy,
     "replay": ReplayPolicy,
     "torch": TorchCNNPolicy,
+    "reach": ReachPolicy,
 }
 
 

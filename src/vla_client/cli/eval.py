@@ -1,0 +1,514 @@
+"""``vla-client eval``: task success in closed loop, through the real client, executor and network.
+
+Runs ``--episodes`` seeded episodes of a simulated robot against a server: the built-in reach
+task (a robot chasing a moving target, seen by a ``top`` and a ``wrist`` camera) or, with
+``--env``, a Gymnasium environment with pixel observations. The robot side is the deployment
+stack: `ActionClient` with the chosen encoding, wire and transport, `ChunkExecutor` with
+background prefetch, a `SafetyGate` (shape and finite values, from the server's metadata) and,
+with ``--watchdog``, a `Watchdog`. ``--delay-ms`` and ``--jitter-ms`` add one-way network delay
+on the robot's side, both directions; ``--mode`` says how a late chunk is played (naive: from
+its first row; aligned: from the row for the tick it arrives on; blended: aligned and
+cross-faded). Several delays and modes give a matrix, one row each.
+
+Without a URL it starts the built-in ``reach`` policy on a free local port. ``--time
+simulated`` (the default) runs on a simulated clock that advances one period per tick and
+charges each request the round trip measured before the run plus the injected delay: fast,
+and the same seeds give the same outcomes every time. ``--time real`` runs on the wall clock
+and sleeps the delay, as on a robot. Episodes whose server goes away are marked failed with
+the reason and the run goes on (exit 1 at the end). ``--json`` prints one document, ``--plot``
+draws success rate against delay (a line per mode), ``--record DIR`` writes every episode's
+frames for ``vla-client view``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from vla_client.cli.checks import check_output_file, check_output_folder, file_type, require_module
+from vla_client.cli.common import (
+    add_connection_options,
+    add_encoding_options,
+    add_fit_options,
+    camera_pair,
+    check_transport_installed,
+    client_options,
+    server_metadata,
+    stage_percentiles,
+)
+from vla_client.cli.failures import failure_line
+from vla_client.cli.output import print_json, print_table
+from vla_client.cli.parser import non_negative_int, positive_float, positive_int
+from vla_client.cli.progress import Progress
+from vla_client.client import ActionClient, ActionResult
+from vla_client.client.core import transport_kind
+from vla_client.control.safety import SafetyGate
+from vla_client.control.watchdog import BEHAVIOURS, Watchdog
+from vla_client.errors import ContractError, ServerError, VLAClientError
+from vla_client.observation import Observation
+from vla_client.sim.episode import MODES, EpisodeResult, EvalConfig, Mode, World, run_episode
+from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_round_trip
+from vla_client.tasks.reach import ReachSettings, ReachTask
+from vla_client.transports.base import Transport
+from vla_client.transports.http import HTTPTransport
+
+TIMES = ("simulated", "real")
+PLOT_STYLES = {"naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":")}
+"""Marker and line per mode, so modes with the same rates stay told apart."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "eval", help="task success in closed loop, per encoding, delay and chunk mode"
+    )
+    add_connection_options(parser, url_default=None)
+    add_encoding_options(parser)
+    add_fit_options(parser)
+    parser.add_argument(
+        "--transport", choices=("http", "websocket"), default=None,
+        help="how requests travel (default: by the URL's scheme)",
+    )  # fmt: skip
+    run_group = parser.add_argument_group("the run")
+    run_group.add_argument(
+        "--delay-ms", type=delay_ms, nargs="+", default=[0.0], metavar="MS",
+        help="one-way network delay added on the robot's side, both directions; several "
+        "values run one after the other",
+    )  # fmt: skip
+    run_group.add_argument(
+        "--jitter-ms", type=delay_ms, default=0.0, metavar="MS",
+        help="each one-way delay varies uniformly by up to this much (never below 0)",
+    )  # fmt: skip
+    run_group.add_argument(
+        "--mode", choices=MODES, nargs="+", default=["aligned"],
+        help="how a chunk that arrives late is played; several run one after the other",
+    )  # fmt: skip
+    run_group.add_argument("--rate", type=positive_float, default=10.0, metavar="HZ",
+                           help="control ticks per second")  # fmt: skip
+    run_group.add_argument("--episodes", type=positive_int, default=10, metavar="N",
+                           help="episodes per delay and mode")  # fmt: skip
+    run_group.add_argument("--seed", type=non_negative_int, default=0,
+                           help="the first episode's seed; episode i has seed + i")  # fmt: skip
+    run_group.add_argument(
+        "--prefetch-at", type=non_negative_int, default=None, metavar="N",
+        help="ask for the next chunk when N actions are left (default: half the server's "
+        "action horizon)",
+    )  # fmt: skip
+    run_group.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
+                           help="steps cross-faded in --mode blended")  # fmt: skip
+    run_group.add_argument(
+        "--time", choices=TIMES, default="simulated",
+        help="simulated: a clock that advances a period per tick, reproducible; real: the "
+        "wall clock, as on a robot",
+    )  # fmt: skip
+    run_group.add_argument(
+        "--round-trip-ms", type=delay_ms, default=None, metavar="MS",
+        help="with --time simulated, charge this round trip instead of measuring it",
+    )  # fmt: skip
+    run_group.add_argument(
+        "--give-up-s", type=positive_float, default=1.0, metavar="SECONDS",
+        help="mark an episode failed when its requests fail with no chunk for this long",
+    )  # fmt: skip
+    run_group.add_argument(
+        "--watchdog", type=positive_float, default=None, metavar="SECONDS",
+        help="a Watchdog with this timeout between the executor and the robot",
+    )  # fmt: skip
+    run_group.add_argument("--watchdog-behaviour", choices=BEHAVIOURS, default="hold",
+                           help="what the watchdog does when it trips")  # fmt: skip
+    env_group = parser.add_argument_group("the robot (default: the built-in reach task)")
+    env_group.add_argument("--env", metavar="ID", help="a Gymnasium environment id instead")
+    env_group.add_argument(
+        "--env-option", action="append", default=[], metavar="KEY=VALUE",
+        help="passed to gymnasium.make (VALUE read as JSON where it parses; repeatable)",
+    )  # fmt: skip
+    env_group.add_argument(
+        "--env-camera", type=camera_pair, action="append", default=[], metavar="KEY=NAME",
+        help="send the environment's image KEY as camera NAME (repeatable)",
+    )  # fmt: skip
+    env_group.add_argument(
+        "--env-state", action="append", default=None, metavar="KEY",
+        help="observation entries that make the state (repeatable; default: every non-image)",
+    )  # fmt: skip
+    env_group.add_argument("--task", default=None, help="the task text (default: the env id)")
+    env_group.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
+                           help="ticks per episode at most")  # fmt: skip
+    out_group = parser.add_argument_group("output")
+    out_group.add_argument("--json", action="store_true", help="one JSON document")
+    out_group.add_argument(
+        "--plot", type=file_type(".png"), metavar="FILE.png",
+        help="success rate against delay, a line per mode",
+    )  # fmt: skip
+    out_group.add_argument(
+        "--record", metavar="DIR",
+        help="write each episode's frames to DIR/<mode>-<delay>ms-seed<N>.vlaobs",
+    )  # fmt: skip
+    parser.set_defaults(func=run)
+
+
+def delay_ms(text: str) -> float:
+    """An argparse type: milliseconds in 0..`MAX_DELAY_S` (a longer delay is a typo)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be milliseconds, got {text!r}") from None
+    limit = MAX_DELAY_S * 1e3
+    if not math.isfinite(value) or not 0 <= value <= limit:
+        raise argparse.ArgumentTypeError(f"must be 0..{limit:g} ms, got {text!r}")
+    return value
+
+
+@dataclass
+class Cell:
+    """The episodes of one mode at one delay."""
+
+    mode: Mode
+    delay_ms: float
+    episodes: list[EpisodeResult] = field(default_factory=list)
+
+    @property
+    def success_rate(self) -> float:
+        return sum(e.success for e in self.episodes) / max(1, len(self.episodes))
+
+    def summary(self) -> dict[str, Any]:
+        low, high = wilson_interval(sum(e.success for e in self.episodes), len(self.episodes))
+        return {
+            "mode": self.mode,
+            "delay_ms": self.delay_ms,
+            "success_rate": self.success_rate,
+            "success_interval_95": [low, high],
+            "episodes": [e.summary() for e in self.episodes],
+        }
+
+
+def wilson_interval(successes: int, trials: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a success rate: what "within noise" means here."""
+    if trials == 0:
+        return (0.0, 1.0)
+    z = 1.96
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = (
+        z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    )
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_args(args)
+    world = _make_world(args)
+    try:
+        with _server(args) as url:
+            args.url = url
+            cells, round_trip_s, options = _run_matrix(args, world)
+    finally:
+        close = getattr(world, "close", None)
+        if close is not None:
+            close()
+    results = [r for cell in cells for e in cell.episodes for r in e.results]
+    if args.plot:
+        plot_success(cells, args.plot, _title(args, options))
+    _report(args, cells, round_trip_s, options, results)
+    return 1 if any(e.error for cell in cells for e in cell.episodes) else 0
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.round_trip_ms is not None and args.time == "real":
+        raise argparse.ArgumentError(None, "--round-trip-ms is for --time simulated")
+    if args.env is None and (args.env_option or args.env_camera or args.env_state):
+        raise argparse.ArgumentError(None, "--env-option, --env-camera and --env-state need --env")
+    if args.env is not None and args.url is None:
+        raise argparse.ArgumentError(
+            None, "--env needs a server URL: the built-in reach policy only solves the reach task"
+        )
+    if len(set(args.mode)) != len(args.mode) or len(set(args.delay_ms)) != len(args.delay_ms):
+        raise argparse.ArgumentError(None, "--mode and --delay-ms name each value once")
+    if args.plot:
+        require_module("matplotlib", "--plot")
+        check_output_file(args.plot, "--plot")
+    if args.record:
+        check_output_folder(args.record, "--record")
+    check_transport_installed(args.url)
+    if args.transport == "websocket":
+        require_module("websockets", "--transport websocket")
+    client_options(args)  # its usage errors now, before any work
+
+
+def _make_world(args: argparse.Namespace) -> World:
+    if args.env is None:
+        settings = ReachSettings(rate_hz=args.rate)
+        if args.max_steps is not None:
+            settings = ReachSettings(rate_hz=args.rate, duration_s=args.max_steps / args.rate)
+        return ReachTask(settings)
+    from vla_client.server.policies.loading import parse_options
+    from vla_client.sim.gym import GymWorld
+
+    try:
+        options = parse_options(args.env_option)
+    except VLAClientError as exc:
+        message = str(exc).replace("--policy-option", "--env-option")
+        raise argparse.ArgumentError(None, message) from None
+    try:
+        return GymWorld(
+            args.env,
+            options=options,
+            cameras=dict(args.env_camera),
+            state_keys=args.env_state,
+            task=args.task,
+            max_steps=args.max_steps,
+        )
+    except ValueError as exc:
+        raise argparse.ArgumentError(None, str(exc)) from None
+
+
+@contextlib.contextmanager
+def _server(args: argparse.Namespace) -> Iterator[str]:
+    if args.url is not None:
+        yield args.url
+        return
+    from vla_client.server import LocalServer, create_app
+    from vla_client.server.policies import ReachPolicy
+
+    with LocalServer(create_app(ReachPolicy(rate_hz=args.rate))) as server:
+        yield server.url
+
+
+def _run_matrix(
+    args: argparse.Namespace, world: World
+) -> tuple[list[Cell], float | None, dict[str, Any]]:
+    options = client_options(args)
+    delay_jitter = args.jitter_ms / 1e3
+    with _client(args, options, NetworkDelay(0.0, 0.0)) as probe:
+        metadata = server_metadata(probe)
+        horizon = metadata.output.action_horizon if metadata is not None else None
+        world.reset(args.seed)
+        first = _observation(world)
+        round_trip_s = _preflight(args, probe, first)
+        options = {
+            **options,
+            "encoding": probe.options.encoding,
+            "wire": probe.options.wire,
+            "transport": "websocket" if _is_websocket(args) else "http",
+        }
+    gate = SafetyGate.from_metadata(metadata) if metadata is not None else SafetyGate()
+    prefetch_at = args.prefetch_at if args.prefetch_at is not None else (horizon or 10) // 2
+    cells = []
+    for mode in args.mode:
+        for delay in args.delay_ms:
+            network = NetworkDelay(delay / 1e3, delay_jitter)
+            config = EvalConfig(
+                mode=mode,
+                rate_hz=args.rate,
+                prefetch_at=prefetch_at,
+                blend_steps=args.blend_steps,
+                realtime=args.time == "real",
+                delay=network,
+                give_up_s=args.give_up_s,
+            )
+            cells.append(_run_cell(args, world, config, gate, round_trip_s, options))
+    return cells, round_trip_s, options
+
+
+def _run_cell(
+    args: argparse.Namespace,
+    world: World,
+    config: EvalConfig,
+    gate: SafetyGate,
+    round_trip_s: float | None,
+    options: dict[str, Any],
+) -> Cell:
+    cell = Cell(config.mode, config.delay.delay_s * 1e3)
+    label = f"{config.mode} {cell.delay_ms:g} ms"
+    make_watchdog = _watchdog_factory(args)
+    with (
+        _client(args, client_options(args), config.delay if config.realtime else None) as client,
+        Progress(args.episodes, label=label, enabled=None if not args.json else False) as bar,
+    ):
+        for index in range(args.episodes):
+            seed = args.seed + index
+            record = None
+            if args.record:
+                folder = Path(args.record)
+                folder.mkdir(parents=True, exist_ok=True)
+                record = folder / f"{config.mode}-{cell.delay_ms:g}ms-seed{seed}.vlaobs"
+            cell.episodes.append(
+                run_episode(
+                    world,
+                    client.infer,
+                    seed,
+                    config,
+                    round_trip_s=round_trip_s or 0.0,
+                    gate=gate,
+                    make_watchdog=make_watchdog,
+                    record=record,
+                )
+            )
+            bar.advance()
+    return cell
+
+
+def _watchdog_factory(
+    args: argparse.Namespace,
+) -> Callable[[Callable[[], float]], Watchdog] | None:
+    if args.watchdog is None:
+        return None
+    timeout, behaviour = args.watchdog, args.watchdog_behaviour
+    return lambda clock: Watchdog(timeout, behaviour, clock=clock)
+
+
+def _is_websocket(args: argparse.Namespace) -> bool:
+    scheme = urlsplit(args.url).scheme
+    endpoint = "openpi" if getattr(args, "layout", None) is not None else None
+    return transport_kind(scheme, args.transport, endpoint) == "websocket"
+
+
+@contextlib.contextmanager
+def _client(
+    args: argparse.Namespace, options: dict[str, Any], delay: NetworkDelay | None
+) -> Iterator[ActionClient]:
+    """A client for `args.url`; with `delay`, its transport sleeps that delay both ways."""
+    transport: Transport | Literal["http", "websocket"] | None = args.transport
+    if delay is not None:
+        inner: Transport
+        if _is_websocket(args):
+            from vla_client.transports.websocket import WebSocketTransport
+
+            inner = WebSocketTransport(
+                args.url,
+                endpoint="openpi" if args.layout is not None else None,
+                timeout_s=options["timeout_s"],
+                api_key=options["api_key"],
+            )
+        else:
+            inner = HTTPTransport(
+                args.url, timeout_s=options["timeout_s"], api_key=options["api_key"]
+            )
+        transport = delayed(inner, delay.sampler(args.seed))
+    with ActionClient(args.url, transport=transport, **options) as client:
+        yield client
+
+
+def _observation(world: World) -> Observation:
+    images = world.frames()
+    return Observation(images, state=world.state(), task=world.task)
+
+
+def _preflight(args: argparse.Namespace, client: ActionClient, first: Observation) -> float | None:
+    """One real request before the run, so a server that cannot take the robot's observation
+    stops it with one line; with simulated time, the round trip the run charges."""
+    try:
+        if args.time == "real":
+            client.infer(first)
+            return None
+        measured = measure_round_trip(client.infer, first)
+    except ContractError as exc:  # said in flags: --camera-map wrist=top, --resize pad
+        raise argparse.ArgumentError(None, failure_line(exc, args)) from None
+    except ServerError as exc:
+        if 400 <= exc.status_code < 500:
+            raise argparse.ArgumentError(
+                None, f"the server refuses the observation: {exc}"
+            ) from None
+        raise
+    return args.round_trip_ms / 1e3 if args.round_trip_ms is not None else measured
+
+
+def _title(args: argparse.Namespace, options: dict[str, Any]) -> str:
+    robot = args.env or "reach task"
+    return (
+        f"{robot}, {options['encoding']}/{options['wire']} over {options['transport']}, "
+        f"{args.rate:g} Hz, {args.episodes} episode{'s' if args.episodes > 1 else ''} per point, "
+        f"{args.time} time"
+    )
+
+
+def plot_success(cells: Sequence[Cell], path: str, title: str) -> None:
+    """Success rate against one-way delay, a line per mode, with 95 % intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for mode in dict.fromkeys(cell.mode for cell in cells):
+        row = sorted((c for c in cells if c.mode == mode), key=lambda c: c.delay_ms)
+        delays = [c.delay_ms for c in row]
+        rates = [100 * c.success_rate for c in row]
+        bounds = [wilson_interval(sum(e.success for e in c.episodes), len(c.episodes)) for c in row]
+        marker, line = PLOT_STYLES[mode]
+        axis.plot(delays, rates, marker=marker, linestyle=line, label=mode)
+        axis.fill_between(
+            delays, [100 * b[0] for b in bounds], [100 * b[1] for b in bounds], alpha=0.15
+        )
+    axis.set_xlabel("one-way network delay (ms)")
+    axis.set_ylabel("success rate (%)")
+    axis.set_ylim(-2, 102)
+    axis.grid(alpha=0.3)
+    axis.legend(title="chunk execution")
+    axis.set_title(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _report(
+    args: argparse.Namespace,
+    cells: Sequence[Cell],
+    round_trip_s: float | None,
+    options: dict[str, Any],
+    results: Sequence[ActionResult],
+) -> None:
+    stages = stage_percentiles(results)
+    if args.json:
+        print_json({
+            "url": args.url,
+            "robot": args.env or "reach",
+            "encoding": options["encoding"],
+            "wire": options["wire"],
+            "transport": options["transport"],
+            "time": args.time,
+            "rate_hz": args.rate,
+            "jitter_ms": args.jitter_ms,
+            "round_trip_ms": None if round_trip_s is None else round_trip_s * 1e3,
+            "cells": [cell.summary() for cell in cells],
+            "timings_ms": {name: {"p50": a, "p90": b, "p99": c} for name, a, b, c in stages},
+        })  # fmt: skip
+        return
+    rows = []
+    for cell in cells:
+        episodes = cell.episodes
+        low, high = wilson_interval(sum(e.success for e in episodes), len(episodes))
+        rows.append((
+            cell.mode,
+            f"{cell.delay_ms:g}",
+            f"{100 * cell.success_rate:.0f}% ({100 * low:.0f}-{100 * high:.0f})",
+            _mean(e.episode_return for e in episodes),
+            _mean(e.steps for e in episodes),
+            _mean(e.staleness_ticks for e in episodes),
+            _mean(e.observation_to_action_ms for e in episodes),
+            sum(e.error is not None for e in episodes),
+        ))  # fmt: skip
+    charged = "" if round_trip_s is None else f", round trip charged {round_trip_s * 1e3:.1f} ms"
+    print(f"{_title(args, options)}{charged}")
+    print_table(
+        ("mode", "delay ms", "success (95%)", "return", "steps", "stale ticks",
+         "obs->action ms", "failed"),
+        rows,
+    )  # fmt: skip
+    if stages:
+        print()
+        print_table(("stage (ms)", "p50", "p90", "p99"), stages)
+    for cell in cells:
+        for episode in cell.episodes:
+            if episode.error:
+                print(f"{cell.mode} {cell.delay_ms:g} ms seed {episode.seed}: {episode.error}")
+    if args.record:
+        print(f"recorded every episode in {args.record} (see 'vla-client view FILE')")
+
+
+def _mean(values: Iterable[float]) -> float:
+    numbers = [float(v) for v in values if not math.isnan(float(v))]
+    return sum(numbers) / len(numbers) if numbers else math.nan

@@ -1,0 +1,305 @@
+"""Run one evaluation episode: a simulated robot, the real executor and client, a clock.
+
+Each tick the world is stepped once, whatever happened: the `ChunkExecutor` gives this tick's
+action (fetching the next chunk in the background as on a robot), the `Watchdog` and
+`SafetyGate`, when configured, have their say, and the world applies the action (or, with none,
+goes on without one: the target keeps moving while the robot waits for its first chunk). That
+is why this loop is not `ControlLoop`, which applies nothing on a tick without an action.
+
+Time is either real (``realtime=True``: ticks on the wall clock, the network delay slept in the
+transport, as on a robot) or simulated (`SimulatedTime`: the clock advances one period per tick
+and replies are handed over when due), which gives the same outcome for the same seed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+import numpy as np
+
+from vla_client.client.result import ActionResult
+from vla_client.control.chunk import ChunkExecutor
+from vla_client.control.safety import SafetyGate
+from vla_client.control.types import Action, InferFn
+from vla_client.control.watchdog import Watchdog
+from vla_client.errors import VLAClientError
+from vla_client.observation import Observation
+from vla_client.recording import ObservationWriter
+from vla_client.sim.network import NetworkDelay, SimulatedTime
+from vla_client.validation import check_at_least, check_choice, check_positive
+
+Mode = Literal["naive", "aligned", "blended"]
+MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
+"""How a chunk is played: from its first row however late (naive), from the row for the tick
+it arrives on (aligned), or aligned and cross-faded from the old chunk (blended)."""
+JOIN_TIMEOUT_S = 60.0
+"""The longest an episode's end waits for its last request (a client timeout is shorter)."""
+
+
+class World(Protocol):
+    """A robot to evaluate on: the built-in `ReachTask`, or a Gymnasium environment."""
+
+    cameras: tuple[str, ...]
+    action_dim: int
+    task: str
+    steps: int
+    success: bool
+    episode_return: float
+
+    @property
+    def done(self) -> bool:
+        """The episode is over (succeeded, failed or out of time)."""
+
+    def reset(self, seed: int) -> None:
+        """Start the episode `seed`."""
+
+    def frames(self) -> dict[str, np.ndarray]:
+        """What the cameras see now, by camera name."""
+
+    def state(self) -> np.ndarray | None:
+        """The state that goes with the frames."""
+
+    def step(self, action: np.ndarray | None) -> None:
+        """Apply one tick's action (None: a tick without one)."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How the episodes run; every field is checked when given."""
+
+    mode: Mode = "aligned"
+    rate_hz: float = 10.0
+    prefetch_at: int = 5
+    """Ask for the next chunk when this many actions are left."""
+    blend_steps: int = 3
+    """Steps cross-faded into a new chunk in ``blended`` mode."""
+    realtime: bool = False
+    delay: NetworkDelay = field(default_factory=NetworkDelay)
+    give_up_s: float = 1.0
+    """An episode whose requests keep failing with no chunk for this long is marked failed."""
+    max_steps: int = 10_000
+    """Ticks at most per episode, for a world that never says it is done."""
+
+    def __post_init__(self) -> None:
+        check_choice("mode", self.mode, MODES)
+        check_positive("rate_hz", self.rate_hz, finite=True)
+        check_at_least("prefetch_at", self.prefetch_at, 0, integer=True)
+        check_at_least("blend_steps", self.blend_steps, 1, integer=True)
+        check_positive("give_up_s", self.give_up_s, finite=True)
+        if not isinstance(self.delay, NetworkDelay):
+            raise ValueError(f"delay must be a NetworkDelay; got {self.delay!r}")
+        check_at_least("max_steps", self.max_steps, 1, integer=True)
+
+    @property
+    def period_s(self) -> float:
+        """Seconds per tick."""
+        return 1.0 / self.rate_hz
+
+
+@dataclass
+class EpisodeResult:
+    """What one episode gave: the outcome, and what the loop saw on the way."""
+
+    seed: int
+    success: bool
+    steps: int
+    episode_return: float
+    error: str | None
+    """Why the episode was cut short (a server that went away, an unsafe action), or None."""
+    duration_s: float
+    """Episode time on the run's clock (simulated or real)."""
+    wall_s: float
+    requests: int
+    chunks: int
+    starved_ticks: int
+    failed_requests: int
+    staleness_ticks: float
+    """Mean ticks between an accepted chunk's observation and its first use."""
+    observation_to_action_ms: float
+    """Median capture-to-chunk time on the run's clock (includes the injected delay)."""
+    results: list[ActionResult] = field(default_factory=list, repr=False)
+    """Every reply, for per-stage latency."""
+
+    def summary(self) -> dict[str, object]:
+        """The result as plain values (no replies), for JSON."""
+        document = dict(vars(self))
+        document.pop("results")
+        return document
+
+
+def run_episode(
+    world: World,
+    infer: InferFn,
+    seed: int,
+    config: EvalConfig,
+    *,
+    round_trip_s: float = 0.0,
+    gate: SafetyGate | None = None,
+    make_watchdog: Callable[[Callable[[], float]], Watchdog] | None = None,
+    record: Path | None = None,
+) -> EpisodeResult:
+    """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
+
+    In simulated time every request is charged `round_trip_s` plus the two one-way delays of
+    `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
+    already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
+    builds the episode's watchdog on the episode's clock. `record` is a file to write each
+    tick's observation to (``vla-client view`` shows it).
+    """
+    world.reset(seed)
+    results: list[ActionResult] = []
+
+    def collecting(observation: Observation) -> ActionResult:
+        result = infer(observation)
+        results.append(result)
+        return result
+
+    simulated = None
+    clock: Callable[[], float] = time.monotonic
+    fetch: InferFn = collecting
+    if not config.realtime:
+        simulated = SimulatedTime(round_trip_s, config.delay.sampler(seed))
+        clock, fetch = simulated.clock, simulated.link(collecting)
+    executor = ChunkExecutor(
+        fetch,
+        prefetch_at=config.prefetch_at,
+        blend_steps=config.blend_steps if config.mode == "blended" else 0,
+        validate=gate.check_chunk if gate is not None else None,
+        clock=clock,
+        align=config.mode != "naive",
+    )
+    if gate is not None:
+        gate.reset()
+    watchdog = make_watchdog(clock) if make_watchdog is not None else None
+    writer = _writer(record, world, seed, config)
+    wall_start = time.time()
+    started = clock()
+    current: Observation | None = None
+    patience = _Patience(executor, started, config.give_up_s)
+
+    def observe() -> Observation:
+        nonlocal current
+        if current is None:
+            images = world.frames()
+            current = Observation(
+                images,
+                state=world.state(),
+                task=world.task,
+                capture_times=dict.fromkeys(images, clock()),
+            )
+        return current
+
+    error = None
+    try:
+        for tick in range(config.max_steps):
+            if simulated is not None:
+                if tick and simulated.advance(config.period_s, in_flight=executor.in_flight):
+                    executor.join(JOIN_TIMEOUT_S)
+            else:
+                _sleep_until(started + tick * config.period_s)
+            current = None
+            if writer is not None:
+                writer.write(observe(), wall_time=wall_start + clock() - started)
+            world.step(_action(executor, observe, watchdog, gate))
+            if world.done:
+                break
+            error = patience.exhausted(clock())
+            if error is not None:
+                break
+    except (VLAClientError, ValueError) as exc:  # the episode fails; the run goes on
+        error = _one_line(exc)
+    finally:
+        if simulated is not None:
+            simulated.end()
+        executor.close(JOIN_TIMEOUT_S)
+        if writer is not None:
+            writer.close()
+    stats = executor.stats
+    samples = list(stats.latencies)
+    return EpisodeResult(
+        seed=seed,
+        success=bool(world.success) and error is None,
+        steps=world.steps,
+        episode_return=float(world.episode_return),
+        error=error,
+        duration_s=clock() - started,
+        wall_s=time.time() - wall_start,
+        requests=stats.requests_sent,
+        chunks=stats.chunks_received,
+        starved_ticks=stats.starved_ticks,
+        failed_requests=stats.errors + stats.dropped_late + stats.dropped_mismatched,
+        staleness_ticks=float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan,
+        observation_to_action_ms=stats.observation_to_action_ms().p50,
+        results=results,
+    )
+
+
+def _action(
+    executor: ChunkExecutor,
+    observe: Callable[[], Observation],
+    watchdog: Watchdog | None,
+    gate: SafetyGate | None,
+) -> Action | None:
+    action = executor.tick(observe)
+    if watchdog is not None:
+        action = watchdog.filter(action, executor.last_chunk_at)
+    if action is not None and gate is not None:
+        action = gate.check(action)
+    return action
+
+
+class _Patience:
+    """Says when an episode's requests have failed for `give_up_s` with no chunk since."""
+
+    def __init__(self, executor: ChunkExecutor, started: float, give_up_s: float) -> None:
+        self._executor = executor
+        self._started = started
+        self._give_up_s = give_up_s
+        self._chunks = 0
+        self._failures_then = 0
+
+    def exhausted(self, now: float) -> str | None:
+        """Why to stop now, or None to go on."""
+        executor = self._executor
+        stats = executor.stats
+        failures = stats.errors + stats.dropped_late + stats.dropped_mismatched
+        if stats.chunks_received != self._chunks:
+            self._chunks, self._failures_then = stats.chunks_received, failures
+        last = self._started if executor.last_chunk_at is None else executor.last_chunk_at
+        silent_s = now - last
+        if failures == self._failures_then or silent_s <= self._give_up_s:
+            return None
+        return f"no chunk for {silent_s:.1f} s, requests failing: {_one_line(executor.last_error)}"
+
+
+def _one_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no error"
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _sleep_until(deadline: float) -> None:
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(left)
+
+
+def _writer(
+    record: Path | None, world: World, seed: int, config: EvalConfig
+) -> ObservationWriter | None:
+    if record is None:
+        return None
+    return ObservationWriter(
+        record,
+        seed=seed,
+        mode=config.mode,
+        rate_hz=config.rate_hz,
+        delay_s=config.delay.delay_s,
+        jitter_s=config.delay.jitter_s,
+        cameras=list(world.cameras),
+    )
