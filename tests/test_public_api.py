@@ -114,7 +114,7 @@ CLIENT_RENAMES = {
 
 
 def _client_settings(client: ClientBase[Any, Any]) -> tuple[object, float]:
-    return client.options, client._book.timeout_s
+    return client.options, client._transport._client_options["timeout"]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("old", sorted(CLIENT_RENAMES))
