@@ -206,10 +206,16 @@ MOVED = [
     ("vla_client.scene", "vla_client.cameras.scene", "SyntheticScene"),
     ("vla_client.scene", "vla_client.cameras.scene", "camera_names"),
     ("vla_client.scene", "vla_client.cameras.scene", "DEFAULT_CAMERAS"),
-    ("vla_client.preprocess", "vla_client.cameras.preprocess", "FramePreprocessor"),
+    ("vla_client.preprocess", "vla_client.client.fit", "FramePreprocessor"),
     ("vla_client.preprocess", "vla_client.cameras.preprocess", "resize_with_pad"),
     ("vla_client.preprocess", "vla_client.cameras.preprocess", "center_crop_resize"),
-    ("vla_client.preprocess", "vla_client.cameras.preprocess", "parse_image_size"),
+    ("vla_client.preprocess", "vla_client.client.fit", "parse_image_size"),
+    # 0.2.0 moved the fit to the server's metadata from the cameras to the client
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "FramePreprocessor"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "parse_image_size"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "check_camera_map"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "MIN_SIDE"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "FITS"),
 ]
 
 

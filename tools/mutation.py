@@ -65,6 +65,7 @@ MODULES: dict[str, list[str]] = {
     "control/chunk": ["tests/control/test_chunk.py", "tests/control/test_timing_at_the_edge.py"],
     "cameras/rig": ["tests/cameras/test_camera_rig.py"],
     "cameras/preprocess": ["tests/cameras/test_preprocess.py"],
+    "client/fit": ["tests/cameras/test_preprocess.py"],
     "codecs/msgpack_numpy": ["tests/codecs/test_msgpack_numpy.py"],
     "codecs/images": ["tests/codecs/test_images.py",
                       "tests/codecs/test_pixel_limit_at_the_edge.py"],
