@@ -106,13 +106,9 @@ def test_the_reference_worker_loads_no_opencv() -> None:
     assert "cv2" not in loaded_after(REFERENCE_WORKER)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client/core.py imports cameras/preprocess.py (PIL at its top), and "
-    "protocol/image_forms.py imports codecs/images.py, the encoders beside the server's "
-    "decoders (PIL at its top, isal through png_read)",
-)
 def test_the_action_client_loads_no_image_decoder() -> None:
+    """The robot's encoders and the server's decoders live apart (codecs.image_encode and
+    image_decode), the fit's resizes and fpng load Pillow on first use only."""
     loaded = loaded_after("from vla_client import ActionClient, Observation")
     assert not loaded & {"PIL", "isal"}, sorted(loaded & {"PIL", "isal"})
 

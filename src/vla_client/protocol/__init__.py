@@ -19,6 +19,7 @@ from vla_client._lazy import lazy_face
 if TYPE_CHECKING:
     from vla_client.protocol.decode import DecodedRequest as DecodedRequest
     from vla_client.protocol.decode import DecodeLimits as DecodeLimits
+    from vla_client.protocol.decode import decode_image_value as decode_image_value
     from vla_client.protocol.decode import decode_payload as decode_payload
     from vla_client.protocol.decode import decode_request as decode_request
     from vla_client.protocol.endpoints import ENDPOINT_PATHS as ENDPOINT_PATHS
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from vla_client.protocol.endpoints import websocket_url as websocket_url
     from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
     from vla_client.protocol.image_forms import Encoding as Encoding
-    from vla_client.protocol.image_forms import decode_image_value as decode_image_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
     from vla_client.protocol.layouts import ALOHA as ALOHA
     from vla_client.protocol.layouts import DROID as DROID
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
 _FACE = {
     "DecodedRequest": "vla_client.protocol.decode",
     "DecodeLimits": "vla_client.protocol.decode",
+    "decode_image_value": "vla_client.protocol.decode",
     "decode_payload": "vla_client.protocol.decode",
     "decode_request": "vla_client.protocol.decode",
     "ENDPOINT_PATHS": "vla_client.protocol.endpoints",
@@ -94,7 +95,6 @@ _FACE = {
     "websocket_url": "vla_client.protocol.endpoints",
     "ENCODINGS": "vla_client.protocol.image_forms",
     "Encoding": "vla_client.protocol.image_forms",
-    "decode_image_value": "vla_client.protocol.image_forms",
     "encode_image_value": "vla_client.protocol.image_forms",
     "ALOHA": "vla_client.protocol.layouts",
     "DROID": "vla_client.protocol.layouts",
