@@ -218,6 +218,12 @@ MOVED = [
     ("vla_client.cameras.preprocess", "vla_client.client.fit", "FITS"),
     # 0.2.0 moved the server's image decoding out of the forms the robot writes
     ("vla_client.protocol.image_forms", "vla_client.protocol.decode", "decode_image_value"),
+    # 0.2.0 split the replies into the server's builders and the client's readers
+    ("vla_client.protocol.response", "vla_client.protocol.reply_build", "build_envelope"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_build", "new_request_id"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "read_reply"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "Reply"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "reply_size_limit"),
 ]
 
 

@@ -73,9 +73,10 @@ MODULES: dict[str, list[str]] = {
     "codecs/parallel": ["tests/codecs/test_images.py"],
     "codecs/arrays": ["tests/codecs/test_arrays.py"],
     "server/worker/shm": ["tests/server/test_shm.py"],
-    "protocol/response": ["tests/protocol/test_response.py",
-                          "tests/transports/test_empty_chunks.py::test_read_actions_refuses_an_empty_action_array",
-                          "tests/transports/test_empty_chunks.py::test_read_actions_takes_the_smallest_chunk"],
+    "protocol/reply_build": ["tests/protocol/test_response.py"],
+    "protocol/reply_read": ["tests/protocol/test_response.py",
+                            "tests/transports/test_empty_chunks.py::test_read_actions_refuses_an_empty_action_array",
+                            "tests/transports/test_empty_chunks.py::test_read_actions_takes_the_smallest_chunk"],
     "protocol/decode": ["tests/protocol/test_decode.py", "tests/protocol/test_request.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
