@@ -26,8 +26,8 @@ import cv2
 import numpy as np
 
 from vla_client.cameras import Camera, CameraRig, SyntheticCamera, VideoFileCamera
-from vla_client.cameras.preprocess import FramePreprocessor
 from vla_client.cameras.scene import SyntheticScene, camera_names
+from vla_client.client.fit import FramePreprocessor
 
 
 def measure(

@@ -21,8 +21,8 @@ import numpy as np
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
-from vla_client.recorder import RequestRecorder
 from vla_client.recording import ImageFormat, ObservationWriter, ServedRequest, encode_step
+from vla_client.server.recorder import RequestRecorder
 
 
 def inline_ms(

@@ -21,7 +21,7 @@ from vla_client.cameras import (
     VideoFileCamera,
     open_camera,
 )
-from vla_client.cameras.preprocess import FramePreprocessor
+from vla_client.client.fit import FramePreprocessor
 from vla_client.errors import CameraError, CameraSettingError
 from vla_client.protocol import DecodeLimits
 from vla_client.recording import ObservationWriter

@@ -207,10 +207,24 @@ MOVED = [
     ("vla_client.scene", "vla_client.cameras.scene", "SyntheticScene"),
     ("vla_client.scene", "vla_client.cameras.scene", "camera_names"),
     ("vla_client.scene", "vla_client.cameras.scene", "DEFAULT_CAMERAS"),
-    ("vla_client.preprocess", "vla_client.cameras.preprocess", "FramePreprocessor"),
+    ("vla_client.preprocess", "vla_client.client.fit", "FramePreprocessor"),
     ("vla_client.preprocess", "vla_client.cameras.preprocess", "resize_with_pad"),
     ("vla_client.preprocess", "vla_client.cameras.preprocess", "center_crop_resize"),
-    ("vla_client.preprocess", "vla_client.cameras.preprocess", "parse_image_size"),
+    ("vla_client.preprocess", "vla_client.client.fit", "parse_image_size"),
+    # 0.2.0 moved the fit to the server's metadata from the cameras to the client
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "FramePreprocessor"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "parse_image_size"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "check_camera_map"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "MIN_SIDE"),
+    ("vla_client.cameras.preprocess", "vla_client.client.fit", "FITS"),
+    # 0.2.0 moved the server's image decoding out of the forms the robot writes
+    ("vla_client.protocol.image_forms", "vla_client.protocol.decode", "decode_image_value"),
+    # 0.2.0 split the replies into the server's builders and the client's readers
+    ("vla_client.protocol.response", "vla_client.protocol.reply_build", "build_envelope"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_build", "new_request_id"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "read_reply"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "Reply"),
+    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "reply_size_limit"),
 ]
 
 
@@ -226,6 +240,25 @@ def test_a_0_1_0_module_still_gives_its_names(old: str, new: str, name: str) -> 
     assert name in dir(module)
     with pytest.raises(AttributeError):
         module.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("encode_jpeg", "vla_client.codecs.image_encode"),
+        ("encode_png", "vla_client.codecs.image_encode"),
+        ("DEFAULT_JPEG_QUALITY", "vla_client.codecs.image_encode"),
+        ("decode_image_bytes", "vla_client.codecs.image_decode"),
+        ("DEFAULT_MAX_PIXELS", "vla_client.codecs.image_decode"),
+        ("map_frames", "vla_client.codecs.parallel"),
+    ],
+)
+def test_the_split_image_codecs_keep_their_0_1_0_module(name: str, home: str) -> None:
+    """Codecs are shared: ``vla_client.codecs.images`` still gives each name, as it is."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        old = getattr(importlib.import_module("vla_client.codecs.images"), name)
+    assert old is getattr(importlib.import_module(home), name)
 
 
 # One version: the package, its metadata source, the server and the changelog agree.

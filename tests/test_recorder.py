@@ -15,10 +15,10 @@ import pytest
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.cli import main
-from vla_client.recorder import RequestRecorder
 from vla_client.recording import load_action_chunks, load_observations
 from vla_client.server.policies import reference_actions
 from vla_client.server.policy import PolicyInput
+from vla_client.server.recorder import RequestRecorder
 
 
 def served(t: int, size: tuple[int, int] = (48, 64)):
@@ -136,7 +136,7 @@ def test_stop_keeps_the_first_requests_and_says_so_once(tmp_path, caplog):
     step = _one_step_bytes(tmp_path)
     folder = tmp_path / "records"
     with (
-        caplog.at_level(logging.WARNING, logger="vla_client.recorder"),
+        caplog.at_level(logging.WARNING, logger="vla_client.server.recorder"),
         RequestRecorder(folder, max_bytes=2 * 2 * step, max_files=2, on_full="stop") as recorder,
     ):
         for t in range(10):
@@ -163,7 +163,7 @@ def test_a_folder_that_cannot_be_written_stops_recording_once(tmp_path, caplog, 
         folder.mkdir()
         folder.chmod(0o500)
     with (
-        caplog.at_level(logging.WARNING, logger="vla_client.recorder"),
+        caplog.at_level(logging.WARNING, logger="vla_client.server.recorder"),
         RequestRecorder(folder) as recorder,
     ):
         for t in range(3):
@@ -176,7 +176,7 @@ def test_a_folder_that_cannot_be_written_stops_recording_once(tmp_path, caplog, 
 DISK_FULL = """
 import json, logging, resource, signal, sys
 import numpy as np
-from vla_client.recorder import RequestRecorder
+from vla_client.server.recorder import RequestRecorder
 
 logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
 frames = {"wrist": np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)}
@@ -216,7 +216,7 @@ def test_a_full_queue_drops_and_counts(tmp_path, caplog):
     request = served(0, size=(360, 640))
     request.pop("request_id")
     with (
-        caplog.at_level(logging.WARNING, logger="vla_client.recorder"),
+        caplog.at_level(logging.WARNING, logger="vla_client.server.recorder"),
         RequestRecorder(tmp_path, queue_size=1) as recorder,
     ):
         for _ in range(50):  # far faster than three PNG encodes per request
@@ -229,7 +229,7 @@ def test_a_full_queue_drops_and_counts(tmp_path, caplog):
 
 def test_a_request_it_cannot_store_is_skipped_and_counted(tmp_path, caplog):
     with (
-        caplog.at_level(logging.WARNING, logger="vla_client.recorder"),
+        caplog.at_level(logging.WARNING, logger="vla_client.server.recorder"),
         RequestRecorder(tmp_path) as recorder,
     ):
         request = served(0)
@@ -257,13 +257,20 @@ def test_options_are_checked(tmp_path, options, message):
         RequestRecorder(tmp_path, **options)
 
 
-def test_importing_the_recorder_pulls_in_no_server():
+def test_importing_the_recorder_pulls_in_no_http_stack_and_no_other_server_part():
     code = (
-        "import sys, vla_client.recorder; "
+        "import sys, vla_client.server.recorder; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('fastapi', 'uvicorn') "
         "or m.startswith('vla_client.server')))"
     )
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert completed.stdout.strip() == "[]"
+    assert completed.stdout.strip() == "['vla_client.server', 'vla_client.server.recorder']"
+
+
+def test_the_0_1_0_recorder_module_still_gives_the_recorder():
+    import vla_client.recorder
+
+    with pytest.warns(DeprecationWarning, match="import RequestRecorder from vla_client.server"):
+        assert vla_client.recorder.RequestRecorder is RequestRecorder

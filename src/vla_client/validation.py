@@ -13,7 +13,7 @@ import importlib
 import math
 import numbers
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import ParamSpec, TypeGuard, TypeVar
 
 P = ParamSpec("P")
@@ -114,17 +114,25 @@ def moved_module(
     Each name still imports from `old`, with a `DeprecationWarning` at the importing line that
     names the new module.
     """
-    kept = tuple(names)
+    return moved_names(old, dict.fromkeys(names, new))
+
+
+def moved_names(
+    old: str, homes: Mapping[str, str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """As `moved_module`, for names of `old` that moved to different modules: `homes` maps
+    each name to the module it lives in now."""
+    kept = dict(homes)
 
     def __getattr__(name: str) -> object:
         if name not in kept:
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
         warnings.warn(
-            f"{old} is deprecated since 0.2.0: import {name} from {new}",
+            f"{old} is deprecated since 0.2.0: import {name} from {kept[name]}",
             DeprecationWarning,
             stacklevel=2,
         )
-        return getattr(importlib.import_module(new), name)
+        return getattr(importlib.import_module(kept[name]), name)
 
     def __dir__() -> list[str]:
         return sorted(kept)

@@ -23,7 +23,7 @@ from vla_client.cameras import (
     SyntheticCamera,
     VideoFileCamera,
 )
-from vla_client.cameras.preprocess import FramePreprocessor
+from vla_client.client.fit import FramePreprocessor
 from vla_client.errors import CameraSettingError
 
 

@@ -10,13 +10,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from vla_client.cameras.preprocess import (
-    FramePreprocessor,
-    center_crop_resize,
-    parse_image_size,
-    resize_with_pad,
-)
+from vla_client.cameras.preprocess import center_crop_resize, resize_with_pad
 from vla_client.cameras.scene import SyntheticScene
+from vla_client.client.fit import FramePreprocessor, parse_image_size
 from vla_client.errors import ContractError, InvalidObservationError, ProtocolError
 from vla_client.observation import Observation
 

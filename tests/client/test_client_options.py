@@ -75,8 +75,8 @@ def test_max_size_is_the_deprecated_name_of_max_reply_bytes() -> None:
         transport = WebSocketTransport("ws://127.0.0.1:1", max_size=2048)
     assert transport.max_reply_bytes == 2048
     with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="max_reply_bytes"):
-        WebSocketTransport("ws://127.0.0.1:1", max_size=0)
-    with pytest.raises(TypeError, match="give one"):
+        WebSocketTransport("ws://127.0.0.1:1", max_size=0)  # checked under its new name
+    with pytest.raises(TypeError, match="deprecated name of max_reply_bytes=; give one"):
         WebSocketTransport("ws://127.0.0.1:1", max_size=2048, max_reply_bytes=4096)
 
 

@@ -240,7 +240,7 @@ def test_map_frames_handles_two_frames_at_once_and_one_inline():
 
 @pytest.mark.parametrize(("cores", "threads"), [(16, 8), (3, 3), (None, 2)])
 def test_the_codec_pool_has_a_thread_per_core_up_to_eight(monkeypatch, cores, threads):
-    from vla_client.codecs import images
+    from vla_client.codecs import parallel as images
 
     monkeypatch.setattr(images, "_pool", None)  # a fresh pool, sized for the cores below
     monkeypatch.setattr(os, "cpu_count", lambda: cores)

@@ -75,7 +75,7 @@ def test_without_fpng_opencv_writes(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_fpng_file_that_fails_the_check_is_written_by_opencv(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = png_write._fpng
+    real = png_write.fpng_module()
     if real is None:
         pytest.skip("fpng is not installed")
 

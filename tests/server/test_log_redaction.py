@@ -73,7 +73,7 @@ def test_every_logger_of_the_server_redacts() -> None:
 
     redact_credentials_in_logs()
     names = ["uvicorn.error", "uvicorn.access", "vla_client.server", "vla_client.server.auth",
-             "vla_client.server.worker", "vla_client.recorder"]  # fmt: skip
+             "vla_client.server.worker", "vla_client.server.recorder"]  # fmt: skip
     assert [n for n in names if _REDACTION not in logging.getLogger(n).filters] == []
 
 

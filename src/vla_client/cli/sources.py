@@ -18,9 +18,9 @@ import cv2
 import numpy as np
 
 from vla_client.cameras import Camera, CameraRig, VideoFileCamera, open_camera, parse_camera_args
-from vla_client.cameras.preprocess import parse_image_size
 from vla_client.cameras.scene import SyntheticScene, camera_names
 from vla_client.cli.parser import positive_int
+from vla_client.client.fit import parse_image_size
 from vla_client.errors import CameraError, InvalidObservationError, RecordingError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, OpenpiLayout

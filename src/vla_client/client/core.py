@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from vla_client.cameras.preprocess import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
+from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
 from vla_client.errors import (
     ContractError,

@@ -22,10 +22,9 @@ import numpy as np
 
 from vla_client.errors import CodecError
 
-try:
-    import fpng as _fpng
-except ImportError:  # an optional speed-up: OpenCV writes the same pixels
-    _fpng = None
+_NOT_TRIED = object()
+_fpng: Any = _NOT_TRIED
+"""fpng's module once the first PNG asked for it, None where it is not installed."""
 
 PNG_PARAMS = [
     cv2.IMWRITE_PNG_COMPRESSION, 1,
@@ -38,14 +37,30 @@ PNG_END = b"IEND\xaeB`\x82"
 
 def png_writer() -> str:
     """The writer `encode_png` uses first: ``"fpng"`` or ``"opencv"``."""
-    return "opencv" if _fpng is None else "fpng"
+    return "opencv" if fpng_module() is None else "fpng"
+
+
+def fpng_module() -> Any:
+    """The ``fpng`` module, or None where it is not installed (an optional speed-up: OpenCV
+    writes the same pixels). Imported by the first PNG rather than with this module: fpng's
+    package imports Pillow to register a save plugin this module never uses, and a robot
+    sending JPEG or raw frames needs neither."""
+    global _fpng
+    if _fpng is _NOT_TRIED:
+        try:
+            import fpng
+        except ImportError:
+            fpng = None
+        _fpng = fpng
+    return _fpng
 
 
 def encode_png(frame: np.ndarray) -> bytes:
     """Lossless PNG of an HxWx3 uint8 RGB frame; raises `CodecError` if no writer can."""
     check_frame(frame)
-    if _fpng is not None:
-        data = _write_fpng(np.ascontiguousarray(frame))
+    writer = fpng_module()
+    if writer is not None:
+        data = _write_fpng(writer, np.ascontiguousarray(frame))
         if data is not None and is_whole_png(data, frame.shape[0], frame.shape[1]):
             return data
     return encode_with_opencv(".png", frame, PNG_PARAMS)
@@ -76,8 +91,7 @@ def is_whole_png(data: bytes, height: int, width: int) -> bool:
     )
 
 
-def _write_fpng(frame: np.ndarray) -> bytes | None:
-    writer: Any = _fpng
+def _write_fpng(writer: Any, frame: np.ndarray) -> bytes | None:
     try:
         data = writer.from_ndarray(frame)
     except (RuntimeError, TypeError, ValueError, AttributeError, MemoryError):

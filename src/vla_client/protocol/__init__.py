@@ -7,7 +7,7 @@ travel. Shared by client and server; knows nothing of either.
 - `request`: building and encoding requests on the robot;
 - `layouts`: the openpi observation layouts (flat, DROID, LIBERO, ALOHA);
 - `decode`: decoding requests at a server's entrypoint, every image to an ndarray;
-- `response`: building replies on the server, reading them on the client;
+- `reply_build` and `reply_read`: building replies on the server, reading them on the client;
 - `status`: failures as HTTP statuses and websocket close codes, both ways;
 - `models`: typed request and metadata documents.
 """
@@ -19,6 +19,7 @@ from vla_client._lazy import lazy_face
 if TYPE_CHECKING:
     from vla_client.protocol.decode import DecodedRequest as DecodedRequest
     from vla_client.protocol.decode import DecodeLimits as DecodeLimits
+    from vla_client.protocol.decode import decode_image_value as decode_image_value
     from vla_client.protocol.decode import decode_payload as decode_payload
     from vla_client.protocol.decode import decode_request as decode_request
     from vla_client.protocol.endpoints import ENDPOINT_PATHS as ENDPOINT_PATHS
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from vla_client.protocol.endpoints import websocket_url as websocket_url
     from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
     from vla_client.protocol.image_forms import Encoding as Encoding
-    from vla_client.protocol.image_forms import decode_image_value as decode_image_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
     from vla_client.protocol.layouts import ALOHA as ALOHA
     from vla_client.protocol.layouts import DROID as DROID
@@ -52,17 +52,17 @@ if TYPE_CHECKING:
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
     from vla_client.protocol.models import check_metadata_bounds as check_metadata_bounds
     from vla_client.protocol.models import read_metadata as read_metadata
+    from vla_client.protocol.reply_build import build_envelope as build_envelope
+    from vla_client.protocol.reply_build import build_raw as build_raw
+    from vla_client.protocol.reply_build import new_request_id as new_request_id
+    from vla_client.protocol.reply_read import REPLY_SIZE_FLOOR as REPLY_SIZE_FLOOR
+    from vla_client.protocol.reply_read import Reply as Reply
+    from vla_client.protocol.reply_read import read_actions as read_actions
+    from vla_client.protocol.reply_read import read_reply as read_reply
+    from vla_client.protocol.reply_read import reply_size_limit as reply_size_limit
     from vla_client.protocol.request import build_openpi_request as build_openpi_request
     from vla_client.protocol.request import build_request as build_request
     from vla_client.protocol.request import encode_request as encode_request
-    from vla_client.protocol.response import REPLY_SIZE_FLOOR as REPLY_SIZE_FLOOR
-    from vla_client.protocol.response import Reply as Reply
-    from vla_client.protocol.response import build_envelope as build_envelope
-    from vla_client.protocol.response import build_raw as build_raw
-    from vla_client.protocol.response import new_request_id as new_request_id
-    from vla_client.protocol.response import read_actions as read_actions
-    from vla_client.protocol.response import read_reply as read_reply
-    from vla_client.protocol.response import reply_size_limit as reply_size_limit
     from vla_client.protocol.status import ErrorStatus as ErrorStatus
     from vla_client.protocol.status import error_status as error_status
     from vla_client.protocol.status import status_from_close as status_from_close
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
 _FACE = {
     "DecodedRequest": "vla_client.protocol.decode",
     "DecodeLimits": "vla_client.protocol.decode",
+    "decode_image_value": "vla_client.protocol.decode",
     "decode_payload": "vla_client.protocol.decode",
     "decode_request": "vla_client.protocol.decode",
     "ENDPOINT_PATHS": "vla_client.protocol.endpoints",
@@ -94,7 +95,6 @@ _FACE = {
     "websocket_url": "vla_client.protocol.endpoints",
     "ENCODINGS": "vla_client.protocol.image_forms",
     "Encoding": "vla_client.protocol.image_forms",
-    "decode_image_value": "vla_client.protocol.image_forms",
     "encode_image_value": "vla_client.protocol.image_forms",
     "ALOHA": "vla_client.protocol.layouts",
     "DROID": "vla_client.protocol.layouts",
@@ -116,14 +116,14 @@ _FACE = {
     "build_openpi_request": "vla_client.protocol.request",
     "build_request": "vla_client.protocol.request",
     "encode_request": "vla_client.protocol.request",
-    "Reply": "vla_client.protocol.response",
-    "build_envelope": "vla_client.protocol.response",
-    "build_raw": "vla_client.protocol.response",
-    "new_request_id": "vla_client.protocol.response",
-    "read_actions": "vla_client.protocol.response",
-    "read_reply": "vla_client.protocol.response",
-    "REPLY_SIZE_FLOOR": "vla_client.protocol.response",
-    "reply_size_limit": "vla_client.protocol.response",
+    "build_envelope": "vla_client.protocol.reply_build",
+    "build_raw": "vla_client.protocol.reply_build",
+    "new_request_id": "vla_client.protocol.reply_build",
+    "Reply": "vla_client.protocol.reply_read",
+    "read_actions": "vla_client.protocol.reply_read",
+    "read_reply": "vla_client.protocol.reply_read",
+    "REPLY_SIZE_FLOOR": "vla_client.protocol.reply_read",
+    "reply_size_limit": "vla_client.protocol.reply_read",
     "ErrorStatus": "vla_client.protocol.status",
     "error_status": "vla_client.protocol.status",
     "status_from_close": "vla_client.protocol.status",

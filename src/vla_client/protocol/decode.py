@@ -21,10 +21,13 @@ from typing import Any, Literal
 import numpy as np
 from PIL import Image
 
-from vla_client.codecs import DEFAULT_MAX_PIXELS, map_frames, tensor_payload_to_array
+from vla_client.codecs.arrays import pixel_list_to_array, tensor_payload_to_array
 from vla_client.codecs.b64 import b64decode_text
+from vla_client.codecs.frames import as_rgb_frame
+from vla_client.codecs.image_decode import DEFAULT_MAX_PIXELS, decode_image_bytes
+from vla_client.codecs.parallel import map_frames
+from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, PayloadTooLargeError
-from vla_client.protocol.image_forms import decode_image_value
 from vla_client.protocol.models import RuntimeOptions, SamplingParameters, validate_block
 from vla_client.protocol.wire import Wire, loads, wire_for_content_type
 
@@ -267,3 +270,53 @@ def _request_id(payload: dict[str, Any]) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise CodecError("request_id must be a string", field="request_id")
     return str(value)
+
+
+def decode_image_value(
+    value: Any, *, field: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> np.ndarray:
+    """Decode any accepted image form to a C-contiguous HxWx3 uint8 RGB array."""
+    if isinstance(value, PreEncoded):
+        return decode_image_value(loads(value.data, value.wire), field=field, max_pixels=max_pixels)
+    if isinstance(value, np.ndarray):
+        array = value
+    elif isinstance(value, dict):
+        encoded = value.get("b64_json")
+        if encoded is None:
+            encoded = value.get("base64")
+        if encoded is not None or "b64_json" in value or "base64" in value:
+            data = b64decode_text(encoded if encoded is not None else "", field=field)
+            return decode_image_bytes(data, max_pixels=max_pixels, field=field)
+        if value.get("values") is None and value.get("data") is None:
+            raise CodecError(
+                "unrecognised image payload: expected b64_json, base64, values or data",
+                field=field,
+            )
+        array = tensor_payload_to_array(value, field=field)
+    elif isinstance(value, list | tuple):
+        converted = pixel_list_to_array(value)
+        if not isinstance(converted, np.ndarray):
+            raise CodecError(
+                "pixel list is ragged, non-numeric or not [H][W][C] nested lists", field=field
+            )
+        array = converted
+    elif isinstance(value, bytes | bytearray | memoryview):
+        return decode_image_bytes(bytes(value), max_pixels=max_pixels, field=field)
+    elif isinstance(value, str):
+        raise CodecError(
+            "image is a string; send {'b64_json': ...}, pixels or an array "
+            "(the server does not open paths or URLs)",
+            field=field,
+        )
+    else:
+        raise CodecError(f"unsupported image value of type {type(value).__name__}", field=field)
+    _check_array_pixels(array, max_pixels, field)
+    return as_rgb_frame(array, field=field)
+
+
+def _check_array_pixels(array: np.ndarray, max_pixels: int, field: str | None) -> None:
+    pixels = array.shape[0] * array.shape[1] if array.ndim >= 2 else array.size
+    if pixels > max_pixels:
+        raise PayloadTooLargeError(
+            f"image has {pixels} pixels, over the limit of {max_pixels}", field=field
+        )

@@ -3,7 +3,7 @@
 Requests: `ActionRequest` -> `ActionInput` -> `ObservationPayload`, plus `parameters` and
 `RuntimeOptions`; the models also give the request's JSON schema for the OpenAPI document.
 `ActionMetadata` is GET /v1/actions/metadata, which tells a client what the policy expects.
-Replies are plain documents, described in `vla_client.protocol.response`: they are built per
+Replies are plain documents, described in `vla_client.protocol.reply_read`: they are built per
 request on the server, where a model would only add a copy.
 
 Every model allows extra fields: SGLang's pipelines add their own keys (cache, parallel,

@@ -26,7 +26,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vla_client._version import __version__
 from vla_client.errors import VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
-from vla_client.recorder import RequestRecorder
 from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
 from vla_client.server.http import failure_handler, generations_endpoint, health_endpoint
@@ -36,6 +35,7 @@ from vla_client.server.openapi import generations_openapi
 from vla_client.server.pipeline import Pipeline
 from vla_client.server.policy import Policy
 from vla_client.server.quiet_logs import quiet_refused_handshakes, redact_credentials_in_logs
+from vla_client.server.recorder import RequestRecorder
 from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
 

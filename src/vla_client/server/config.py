@@ -49,7 +49,7 @@ class WorkerSettings:
 
 @dataclass(frozen=True)
 class RecordSettings:
-    """Record every served request into `folder` (`vla_client.recorder.RequestRecorder`).
+    """Record every served request into `folder` (`vla_client.server.recorder.RequestRecorder`).
 
     The files together hold at most `max_bytes` and number at most `max_files`; past that the
     oldest file is deleted (a flight recorder). Each server process records on its own, into

@@ -45,12 +45,12 @@ from vla_client.protocol import (
     openpi_layout,
     wire_for_content_type,
 )
-from vla_client.recorder import RequestRecorder
 from vla_client.server.config import ServerConfig
 from vla_client.server.failure_log import FailureLog, traceback_text
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
 from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.recorder import RequestRecorder
 from vla_client.server.startup import Startup
 
 log = logging.getLogger("vla_client.server")
