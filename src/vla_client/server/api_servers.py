@@ -87,7 +87,7 @@ def serve(
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(address)
             listener.listen(count * 2)
-            with kept_worker(policy, config.worker, listener):
+            with kept_worker(policy, config.worker, listener, entrypoints=count):
                 app = functools.partial(entrypoint_app, policy, config, address, os.getpid())
                 settings = uvicorn.Config(
                     app, factory=True, workers=count, **uvicorn_options(config), **uvicorn_run
@@ -176,10 +176,11 @@ def _pid_alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def kept_worker(
-    policy: Policy, settings: WorkerSettings, listener: socket.socket
+    policy: Policy, settings: WorkerSettings, listener: socket.socket, *, entrypoints: int = 1
 ) -> Iterator[None]:
-    """The shared worker, kept alive by a `WorkerRunner` on an event loop in its own thread."""
-    runner = WorkerRunner(policy, settings, listener=listener)
+    """The shared worker, kept alive by a `WorkerRunner` on an event loop in its own thread;
+    `entrypoints` is how many entrypoint processes it serves."""
+    runner = WorkerRunner(policy, settings, listener=listener, entrypoints=entrypoints)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
