@@ -41,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from vla_client.server import PolicyInput
-from vla_client.server.policy import Policy, PolicySpec
 from vla_client.server.config import WorkerSettings
 from vla_client.server.policies.torch_cnn import TorchCNNPolicy
+from vla_client.server.policy import Policy, PolicySpec
 from vla_client.server.worker import WorkerRunner
 from vla_client.server.worker.threads import (
     THREADS_ENV,
