@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
+from serve_process import start_serve
 from worker_doubles import ThreadReport
 
 from vla_client.server import PolicyInput, ServerConfig
 from vla_client.server.config import WorkerSettings
 from vla_client.server.worker import WorkerRunner
 from vla_client.server.worker.threads import default_torch_threads, worker_threads
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from load_test import free_port
 
 pytest.importorskip("torch")
 
@@ -111,3 +117,15 @@ def test_an_unknown_wait_policy_is_refused_not_ignored(
 def test_threads_for_an_in_process_policy_are_refused() -> None:
     with pytest.raises(ValueError, match="in_process has none"):
         ServerConfig(in_process=True, worker=WorkerSettings(torch_threads=2))
+
+
+@pytest.mark.parametrize("api_servers", ["1", "2"])
+def test_serve_says_what_the_worker_got(
+    clean_environment: pytest.MonkeyPatch, api_servers: str
+) -> None:
+    clean_environment.setenv("OMP_WAIT_POLICY", "active")
+    server = start_serve(free_port(), "--torch-threads", "1", "--api-servers", api_servers)
+    server.send_signal(signal.SIGINT)
+    errors = server.communicate(timeout=30)[1].decode()
+    said = "Inference worker: OMP_NUM_THREADS=1 (option), OMP_WAIT_POLICY=active (environment)"
+    assert said in errors

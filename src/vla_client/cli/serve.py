@@ -288,6 +288,7 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
     from vla_client.server.api_servers import remove_stale_folders
     from vla_client.server.config import uvicorn_options
     from vla_client.server.local import listener_url
+    from vla_client.server.worker import WorkerRunner
 
     app = create_app(policy, config)
     startup = app.state.pipeline.startup
@@ -324,6 +325,9 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
                 self.should_exit = True
                 return
             uvicorn_log.setLevel(logging.INFO)
+            runner = startup.runner
+            if isinstance(runner, WorkerRunner) and runner.threads is not None:
+                uvicorn_log.info("Inference worker: %s", runner.threads.describe())
             uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
 
     remove_stale_folders()  # of an earlier `serve --api-servers N` killed outright

@@ -45,7 +45,7 @@ from vla_client.server.worker.shm import (
     write_arrays,
 )
 from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess
-from vla_client.server.worker.threads import worker_threads
+from vla_client.server.worker.threads import WorkerThreads, worker_threads
 from vla_client.validation import check_at_least
 
 log = logging.getLogger("vla_client.server.worker")
@@ -112,6 +112,11 @@ class WorkerRunner:
         return self._started and self._worker.decodes_jpeg
 
     @property
+    def threads(self) -> WorkerThreads | None:
+        """The OpenMP settings of the worker this runner starts (None when it links to one)."""
+        return self._worker.threads if isinstance(self._worker, WorkerProcess) else None
+
+    @property
     def slots_in_use(self) -> int:
         """Shared-memory slots held by requests now: 0 whenever the server is idle."""
         return self._pool.in_use
@@ -129,8 +134,6 @@ class WorkerRunner:
         if self._started:
             return
         await self._worker.start()
-        if isinstance(self._worker, WorkerProcess):
-            log.info("inference worker %s: %s", self._worker.pid, self._worker.threads.describe())
         self._started = True
         self._batcher.resume()
 
