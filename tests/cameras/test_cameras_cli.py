@@ -68,3 +68,42 @@ def test_frame_grid_keeps_aspect() -> None:
     images = {"a": np.zeros((90, 160, 3), np.uint8), "b": np.zeros((100, 100, 3), np.uint8)}
     grid = command.frame_grid(images, tile_height=50)
     assert grid.shape == (50, 2 * 89, 3)
+
+
+def fake_wheels(folder: Path, *wheels: tuple[str, str]) -> Path:
+    """Installed-distribution metadata (``NAME-VERSION.dist-info``) in `folder`, as pip leaves
+    it, for `importlib.metadata` to find."""
+    for name, version in wheels:
+        info = folder / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return folder
+
+
+def test_two_opencv_wheels_fail_the_check_naming_both(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = fake_wheels(
+        tmp_path, ("opencv-python", "5.0.0.93"), ("opencv-python-headless", "4.12.0.88")
+    )
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(command, "list_devices", list)
+    assert run() == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "OpenCV wheels are installed (opencv-python-headless 4.12.0.88, " in err
+    assert "opencv-python 5.0.0.93" in err
+    assert "pip uninstall -y opencv-python-headless opencv-python" in err
+
+
+def test_one_opencv_wheel_or_a_system_opencv_passes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from vla_client.cameras.opencv_install import installed_opencv, opencv_clash
+
+    monkeypatch.setattr("sys.path", [str(fake_wheels(tmp_path / "one", ("opencv-python", "4.9")))])
+    assert installed_opencv() == {"opencv-python": "4.9"}
+    assert opencv_clash() is None
+    monkeypatch.setattr("sys.path", [str(tmp_path / "none")])  # ROS's or JetPack's cv2: no wheel
+    assert installed_opencv() == {}
+    assert opencv_clash() is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import vla_client
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient
 from vla_client.observation import Observation
@@ -131,3 +133,26 @@ def test_torch_policy_on_cuda_matches_cpu() -> None:
         cuda.infer_batch(observations(4)), cpu.infer_batch(observations(4)), strict=True
     ):
         np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def test_the_torch_policy_reads_shared_memory_without_a_warning() -> None:
+    pytest.importorskip("torch")
+    # torch warns once per process, so a fresh one: the worker's frames are read-only views.
+    code = (
+        "import numpy as np\n"
+        "from vla_client.server import PolicyInput\n"
+        "from vla_client.server.policies.torch_cnn import TorchCNNPolicy\n"
+        "frame = np.zeros((48, 64, 3), np.uint8)\n"
+        "frame.flags.writeable = False\n"
+        "policy = TorchCNNPolicy(device='cpu')\n"
+        "policy.load()\n"
+        "print(policy.infer(PolicyInput(images={'a': frame})).shape)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(vla_client.__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "(16, 7)\n"
+    assert "not writable" not in done.stderr

@@ -61,6 +61,9 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         (("--api-servers", "0"), r"--api-servers must be in 1\.\.64"),
         (("--api-servers", "65"), r"--api-servers must be in 1\.\.64"),
         (("--api-servers", "2", "--in-process"), "drop --in-process"),
+        (("--torch-threads", "0"), r"--torch-threads must be an integer in 1\.\.\d+ \(the cores"),
+        (("--torch-threads", "4097"), r"--torch-threads must be an integer in 1\.\.\d+ \(the "),
+        (("--torch-threads", "2", "--in-process"), "drop --in-process"),
         (("--cameras", "a,b,a"), "--cameras names a camera twice"),
         (("--policy", "torch", "--weights", "/nonexistent.pt"), "--weights /nonexistent.pt: no "),
         (("--policy", "torch", "--weights", "/"), "--weights /: not a file"),
@@ -77,6 +80,14 @@ def test_a_bad_option_is_one_line_naming_it(
     capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
 ) -> None:
     assert re.search(message, refused(capsys, *args))
+
+
+def test_an_unknown_omp_wait_policy_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMP_WAIT_POLICY", "spin")
+    line = refused(capsys, "--port", str(load_test.free_port()))
+    assert "OMP_WAIT_POLICY must be ACTIVE or PASSIVE (or unset for PASSIVE); got 'spin'" in line
 
 
 def test_replay_takes_its_shape_from_the_file(

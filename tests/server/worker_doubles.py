@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vla_client.server import PolicyInput, ReferencePolicy
+from vla_client.server.policy import Policy, PolicySpec
 
 
 class FaultyPolicy(ReferencePolicy):
@@ -29,3 +30,20 @@ class FaultyPolicy(ReferencePolicy):
         for chunk in chunks:
             chunk[0, 0] = len(observations)
         return chunks
+
+
+class ThreadReport(Policy):
+    """Answers one row, ``[torch.get_num_threads(), os.getpid()]``, as the worker's torch sees
+    it: what the thread tests read back from the worker process itself."""
+
+    @property
+    def spec(self) -> PolicySpec:
+        return PolicySpec(family="thread-report", action_horizon=1, action_dim=2)
+
+    def load(self) -> None:
+        import torch  # noqa: F401  (loads OpenMP in the worker, as a torch policy does)
+
+    def infer(self, observation: PolicyInput) -> np.ndarray:
+        import torch
+
+        return np.array([[torch.get_num_threads(), os.getpid()]], np.float32)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import cv2
 
 from vla_client.cameras import CameraDevice, CameraError, CameraRig, list_devices, parse_camera_args
+from vla_client.cameras.opencv_install import opencv_clash
 from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
@@ -51,7 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    """List devices, or capture once from the configured cameras; 0 on success, 1 on failure."""
+    """List devices, or capture once from the configured cameras; 0 on success, 1 on failure
+    (also when more than one OpenCV wheel is installed: which cv2 is loaded is then chance)."""
+    clash = opencv_clash()
+    if clash is not None:
+        return fail(clash)
     try:
         specs = parse_camera_args(args.camera)
         if args.grid:

@@ -68,6 +68,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="requests queued or running before 503s, 1..4096 (default: %(default)s)",
     )
     add(
+        "--torch-threads",
+        type=int,
+        help="OpenMP/torch threads of the inference worker, 1 to the usable cores (default: "
+        "$OMP_NUM_THREADS, else the usable cores less one per --api-servers process); its idle "
+        "threads sleep (OMP_WAIT_POLICY=PASSIVE) unless OMP_WAIT_POLICY is set",
+    )
+    add(
         "--in-process",
         action="store_true",
         help="run the policy in a thread, no worker process (default: a worker process)",
@@ -161,6 +168,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     """The server's settings from the options, each checked with its option's name."""
     from vla_client.server import ServerConfig
     from vla_client.server.config import WorkerSettings, check_api_key_setting
+    from vla_client.server.worker.threads import check_torch_threads, check_wait_policy
 
     in_range("--port", args.port, 1, 65535)
     in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
@@ -169,6 +177,11 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     in_range("--max-batch", args.max_batch, 1, 256)
     in_range("--queue-size", args.queue_size, 1, 4096)
     in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
+    if args.torch_threads is not None and args.in_process:
+        raise ValueError("--torch-threads sets the worker process's threads; drop --in-process")
+    check_torch_threads("--torch-threads", args.torch_threads)
+    if not args.in_process:
+        check_wait_policy(os.environ)
     if not (math.isfinite(args.max_body_mb) and args.max_body_mb > 0):
         raise ValueError(f"--max-body-mb must be a number > 0, got {args.max_body_mb:g}")
     if args.openpi_layout not in LAYOUTS:
@@ -188,7 +201,10 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         max_body_bytes=math.ceil(args.max_body_mb * 1024 * 1024),
         api_key=key,
         worker=WorkerSettings(
-            max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms, queue_size=args.queue_size
+            max_batch=args.max_batch,
+            batch_wait_ms=args.batch_wait_ms,
+            queue_size=args.queue_size,
+            torch_threads=args.torch_threads,
         ),
         in_process=args.in_process,
         openpi_layout=args.openpi_layout,
@@ -272,6 +288,7 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
     from vla_client.server.api_servers import remove_stale_folders
     from vla_client.server.config import uvicorn_options
     from vla_client.server.local import listener_url
+    from vla_client.server.worker import WorkerRunner
 
     app = create_app(policy, config)
     startup = app.state.pipeline.startup
@@ -308,6 +325,9 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
                 self.should_exit = True
                 return
             uvicorn_log.setLevel(logging.INFO)
+            runner = startup.runner
+            if isinstance(runner, WorkerRunner) and runner.threads is not None:
+                uvicorn_log.info("Inference worker: %s", runner.threads.describe())
             uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
 
     remove_stale_folders()  # of an earlier `serve --api-servers N` killed outright

@@ -87,11 +87,13 @@ def serve(
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
             listener.bind(address)
             listener.listen(count * 2)
-            with kept_worker(policy, config.worker, listener):
+            with kept_worker(policy, config.worker, listener, entrypoints=count) as runner:
                 app = functools.partial(entrypoint_app, policy, config, address, os.getpid())
                 settings = uvicorn.Config(
                     app, factory=True, workers=count, **uvicorn_options(config), **uvicorn_run
                 )
+                if runner.threads is not None:  # after uvicorn.Config, which sets up its log
+                    log.info("Inference worker: %s", runner.threads.describe())
                 log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(listening))
                 _Entrypoints(settings, sockets=[listening]).run()
 
@@ -176,17 +178,18 @@ def _pid_alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def kept_worker(
-    policy: Policy, settings: WorkerSettings, listener: socket.socket
-) -> Iterator[None]:
-    """The shared worker, kept alive by a `WorkerRunner` on an event loop in its own thread."""
-    runner = WorkerRunner(policy, settings, listener=listener)
+    policy: Policy, settings: WorkerSettings, listener: socket.socket, *, entrypoints: int = 1
+) -> Iterator[WorkerRunner]:
+    """The shared worker, kept alive by a `WorkerRunner` (yielded) on an event loop in its own
+    thread; `entrypoints` is how many entrypoint processes it serves."""
+    runner = WorkerRunner(policy, settings, listener=listener, entrypoints=entrypoints)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
         asyncio.run_coroutine_threadsafe(runner.start(), loop).result()
         try:
-            yield
+            yield runner
         finally:
             asyncio.run_coroutine_threadsafe(runner.close(), loop).result()
     finally:

@@ -19,6 +19,7 @@ from typing import Any
 
 from vla_client.protocol import DecodeLimits, openpi_layout
 from vla_client.server.connections import HeaderDeadlineProtocol
+from vla_client.server.worker.threads import check_torch_threads
 from vla_client.validation import check_at_least, check_positive
 
 DEFAULT_HOST = "127.0.0.1"
@@ -28,12 +29,19 @@ _MIN_FILE_BYTES = 4096  # the least a recording file may be given (RequestRecord
 
 @dataclass(frozen=True)
 class WorkerSettings:
-    """How requests are batched for the inference worker, and how many may wait."""
+    """How requests are batched for the inference worker, and how many may wait.
+
+    `torch_threads` is the worker's OpenMP (torch intra-op) thread count; None takes the
+    user's ``OMP_NUM_THREADS``, else the usable cores less one per entrypoint process
+    (`vla_client.server.worker.threads`). The worker's OpenMP threads sleep when idle
+    (``OMP_WAIT_POLICY=PASSIVE``) unless ``OMP_WAIT_POLICY`` is set.
+    """
 
     max_batch: int = 8
     batch_wait_ms: float = 0.0
     queue_size: int = 32
     inference_timeout_s: float = 60.0
+    torch_threads: int | None = None
 
     def __post_init__(self) -> None:
         check_at_least("max_batch", self.max_batch, 1, integer=True)
@@ -45,6 +53,7 @@ class WorkerSettings:
         if not 1 <= self.queue_size <= 4096:
             raise ValueError(f"queue_size must be in 1..4096, got {self.queue_size}")
         check_positive("inference_timeout_s", self.inference_timeout_s)
+        check_torch_threads("torch_threads", self.torch_threads)
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,10 @@ class ServerConfig:
             raise ValueError(f"worker must be a WorkerSettings; got {self.worker!r}")
         if not isinstance(self.in_process, bool):
             raise ValueError(f"in_process must be True or False; got {self.in_process!r}")
+        if self.in_process and self.worker.torch_threads is not None:
+            raise ValueError(
+                "worker.torch_threads sets the worker process's threads; in_process has none"
+            )
         check_api_key_setting(self.api_key)
         openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
         if self.record is not None and not isinstance(self.record, RecordSettings):

@@ -21,6 +21,7 @@ the entrypoint decoded them (inside ``preprocess_ms``).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,12 @@ class TorchCNNPolicy(Policy):
         import torch
 
         if self._device.type != "cuda":
-            return torch.from_numpy(np.ascontiguousarray(frame))
+            # In the worker the frame is a read-only view of shared memory. The tensor is only
+            # read (the caller's `.float()` copies it), so torch's warning that writing to it
+            # would be undefined, printed once into every CPU server's log, does not apply.
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                return torch.from_numpy(np.ascontiguousarray(frame))
         key = (frame.shape, self._staged)
         self._staged += 1
         staging = self._pinned.get(key)

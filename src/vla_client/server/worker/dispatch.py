@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import socket
 import time
 from typing import Any
@@ -44,6 +45,8 @@ from vla_client.server.worker.shm import (
     write_arrays,
 )
 from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess
+from vla_client.server.worker.threads import WorkerThreads, worker_threads
+from vla_client.validation import check_at_least
 
 log = logging.getLogger("vla_client.server.worker")
 
@@ -59,6 +62,8 @@ class WorkerRunner:
     By default the runner starts a worker of its own. With `listener` (a listening Unix socket)
     that worker also serves the entrypoints that connect there; with `address` the runner starts
     no worker but connects to the one listening at `address`, and reconnects when it restarts.
+    `entrypoints` is how many entrypoint processes share the worker it starts: the default
+    torch thread count leaves them a core each (`vla_client.server.worker.threads`).
     """
 
     def __init__(
@@ -68,9 +73,11 @@ class WorkerRunner:
         *,
         listener: socket.socket | None = None,
         address: str | None = None,
+        entrypoints: int = 1,
     ) -> None:
         if listener is not None and address is not None:
             raise ValueError("a runner either starts the worker (listener) or links to one")
+        check_at_least("entrypoints", entrypoints, 1, integer=True)
         self.settings = settings or WorkerSettings()
         self._worker: WorkerProcess | WorkerLink
         if address is not None:
@@ -82,6 +89,7 @@ class WorkerRunner:
                 listener=listener,
                 on_message=self._on_message,
                 on_exit=self._on_exit,
+                threads=worker_threads(self.settings.torch_threads, entrypoints, os.environ),
             )
         self._pool = SlotPool(self.settings.queue_size)
         self._batcher: Batcher[Job] = Batcher(
@@ -102,6 +110,11 @@ class WorkerRunner:
     def decodes_jpeg(self) -> bool:
         """Whether the worker's policy takes JPEG frames encoded (`Policy.decodes_jpeg`)."""
         return self._started and self._worker.decodes_jpeg
+
+    @property
+    def threads(self) -> WorkerThreads | None:
+        """The OpenMP settings of the worker this runner starts (None when it links to one)."""
+        return self._worker.threads if isinstance(self._worker, WorkerProcess) else None
 
     @property
     def slots_in_use(self) -> int:

@@ -42,6 +42,7 @@ from vla_client.server.worker.messages import (
     decode_reply,
     encode,
 )
+from vla_client.server.worker.threads import WorkerThreads, worker_threads
 
 
 class WorkerChannel:
@@ -97,7 +98,9 @@ class WorkerProcess(WorkerChannel):
     """One worker process, started and stopped here.
 
     With a `listener` (a listening Unix socket) the worker is shared: other entrypoint
-    processes reach it there through `WorkerLink`.
+    processes reach it there through `WorkerLink`. `threads` are its OpenMP settings
+    (`worker_threads`; by default those of a worker behind one entrypoint), put in its
+    environment: ``OMP_NUM_THREADS`` and ``OMP_WAIT_POLICY`` are read once, when OpenMP loads.
     """
 
     def __init__(
@@ -109,8 +112,10 @@ class WorkerProcess(WorkerChannel):
         on_exit: Callable[[int | None], None],
         listener: socket.socket | None = None,
         start_timeout_s: float = 120.0,
+        threads: WorkerThreads | None = None,
     ) -> None:
         super().__init__(on_message=on_message, on_exit=on_exit)
+        self.threads = threads or worker_threads(None, 1, os.environ)
         self._policy = policy
         self._max_batch = max_batch
         self._listener = listener
@@ -130,7 +135,9 @@ class WorkerProcess(WorkerChannel):
         if self._listener is not None:
             fds.append(self._listener.fileno())
         process = subprocess.Popen(
-            [sys.executable, "-m", "vla_client.server.worker", *map(str, fds)], pass_fds=fds
+            [sys.executable, "-m", "vla_client.server.worker", *map(str, fds)],
+            pass_fds=fds,
+            env=self.threads.environment(os.environ),
         )
         child_socket.close()
         parent_conn = Connection(parent_socket.detach())
