@@ -10,7 +10,8 @@ it is, as a Gymnasium environment has no time of its own. Success is the ``is_su
 environment reports in its info.
 
 It proves that the loop runs any environment end to end; success with a learned policy is
-its owner's business. Needs ``gymnasium`` (``pip install 'vla-client[sim]'``).
+its owner's business. Needs ``gymnasium`` (``pip install 'vla-client[sim]'``) and the
+environment's package (``pip install --no-deps gym-pusht``: it pins the GUI OpenCV wheel).
 """
 
 from __future__ import annotations
