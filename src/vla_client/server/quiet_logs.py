@@ -35,7 +35,9 @@ _CREDENTIALS = (
     # A credential after its scheme, wherever it appears (a header line, a repr of headers).
     (re.compile(r"\b(bearer|api-key|basic)(\s+)[^\s\"',;)]+", re.I), rf"\1\2{REDACTED}"),
     # An Authorization header's value without a scheme, as text or as a repr of header pairs.
-    (re.compile(r"(authorization\b(?>['\"]?\s*[:=,]\s*(?:(?-i:b)?['\"])?))"
+    # ((?=(X))\2 matches X atomically, as (?>X) does from Python 3.11 on: the separator
+    # cannot give back characters so that the lookahead after it sees no scheme.)
+    (re.compile(r"(authorization\b(?=(['\"]?\s*[:=,]\s*(?:(?-i:b)?['\"])?))\2)"
                 r"(?!(?:bearer|api-key|basic)\b|\[redacted\])[^\s\"',;)]+", re.I),
      rf"\1{REDACTED}"),
 )  # fmt: skip
