@@ -11,10 +11,12 @@ them.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
@@ -240,6 +242,70 @@ class RequestBook:
         )
         self._fitted: tuple[Mapping[str, Any], FramePreprocessor] | None = None
 
+    def run(
+        self,
+        observation: Observation,
+        parameters: Mapping[str, Any],
+        runtime: Mapping[str, Any] | None,
+        request_id: str | None,
+        *,
+        contract: Callable[[float | None], Mapping[str, Any] | None],
+        send: Callable[[PreparedRequest], Received],
+        receive: Callable[[PreparedRequest], Received] | None,
+    ) -> ActionResult:
+        """One inference, start to end, around the three things only the client's transport
+        can do: `contract` reads the metadata to fit to (given the deadline), `send` exchanges
+        the prepared request (retries included) and `receive` reads the connection's next
+        reply (None: the transport has no stream to read on, as over HTTP).
+
+        A websocket reply to another request is counted and skipped, and the next one read,
+        until the one for this request comes or the deadline or the read timeout ends the wait.
+        """
+        deadline_at = self.deadline_at()
+        fitter = self.fitter(contract(deadline_at))
+        prepared = self.prepare(
+            observation, parameters, runtime, request_id, fitter=fitter, deadline_at=deadline_at
+        )
+        start = time.perf_counter()
+        received = send(prepared)
+        while (result := self._result(prepared, received, start, receive)) is None:
+            assert receive is not None  # `_result` skips only what can be read past
+            received = receive(prepared)
+        return result
+
+    async def arun(
+        self,
+        observation: Observation,
+        parameters: Mapping[str, Any],
+        runtime: Mapping[str, Any] | None,
+        request_id: str | None,
+        *,
+        contract: Callable[[float | None], Awaitable[Mapping[str, Any] | None]],
+        send: Callable[[PreparedRequest], Awaitable[Received]],
+        receive: Callable[[PreparedRequest], Awaitable[Received]] | None,
+    ) -> ActionResult:
+        """`run` for asyncio: the same steps, awaiting the transport's, and fitting and
+        encoding in a worker thread, off the event loop."""
+        deadline_at = self.deadline_at()
+        fitter = self.fitter(await contract(deadline_at))
+        prepared = await asyncio.to_thread(
+            partial(self.prepare, fitter=fitter, deadline_at=deadline_at),
+            observation, parameters, runtime, request_id,
+        )  # fmt: skip
+        start = time.perf_counter()
+        received = await send(prepared)
+        while (result := self._result(prepared, received, start, receive)) is None:
+            assert receive is not None  # `_result` skips only what can be read past
+            received = await receive(prepared)
+        return result
+
+    def _result(
+        self, prepared: PreparedRequest, received: Received, start: float, receive: object
+    ) -> ActionResult | None:
+        """`result_for` with the round trip since `start`; skipping only with a `receive`."""
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        return self.result_for(prepared, received, round_trip_ms, can_skip=receive is not None)
+
     def deadline_at(self) -> float | None:
         """`time.monotonic()` after which a request starting now gets no reply."""
         deadline_s = self.options.deadline_s
@@ -390,16 +456,23 @@ class RequestBook:
         document = read_reply(reply, request_id=prepared.request_id)
         return Received(reply, document, (time.perf_counter() - start) * 1000)
 
-    def finish(
-        self, prepared: PreparedRequest, received: Received, round_trip_ms: float
-    ) -> ActionResult:
-        """The `ActionResult` for the reply to `prepared`.
+    def result_for(
+        self,
+        prepared: PreparedRequest,
+        received: Received,
+        round_trip_ms: float,
+        *,
+        can_skip: bool = False,
+    ) -> ActionResult | None:
+        """The `ActionResult` for the reply to `prepared`, or None for a reply to another
+        request that the connection can read past (`can_skip`: a websocket, whose replies
+        arrive in order, so the one for `prepared` may still come).
 
         A reply must carry the request's id, except on openpi's endpoint, whose protocol has
-        none (a reply there with an id must carry this one). Raises `MismatchedReplyError` for
-        a reply to another request and
-        `DeadlineExceededError` for one that came too late (both counted), `ProtocolError` for
-        a reply without a usable chunk.
+        none (a reply there with an id must carry this one). A reply to another request is
+        counted in ``mismatched_replies`` and, where it cannot be skipped, raised as
+        `MismatchedReplyError`; one that came too late is counted and raised as
+        `DeadlineExceededError`; one without a usable chunk is a `ProtocolError`.
         """
         start = time.perf_counter()
         document = received.document
@@ -413,6 +486,8 @@ class RequestBook:
                 )
             if request_id != prepared.request_id:
                 self.stats.mismatched_replies += 1
+                if can_skip:
+                    return None
                 raise MismatchedReplyError(
                     f"reply is for request {request_id!r}, not the one sent "
                     f"({prepared.request_id!r})",
