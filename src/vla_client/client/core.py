@@ -67,18 +67,24 @@ TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
 class ClientOptions:
     """How a client fits and encodes an observation, and when it gives up.
 
+    Pass one as ``ActionClient(url, options=ClientOptions(...))`` (to keep a robot's settings
+    in one value), or give the same names as keywords; `ActionClient.options` is what the
+    client then uses, resolved for its transport (`for_transport`).
+
     Fitting (see `FramePreprocessor`): `camera_map` renames the robot's cameras to the
     server's, frames are resized to the server's image size with `resize` (or to `image_size`
     when given), and with `check_contract` the observation is checked against the server's
-    metadata before anything is encoded. Encoding: image `encoding`, `wire`, `jpeg_quality`,
-    and for openpi's endpoint the request `layout`. Giving up: observations older than
-    `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
+    metadata before anything is encoded. Encoding: image `encoding` (None: ``raw`` on openpi's
+    endpoint, else ``png``), `wire` (None: ``msgpack`` on a websocket, else ``json``),
+    `jpeg_quality`, and for openpi's endpoint the request `layout` (a name such as ``droid``,
+    an `OpenpiLayout` or a function; None there: ``flat``). Giving up: observations older
+    than `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
     """
 
-    encoding: Encoding = "png"
-    wire: Wire = "json"
+    encoding: Encoding | None = None
+    wire: Wire | None = None
     jpeg_quality: int = 90
-    layout: OpenpiLayout | LayoutFunction | None = None
+    layout: str | OpenpiLayout | LayoutFunction | None = None
     max_observation_age_s: float | None = None
     deadline_s: float | None = None
     camera_map: Mapping[str, str] = field(default_factory=dict)
@@ -97,21 +103,52 @@ class ClientOptions:
             raise ValueError(f"image_size {self.image_size} is under {MIN_SIDE} pixels a side")
         if not isinstance(self.check_contract, bool):
             raise ValueError(f"check_contract must be True or False, got {self.check_contract!r}")
-        check_choice("encoding", self.encoding, ENCODINGS)
-        check_choice("wire", self.wire, WIRES)
+        if self.encoding is not None:
+            check_choice("encoding", self.encoding, ENCODINGS)
+        if self.wire is not None:
+            check_choice("wire", self.wire, WIRES)
         if isinstance(self.jpeg_quality, bool) or not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality!r}")
-        if self.layout is not None:
-            if self.wire != "msgpack":
+        layout = self.layout
+        if isinstance(layout, str):
+            openpi_layout(layout)  # a name it knows, or `ValueError` naming them
+        elif not (layout is None or isinstance(layout, OpenpiLayout) or callable(layout)):
+            raise TypeError(
+                f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
+            )
+        if layout is not None:
+            if self.wire not in (None, "msgpack"):
                 raise ValueError("openpi requests travel as msgpack only")
-            layout = self.layout
-            if isinstance(layout, OpenpiLayout) and layout is not FLAT and self.encoding != "raw":
+            if isinstance(layout, str):
+                layout = openpi_layout(layout)
+            raw_only = isinstance(layout, OpenpiLayout) and layout is not FLAT
+            if raw_only and self.encoding not in (None, "raw"):
                 raise ValueError(
-                    f"openpi layout {layout.name!r} sends raw arrays, as openpi's policies "
-                    f"read them; encoding must be 'raw', got {self.encoding!r}"
+                    f"openpi layout {getattr(layout, 'name', '')!r} sends raw arrays, as openpi's "
+                    f"policies read them; encoding must be 'raw', got {self.encoding!r}"
                 )
         for name in ("max_observation_age_s", "deadline_s"):
             check_positive(name, getattr(self, name), allow_none=True)
+
+    def for_transport(self, *, websocket: bool, openpi: bool) -> ClientOptions:
+        """These options with the transport's defaults filled in: websockets carry msgpack,
+        openpi's endpoint raw arrays in the flat layout (a layout name becomes its
+        `OpenpiLayout`). Raises `ValueError` for what the transport cannot carry."""
+        if websocket and self.wire == "json":
+            raise ValueError(
+                "websocket frames are msgpack; leave wire unset or pass wire='msgpack'"
+            )
+        if self.layout is not None and not openpi:
+            raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
+        layout = self.layout
+        if openpi and (layout is None or isinstance(layout, str)):
+            layout = openpi_layout(layout or "flat")
+        return replace(
+            self,
+            encoding=self.encoding or ("raw" if openpi else "png"),
+            wire=self.wire or ("msgpack" if websocket else "json"),
+            layout=layout,
+        )
 
 
 @dataclass
@@ -146,39 +183,6 @@ def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> 
             raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
         return transport  # type: ignore[return-value]
     return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
-
-
-def resolve_options(
-    *,
-    websocket: bool,
-    openpi: bool,
-    layout: str | OpenpiLayout | LayoutFunction | None,
-    encoding: Encoding | None,
-    wire: Wire | None,
-    **options: Any,
-) -> ClientOptions:
-    """Defaults per transport: websockets carry msgpack, openpi's endpoint raw ndarrays in the
-    flat layout. The other `options` are `ClientOptions` fields, passed on."""
-    if websocket and wire == "json":
-        raise ValueError("websocket frames are msgpack; leave wire unset or pass wire='msgpack'")
-    if layout is not None and not openpi:
-        raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
-    chosen: OpenpiLayout | LayoutFunction | None = None
-    if openpi:
-        if layout is None or isinstance(layout, str | OpenpiLayout):
-            chosen = openpi_layout(layout or "flat")
-        elif callable(layout):
-            chosen = layout
-        else:
-            raise TypeError(
-                f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
-            )
-    return ClientOptions(
-        encoding=encoding or ("raw" if openpi else "png"),
-        wire=wire or ("msgpack" if websocket else "json"),
-        layout=chosen,
-        **options,
-    )
 
 
 @dataclass(frozen=True)
@@ -228,10 +232,16 @@ class RequestBook:
     exchange; a timeout at the deadline is a `DeadlineExceededError`.
     """
 
-    def __init__(self, options: ClientOptions) -> None:
-        self.options = options
+    def __init__(
+        self, options: ClientOptions, *, websocket: bool = False, openpi: bool = False
+    ) -> None:
+        self.options = options = options.for_transport(websocket=websocket, openpi=openpi)
         self.stats = ClientStats()
         layout = options.layout
+        assert options.encoding and options.wire and not isinstance(layout, str)  # resolved
+        self._encode_as: tuple[Encoding, Wire, OpenpiLayout | LayoutFunction | None] = (
+            options.encoding, options.wire, layout,
+        )  # fmt: skip
         self._layout_size = layout.image_size if isinstance(layout, OpenpiLayout) else None
         """The size openpi's example client for the layout resizes to: used by an explicit
         ``resize`` when neither `image_size` nor the server gives one."""
@@ -370,6 +380,7 @@ class RequestBook:
         if not isinstance(observation, Observation):
             raise TypeError(f"infer() takes an Observation, got {type(observation).__name__}")
         options = self.options
+        encoding, wire, layout = self._encode_as
         try:
             check_age(observation, options.max_observation_age_s)
         except StaleObservationError:
@@ -381,21 +392,21 @@ class RequestBook:
         request_id = request_id or new_request_id()
         body, content_type = encode_request(
             observation,
-            encoding=options.encoding,
-            wire=options.wire,
+            encoding=encoding,
+            wire=wire,
             # openpi's requests have no place for an id: they carry the layout's keys only, and
             # its replies are matched by their order on the connection
-            request_id=None if options.layout is not None else request_id,
+            request_id=None if layout is not None else request_id,
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=options.jpeg_quality,
-            openpi=options.layout,
+            openpi=layout,
         )
         self.stats.sent += 1
         return PreparedRequest(
             body=body,
             content_type=content_type,
-            accept=content_type if options.wire == "msgpack" else "application/json",
+            accept=content_type if wire == "msgpack" else "application/json",
             request_id=request_id,
             fit_ms=(start - fit_start) * 1000,
             encode_ms=(time.perf_counter() - start) * 1000,
