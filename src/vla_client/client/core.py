@@ -3,6 +3,8 @@
 `ActionClient` and `AsyncActionClient` differ only in how they wait for their transport; the
 encoding (`vla_client.protocol.encode_request`), the reading of every reply
 (`vla_client.protocol.read_reply`), the deadline and age checks and the counters live here once.
+A client's `infer` is one call, `RequestBook.run` (`arun` for asyncio), handed the three things
+only its transport can do: read the server's metadata, exchange a request, read the next reply.
 
 Time words: every duration is in seconds and says so (``timeout_s``, ``deadline_s``,
 ``max_observation_age_s``); capture times are `time.monotonic()` seconds, as the cameras stamp
