@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from vla_client import ActionClient, AsyncActionClient
+from vla_client import ActionClient, AsyncActionClient, ClientOptions
+from vla_client.protocol import openpi_layout
 from vla_client.transports import HTTPTransport, WebSocketTransport
 
 URL = "http://127.0.0.1:1"
@@ -83,3 +84,40 @@ def test_max_size_is_the_deprecated_name_of_max_reply_bytes() -> None:
 def test_max_reply_bytes_is_not_dropped_for_a_transport_passed_in() -> None:
     with pytest.raises(ValueError, match="set it on the transport passed in"):
         ActionClient(URL, transport=HTTPTransport(URL), max_reply_bytes=4096)
+
+
+@pytest.mark.parametrize("client", [ActionClient, AsyncActionClient])
+def test_options_in_one_value_are_the_keywords_in_one_place(client: type) -> None:
+    """``options=ClientOptions(...)`` and the same keywords give the same client options, the
+    transport's defaults (websockets carry msgpack, openpi raw arrays) filled in alike."""
+    ws = "ws://127.0.0.1:1"
+    chosen = {"encoding": "jpeg", "jpeg_quality": 70, "deadline_s": 0.5, "resize": "none"}
+    assert client(URL, options=ClientOptions(**chosen)).options == client(URL, **chosen).options
+    by_value = client(ws, endpoint="openpi", options=ClientOptions(layout="droid"))
+    by_keyword = client(ws, endpoint="openpi", layout="droid")
+    assert by_value.options == by_keyword.options
+    assert (by_value.options.wire, by_value.options.encoding) == ("msgpack", "raw")
+    assert by_value.options.layout is openpi_layout("droid")
+    assert client(ws, options=ClientOptions(layout="libero")).transport.endpoint == "openpi"
+
+
+def test_options_given_both_ways_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="deadline_s, resize given as keywords beside options="):
+        ActionClient(URL, options=ClientOptions(), deadline_s=1.0, resize="pad")
+    with pytest.raises(TypeError, match="options must be a ClientOptions, got dict"):
+        ActionClient(URL, options={"encoding": "png"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"encoding": "webp"}, "encoding must be one of"),
+        ({"layout": "bridge"}, "openpi layout must be one of"),
+        ({"layout": 3}, "layout must be a layout name, an OpenpiLayout or a function"),
+        ({"layout": "droid", "encoding": "png"}, "encoding must be 'raw'"),
+        ({"layout": "flat", "wire": "json"}, "openpi requests travel as msgpack only"),
+    ],
+)
+def test_client_options_check_each_value_when_made(options: dict[str, Any], said: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=said):
+        ClientOptions(**options)

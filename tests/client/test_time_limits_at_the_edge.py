@@ -79,11 +79,11 @@ def test_a_reply_exactly_at_the_deadline_is_used(
     assert deadline_at == NOW + 0.25
     clock.now = arrival
     if used:
-        result = book.finish(prepared(deadline_at), received(), 1.0)
+        result = book.result_for(prepared(deadline_at), received(), 1.0)
         assert result.actions.tolist() == [[0.5, -0.5]]
     else:
         with pytest.raises(DeadlineExceededError, match="after its deadline"):
-            book.finish(prepared(deadline_at), received(), 1.0)
+            book.result_for(prepared(deadline_at), received(), 1.0)
     assert book.stats.late_replies == int(not used)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastapi import FastAPI
 from scripted_server import ScriptedServer, step_actions
 
 from oracles import oracle_actions
@@ -16,12 +17,13 @@ from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.errors import (
     ConnectError,
     DeadlineExceededError,
+    MismatchedReplyError,
     ProtocolError,
     ServerError,
     StaleObservationError,
 )
 from vla_client.observation import Observation
-from vla_client.protocol import FLAT
+from vla_client.protocol import FLAT, GENERATIONS_PATH
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policy import PolicyInput
 from vla_client.transports import Backoff, WebSocketTransport
@@ -138,6 +140,47 @@ def test_reply_with_another_id_is_skipped(scripted: Any, small_observation: Obse
         assert client.stats.mismatched_replies == 1
     assert result.request_id == "mine"
     np.testing.assert_array_equal(result.actions, step_actions(0))
+
+
+def test_the_async_client_skips_every_reply_to_another_request_and_counts_each(
+    scripted: Any, small_observation: Observation
+) -> None:
+    def script(index: int, request: dict[str, Any]) -> tuple[float, list[Any]]:
+        stale = [{"request_id": f"someone-else-{n}", "actions": step_actions(99)} for n in (1, 2)]
+        return 0.0, [*stale, {"request_id": request["request_id"], "actions": step_actions(index)}]
+
+    server: ScriptedServer = scripted(script)
+
+    async def infer() -> tuple[Any, int]:
+        async with AsyncActionClient(server.url) as client:
+            result = await client.infer(small_observation, request_id="mine")
+            return result, client.stats.mismatched_replies
+
+    result, mismatched = asyncio.run(infer())
+    assert (result.request_id, mismatched) == ("mine", 2)
+    np.testing.assert_array_equal(result.actions, step_actions(0))
+
+
+def test_over_http_a_reply_to_another_request_is_raised_not_skipped(
+    small_observation: Observation,
+) -> None:
+    """HTTP has no stream to read on past it: the reply is counted and raised, sent once."""
+    app, posts = FastAPI(), []
+
+    @app.post(GENERATIONS_PATH)
+    async def another_id() -> dict[str, Any]:
+        posts.append(1)
+        return {"request_id": "someone-else", "actions": [[0.0]]}
+
+    with (
+        LocalServer(app) as server,
+        ActionClient(server.url, check_contract=False) as client,
+        pytest.raises(MismatchedReplyError, match="someone-else"),
+    ):
+        try:
+            client.infer(small_observation, request_id="mine")
+        finally:
+            assert (client.stats.mismatched_replies, len(posts)) == (1, 1)
 
 
 def test_a_reply_without_an_id_is_a_protocol_error_not_stamped_with_the_sent_one(

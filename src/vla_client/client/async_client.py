@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping
-from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vla_client.client.base import ClientBase
 from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
-from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
+from vla_client.errors import ConnectError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import AsyncReplyStream, AsyncTransport
@@ -52,32 +50,15 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
         **parameters: Any,
     ) -> ActionResult:
         """One inference, as `ActionClient.infer`."""
-        book = self._book
-        deadline_at = book.deadline_at()
-        fitter = book.fitter(await self._server_contract(deadline_at))
-        prepared = await asyncio.to_thread(
-            partial(book.prepare, fitter=fitter, deadline_at=deadline_at),
+        return await self._book.arun(
             observation,
             parameters,
             runtime_block(runtime, return_digest),
             request_id,
+            contract=self._server_contract,
+            send=self._send,
+            receive=self._receive if self._stream is not None else None,
         )
-        start = time.perf_counter()
-        received = await aretrying(
-            lambda: self._attempt(prepared),
-            self.retry,
-            budget_s=book.budget(prepared),
-            on_retry=book.retried,
-        )
-        while True:
-            try:
-                return book.finish(prepared, received, (time.perf_counter() - start) * 1000)
-            except MismatchedReplyError:
-                if self._stream is None:
-                    raise
-                with book.waiting(prepared) as timeout_s:
-                    reply = await self._stream.receive(timeout_s=timeout_s)
-                received = await self._read(prepared, reply)
 
     async def _server_contract(self, deadline_at: float | None) -> Mapping[str, Any] | None:
         """The metadata to fit observations to: None with ``check_contract=False``; on a
@@ -106,6 +87,15 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
             document = None
         return self._keep_contract(source, document)
 
+    async def _send(self, prepared: PreparedRequest) -> Received:
+        """`prepared`'s exchange, retried as `retry` allows within its deadline."""
+        return await aretrying(
+            lambda: self._attempt(prepared),
+            self.retry,
+            budget_s=self._book.budget(prepared),
+            on_retry=self._book.retried,
+        )
+
     async def _attempt(self, prepared: PreparedRequest) -> Received:
         try:
             with self._book.waiting(prepared) as timeout_s:
@@ -115,6 +105,13 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
         except ConnectError:
             self._http_metadata = None  # the server may have come back as another
             raise
+        return await self._read(prepared, reply)
+
+    async def _receive(self, prepared: PreparedRequest) -> Received:
+        """The websocket's next reply, read past one to another request."""
+        assert self._stream is not None  # given to `arun` only with a stream
+        with self._book.waiting(prepared) as timeout_s:
+            reply = await self._stream.receive(timeout_s=timeout_s)
         return await self._read(prepared, reply)
 
     async def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any, Generic, Literal, TypeVar, cast
 from urllib.parse import urlsplit
 
 from vla_client.client.core import (
+    ClientOptions,
     RequestBook,
     Resize,
     TransportKind,
     chosen_endpoint,
-    resolve_options,
     transport_kind,
 )
 from vla_client.errors import ProtocolError
@@ -49,6 +50,12 @@ def check_base_url(base_url: str) -> None:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
 
 
+def keywords_given(asked: ClientOptions) -> list[str]:
+    """The option keywords in `asked` that differ from their defaults (so were given)."""
+    defaults = ClientOptions()
+    return [f.name for f in fields(asked) if getattr(asked, f.name) != getattr(defaults, f.name)]
+
+
 class ClientBase(ABC, Generic[TransportT, StreamT]):
     """The constructor both clients share; see `ActionClient` for what each option does."""
 
@@ -63,6 +70,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         self,
         base_url: str,
         *,
+        options: ClientOptions | None = None,
         encoding: Encoding | None = None,
         wire: Wire | None = None,
         timeout_s: float = 10.0,
@@ -84,7 +92,28 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         check_base_url(base_url)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ValueError("api_key must be a non-empty string, or None for no key")
-        endpoint = chosen_endpoint(endpoint, layout)
+        asked = ClientOptions(
+            encoding=encoding,
+            wire=wire,
+            jpeg_quality=jpeg_quality,
+            layout=layout,
+            max_observation_age_s=max_observation_age_s,
+            deadline_s=deadline_s,
+            camera_map=dict(camera_map or {}),
+            resize=resize,
+            image_size=image_size,
+            check_contract=check_contract,
+        )
+        if options is not None:
+            if not isinstance(options, ClientOptions):
+                raise TypeError(f"options must be a ClientOptions, got {type(options).__name__}")
+            if given := keywords_given(asked):
+                raise ValueError(
+                    f"{', '.join(given)} given as keywords beside options=; "
+                    "set each in one place (ClientOptions fields or keywords)"
+                )
+            asked = options
+        endpoint = chosen_endpoint(endpoint, asked.layout)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
@@ -110,20 +139,9 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             cast("StreamT", transport) if isinstance(transport, self._stream_type) else None
         )
         self._book = RequestBook(
-            resolve_options(
-                websocket=self._stream is not None,
-                openpi=getattr(transport, "endpoint", None) == "openpi",
-                layout=layout,
-                encoding=encoding,
-                wire=wire,
-                jpeg_quality=jpeg_quality,
-                max_observation_age_s=max_observation_age_s,
-                deadline_s=deadline_s,
-                camera_map=dict(camera_map or {}),
-                resize=resize,
-                image_size=image_size,
-                check_contract=check_contract,
-            )
+            asked,
+            websocket=self._stream is not None,
+            openpi=getattr(transport, "endpoint", None) == "openpi",
         )
         self.options = self._book.options
         self.stats = self._book.stats

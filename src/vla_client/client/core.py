@@ -3,6 +3,8 @@
 `ActionClient` and `AsyncActionClient` differ only in how they wait for their transport; the
 encoding (`vla_client.protocol.encode_request`), the reading of every reply
 (`vla_client.protocol.read_reply`), the deadline and age checks and the counters live here once.
+A client's `infer` is one call, `RequestBook.run` (`arun` for asyncio), handed the three things
+only its transport can do: read the server's metadata, exchange a request, read the next reply.
 
 Time words: every duration is in seconds and says so (``timeout_s``, ``deadline_s``,
 ``max_observation_age_s``); capture times are `time.monotonic()` seconds, as the cameras stamp
@@ -11,10 +13,12 @@ them.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
@@ -65,18 +69,24 @@ TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
 class ClientOptions:
     """How a client fits and encodes an observation, and when it gives up.
 
+    Pass one as ``ActionClient(url, options=ClientOptions(...))`` (to keep a robot's settings
+    in one value), or give the same names as keywords; `ActionClient.options` is what the
+    client then uses, resolved for its transport (`for_transport`).
+
     Fitting (see `FramePreprocessor`): `camera_map` renames the robot's cameras to the
     server's, frames are resized to the server's image size with `resize` (or to `image_size`
     when given), and with `check_contract` the observation is checked against the server's
-    metadata before anything is encoded. Encoding: image `encoding`, `wire`, `jpeg_quality`,
-    and for openpi's endpoint the request `layout`. Giving up: observations older than
-    `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
+    metadata before anything is encoded. Encoding: image `encoding` (None: ``raw`` on openpi's
+    endpoint, else ``png``), `wire` (None: ``msgpack`` on a websocket, else ``json``),
+    `jpeg_quality`, and for openpi's endpoint the request `layout` (a name such as ``droid``,
+    an `OpenpiLayout` or a function; None there: ``flat``). Giving up: observations older
+    than `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
     """
 
-    encoding: Encoding = "png"
-    wire: Wire = "json"
+    encoding: Encoding | None = None
+    wire: Wire | None = None
     jpeg_quality: int = 90
-    layout: OpenpiLayout | LayoutFunction | None = None
+    layout: str | OpenpiLayout | LayoutFunction | None = None
     max_observation_age_s: float | None = None
     deadline_s: float | None = None
     camera_map: Mapping[str, str] = field(default_factory=dict)
@@ -95,21 +105,52 @@ class ClientOptions:
             raise ValueError(f"image_size {self.image_size} is under {MIN_SIDE} pixels a side")
         if not isinstance(self.check_contract, bool):
             raise ValueError(f"check_contract must be True or False, got {self.check_contract!r}")
-        check_choice("encoding", self.encoding, ENCODINGS)
-        check_choice("wire", self.wire, WIRES)
+        if self.encoding is not None:
+            check_choice("encoding", self.encoding, ENCODINGS)
+        if self.wire is not None:
+            check_choice("wire", self.wire, WIRES)
         if isinstance(self.jpeg_quality, bool) or not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality!r}")
-        if self.layout is not None:
-            if self.wire != "msgpack":
+        layout = self.layout
+        if isinstance(layout, str):
+            openpi_layout(layout)  # a name it knows, or `ValueError` naming them
+        elif not (layout is None or isinstance(layout, OpenpiLayout) or callable(layout)):
+            raise TypeError(
+                f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
+            )
+        if layout is not None:
+            if self.wire not in (None, "msgpack"):
                 raise ValueError("openpi requests travel as msgpack only")
-            layout = self.layout
-            if isinstance(layout, OpenpiLayout) and layout is not FLAT and self.encoding != "raw":
+            if isinstance(layout, str):
+                layout = openpi_layout(layout)
+            raw_only = isinstance(layout, OpenpiLayout) and layout is not FLAT
+            if raw_only and self.encoding not in (None, "raw"):
                 raise ValueError(
-                    f"openpi layout {layout.name!r} sends raw arrays, as openpi's policies "
-                    f"read them; encoding must be 'raw', got {self.encoding!r}"
+                    f"openpi layout {getattr(layout, 'name', '')!r} sends raw arrays, as openpi's "
+                    f"policies read them; encoding must be 'raw', got {self.encoding!r}"
                 )
         for name in ("max_observation_age_s", "deadline_s"):
             check_positive(name, getattr(self, name), allow_none=True)
+
+    def for_transport(self, *, websocket: bool, openpi: bool) -> ClientOptions:
+        """These options with the transport's defaults filled in: websockets carry msgpack,
+        openpi's endpoint raw arrays in the flat layout (a layout name becomes its
+        `OpenpiLayout`). Raises `ValueError` for what the transport cannot carry."""
+        if websocket and self.wire == "json":
+            raise ValueError(
+                "websocket frames are msgpack; leave wire unset or pass wire='msgpack'"
+            )
+        if self.layout is not None and not openpi:
+            raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
+        layout = self.layout
+        if openpi and (layout is None or isinstance(layout, str)):
+            layout = openpi_layout(layout or "flat")
+        return replace(
+            self,
+            encoding=self.encoding or ("raw" if openpi else "png"),
+            wire=self.wire or ("msgpack" if websocket else "json"),
+            layout=layout,
+        )
 
 
 @dataclass
@@ -144,39 +185,6 @@ def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> 
             raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
         return transport  # type: ignore[return-value]
     return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
-
-
-def resolve_options(
-    *,
-    websocket: bool,
-    openpi: bool,
-    layout: str | OpenpiLayout | LayoutFunction | None,
-    encoding: Encoding | None,
-    wire: Wire | None,
-    **options: Any,
-) -> ClientOptions:
-    """Defaults per transport: websockets carry msgpack, openpi's endpoint raw ndarrays in the
-    flat layout. The other `options` are `ClientOptions` fields, passed on."""
-    if websocket and wire == "json":
-        raise ValueError("websocket frames are msgpack; leave wire unset or pass wire='msgpack'")
-    if layout is not None and not openpi:
-        raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
-    chosen: OpenpiLayout | LayoutFunction | None = None
-    if openpi:
-        if layout is None or isinstance(layout, str | OpenpiLayout):
-            chosen = openpi_layout(layout or "flat")
-        elif callable(layout):
-            chosen = layout
-        else:
-            raise TypeError(
-                f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
-            )
-    return ClientOptions(
-        encoding=encoding or ("raw" if openpi else "png"),
-        wire=wire or ("msgpack" if websocket else "json"),
-        layout=chosen,
-        **options,
-    )
 
 
 @dataclass(frozen=True)
@@ -226,10 +234,16 @@ class RequestBook:
     exchange; a timeout at the deadline is a `DeadlineExceededError`.
     """
 
-    def __init__(self, options: ClientOptions) -> None:
-        self.options = options
+    def __init__(
+        self, options: ClientOptions, *, websocket: bool = False, openpi: bool = False
+    ) -> None:
+        self.options = options = options.for_transport(websocket=websocket, openpi=openpi)
         self.stats = ClientStats()
         layout = options.layout
+        assert options.encoding and options.wire and not isinstance(layout, str)  # resolved
+        self._encode_as: tuple[Encoding, Wire, OpenpiLayout | LayoutFunction | None] = (
+            options.encoding, options.wire, layout,
+        )  # fmt: skip
         self._layout_size = layout.image_size if isinstance(layout, OpenpiLayout) else None
         """The size openpi's example client for the layout resizes to: used by an explicit
         ``resize`` when neither `image_size` nor the server gives one."""
@@ -239,6 +253,70 @@ class RequestBook:
             camera_map=options.camera_map,
         )
         self._fitted: tuple[Mapping[str, Any], FramePreprocessor] | None = None
+
+    def run(
+        self,
+        observation: Observation,
+        parameters: Mapping[str, Any],
+        runtime: Mapping[str, Any] | None,
+        request_id: str | None,
+        *,
+        contract: Callable[[float | None], Mapping[str, Any] | None],
+        send: Callable[[PreparedRequest], Received],
+        receive: Callable[[PreparedRequest], Received] | None,
+    ) -> ActionResult:
+        """One inference, start to end, around the three things only the client's transport
+        can do: `contract` reads the metadata to fit to (given the deadline), `send` exchanges
+        the prepared request (retries included) and `receive` reads the connection's next
+        reply (None: the transport has no stream to read on, as over HTTP).
+
+        A websocket reply to another request is counted and skipped, and the next one read,
+        until the one for this request comes or the deadline or the read timeout ends the wait.
+        """
+        deadline_at = self.deadline_at()
+        fitter = self.fitter(contract(deadline_at))
+        prepared = self.prepare(
+            observation, parameters, runtime, request_id, fitter=fitter, deadline_at=deadline_at
+        )
+        start = time.perf_counter()
+        received = send(prepared)
+        while (result := self._result(prepared, received, start, receive)) is None:
+            assert receive is not None  # `_result` skips only what can be read past
+            received = receive(prepared)
+        return result
+
+    async def arun(
+        self,
+        observation: Observation,
+        parameters: Mapping[str, Any],
+        runtime: Mapping[str, Any] | None,
+        request_id: str | None,
+        *,
+        contract: Callable[[float | None], Awaitable[Mapping[str, Any] | None]],
+        send: Callable[[PreparedRequest], Awaitable[Received]],
+        receive: Callable[[PreparedRequest], Awaitable[Received]] | None,
+    ) -> ActionResult:
+        """`run` for asyncio: the same steps, awaiting the transport's, and fitting and
+        encoding in a worker thread, off the event loop."""
+        deadline_at = self.deadline_at()
+        fitter = self.fitter(await contract(deadline_at))
+        prepared = await asyncio.to_thread(
+            partial(self.prepare, fitter=fitter, deadline_at=deadline_at),
+            observation, parameters, runtime, request_id,
+        )  # fmt: skip
+        start = time.perf_counter()
+        received = await send(prepared)
+        while (result := self._result(prepared, received, start, receive)) is None:
+            assert receive is not None  # `_result` skips only what can be read past
+            received = await receive(prepared)
+        return result
+
+    def _result(
+        self, prepared: PreparedRequest, received: Received, start: float, receive: object
+    ) -> ActionResult | None:
+        """`result_for` with the round trip since `start`; skipping only with a `receive`."""
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        return self.result_for(prepared, received, round_trip_ms, can_skip=receive is not None)
 
     def deadline_at(self) -> float | None:
         """`time.monotonic()` after which a request starting now gets no reply."""
@@ -304,6 +382,7 @@ class RequestBook:
         if not isinstance(observation, Observation):
             raise TypeError(f"infer() takes an Observation, got {type(observation).__name__}")
         options = self.options
+        encoding, wire, layout = self._encode_as
         try:
             check_age(observation, options.max_observation_age_s)
         except StaleObservationError:
@@ -315,21 +394,21 @@ class RequestBook:
         request_id = request_id or new_request_id()
         body, content_type = encode_request(
             observation,
-            encoding=options.encoding,
-            wire=options.wire,
+            encoding=encoding,
+            wire=wire,
             # openpi's requests have no place for an id: they carry the layout's keys only, and
             # its replies are matched by their order on the connection
-            request_id=None if options.layout is not None else request_id,
+            request_id=None if layout is not None else request_id,
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=options.jpeg_quality,
-            openpi=options.layout,
+            openpi=layout,
         )
         self.stats.sent += 1
         return PreparedRequest(
             body=body,
             content_type=content_type,
-            accept=content_type if options.wire == "msgpack" else "application/json",
+            accept=content_type if wire == "msgpack" else "application/json",
             request_id=request_id,
             fit_ms=(start - fit_start) * 1000,
             encode_ms=(time.perf_counter() - start) * 1000,
@@ -390,16 +469,23 @@ class RequestBook:
         document = read_reply(reply, request_id=prepared.request_id)
         return Received(reply, document, (time.perf_counter() - start) * 1000)
 
-    def finish(
-        self, prepared: PreparedRequest, received: Received, round_trip_ms: float
-    ) -> ActionResult:
-        """The `ActionResult` for the reply to `prepared`.
+    def result_for(
+        self,
+        prepared: PreparedRequest,
+        received: Received,
+        round_trip_ms: float,
+        *,
+        can_skip: bool = False,
+    ) -> ActionResult | None:
+        """The `ActionResult` for the reply to `prepared`, or None for a reply to another
+        request that the connection can read past (`can_skip`: a websocket, whose replies
+        arrive in order, so the one for `prepared` may still come).
 
         A reply must carry the request's id, except on openpi's endpoint, whose protocol has
-        none (a reply there with an id must carry this one). Raises `MismatchedReplyError` for
-        a reply to another request and
-        `DeadlineExceededError` for one that came too late (both counted), `ProtocolError` for
-        a reply without a usable chunk.
+        none (a reply there with an id must carry this one). A reply to another request is
+        counted in ``mismatched_replies`` and, where it cannot be skipped, raised as
+        `MismatchedReplyError`; one that came too late is counted and raised as
+        `DeadlineExceededError`; one without a usable chunk is a `ProtocolError`.
         """
         start = time.perf_counter()
         document = received.document
@@ -413,6 +499,8 @@ class RequestBook:
                 )
             if request_id != prepared.request_id:
                 self.stats.mismatched_replies += 1
+                if can_skip:
+                    return None
                 raise MismatchedReplyError(
                     f"reply is for request {request_id!r}, not the one sent "
                     f"({prepared.request_id!r})",

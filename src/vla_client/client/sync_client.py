@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from vla_client.client.base import ClientBase
 from vla_client.client.core import PreparedRequest, Received, runtime_block
 from vla_client.client.result import ActionResult
-from vla_client.errors import ConnectError, MismatchedReplyError, ServerError
+from vla_client.errors import ConnectError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import ReplyStream, Transport
@@ -39,6 +39,9 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
 
     Args:
         base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
+        options: The fitting, encoding and time-limit options in one `ClientOptions` value
+            (``encoding`` through ``check_contract``), instead of as keywords; giving one both
+            ways is a `ValueError`.
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
         timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
@@ -82,33 +85,15 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         The reply is always the one for this request (`request_id`, or a fresh id): on a
         websocket a reply to another request is skipped and the next one read.
         """
-        book = self._book
-        deadline_at = book.deadline_at()
-        fitter = book.fitter(self._server_contract(deadline_at))
-        prepared = book.prepare(
+        return self._book.run(
             observation,
             parameters,
             runtime_block(runtime, return_digest),
             request_id,
-            fitter=fitter,
-            deadline_at=deadline_at,
+            contract=self._server_contract,
+            send=self._send,
+            receive=self._receive if self._stream is not None else None,
         )
-        start = time.perf_counter()
-        received = retrying(
-            lambda: self._attempt(prepared),
-            self.retry,
-            budget_s=book.budget(prepared),
-            on_retry=book.retried,
-        )
-        while True:
-            try:
-                return book.finish(prepared, received, (time.perf_counter() - start) * 1000)
-            except MismatchedReplyError:
-                if self._stream is None:
-                    raise
-                with book.waiting(prepared) as timeout_s:
-                    reply = self._stream.receive(timeout_s=timeout_s)
-                received = self._read(prepared, reply)
 
     def _server_contract(self, deadline_at: float | None) -> Mapping[str, Any] | None:
         """The metadata to fit observations to: None with ``check_contract=False``; on a
@@ -137,6 +122,15 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
             document = None
         return self._keep_contract(source, document)
 
+    def _send(self, prepared: PreparedRequest) -> Received:
+        """`prepared`'s exchange, retried as `retry` allows within its deadline."""
+        return retrying(
+            lambda: self._attempt(prepared),
+            self.retry,
+            budget_s=self._book.budget(prepared),
+            on_retry=self._book.retried,
+        )
+
     def _attempt(self, prepared: PreparedRequest) -> Received:
         try:
             with self._book.waiting(prepared) as timeout_s:
@@ -146,6 +140,13 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         except ConnectError:
             self._http_metadata = None  # the server may have come back as another
             raise
+        return self._read(prepared, reply)
+
+    def _receive(self, prepared: PreparedRequest) -> Received:
+        """The websocket's next reply, read past one to another request."""
+        assert self._stream is not None  # given to `run` only with a stream
+        with self._book.waiting(prepared) as timeout_s:
+            reply = self._stream.receive(timeout_s=timeout_s)
         return self._read(prepared, reply)
 
     def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:

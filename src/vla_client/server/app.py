@@ -43,17 +43,35 @@ from vla_client.server.worker import WorkerRunner
 class ActionServerApp(FastAPI):
     """FastAPI, except that ``POST /v1/actions/generations`` goes straight to `hot_route`.
 
-    Every robot request takes that path, and FastAPI's own middleware (telemetry, body limit,
-    the exit stack its routes need) cost the entrypoint 4-8% of its throughput at 16 clients,
-    measured against the same endpoint in plain Starlette. `hot_route` is a plain Starlette app
-    with the same exception handlers and API-key check; the FastAPI route for the path stays,
-    to document it in OpenAPI and to serve it if a request reaches it another way. Middleware
-    added to the app later (CORS, say) does not see that path unless added to `hot_route` too.
+    Every robot request takes that path, and FastAPI's own layers (its exception telemetry
+    and body-limit middleware, the exit stack its routes need, its dependency-solving route)
+    cost the entrypoint 4-8% of its throughput at 16 clients, measured against the same
+    endpoint in plain Starlette. `hot_route` is a plain Starlette app serving the same
+    endpoint; the FastAPI route for the path stays, to document it in OpenAPI and to serve it
+    if a request reaches it another way.
+
+    What is the app's own is the hot route's too: when the app builds its middleware stack
+    (on its first request, whichever path it takes), `hot_route` is given the app's user
+    middleware (the API-key check, and anything added with `add_middleware` or
+    ``@app.middleware``), its exception handlers and its ``debug``, in the same order. A
+    middleware added after that raises `RuntimeError`, as Starlette's rule is for every app.
+    Each middleware class is instantiated once per stack, the hot route's and the app's.
     """
 
-    hot_route: ASGIApp | None = None
+    hot_route: Starlette | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        hot_route = self.hot_route
+        if hot_route is not None:
+            hot_route.user_middleware = list(self.user_middleware)
+            hot_route.exception_handlers = dict(self.exception_handlers)
+            hot_route.debug = self.debug
+            hot_route.middleware_stack = hot_route.build_middleware_stack()
+        return super().build_middleware_stack()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.middleware_stack is None:  # built before the first request, on either path
+            self.middleware_stack = self.build_middleware_stack()
         if (
             self.hot_route is not None
             and scope["type"] == "http"
@@ -117,10 +135,6 @@ def create_app(
     app.add_api_route(
         GENERATIONS_PATH, generations, methods=["POST"], openapi_extra=generations_openapi()
     )
-    app.hot_route = Starlette(
-        routes=[Route(GENERATIONS_PATH, generations, methods=["POST"])],
-        exception_handlers=dict(app.exception_handlers),
-        middleware=middleware,
-    )
+    app.hot_route = Starlette(routes=[Route(GENERATIONS_PATH, generations, methods=["POST"])])
     register_websocket_routes(app, pipeline)
     return app

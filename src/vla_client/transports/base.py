@@ -4,7 +4,10 @@ HTTP POSTs each request to ``/v1/actions/generations``; a websocket sends it as 
 persistent connection. Both fit `Transport` (or `AsyncTransport`), so `ActionClient` has one
 `infer` for all of them. A transport moves bytes and maps its own failures to `ConnectError` and
 `RequestTimeoutError`, and cuts off a reply over its size cap (`ReplyTooLargeError`); it never
-judges a reply (`vla_client.protocol.read_reply` does that, once, for every transport).
+judges an exchange's reply (`vla_client.protocol.read_reply` does that, once, in the client).
+`metadata` is the one place a transport reads a reply itself, because it returns the parsed
+document (and the HTTP transport sizes its reply cap from it): over HTTP that is the same
+`read_reply`, so an error status is the same `ServerError`.
 
 A transport that keeps one connection for many requests (a websocket) is also a
 `ReplyStream`: it can read on past a reply that belongs to another request, and drop its
