@@ -39,8 +39,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
+import io
 import json
 import os
+import pstats
 import shutil
 import statistics
 import subprocess
@@ -288,9 +291,9 @@ def report(n: int, json_path: str | None) -> None:
     rows = ratio_rows(medians)
     print(f"vla-client floors (issue 27), {header}; median of {n} alternating rounds")
     print("websockets: compression off on both (the reference server never negotiates deflate)")
-    print(f"\n{'target':<34}{'ours ms':>9}  {'floor':<28}{'floor ms':>9}{'ratio':>8}  target")
+    print(f"\n{'target':<34}{'ours ms':>9}  {'floor':<34}{'floor ms':>9}{'ratio':>8}  target")
     for target, ours, floor, floor_ms, goal in rows:
-        print(f"{target:<34}{ours:9.2f}  {floor:<28}{floor_ms:9.2f}{ours / floor_ms:8.2f}  {goal}")
+        print(f"{target:<34}{ours:9.2f}  {floor:<34}{floor_ms:9.2f}{ours / floor_ms:8.2f}  {goal}")
     print("\nfloors and parts (median ms)")
     for name, value in medians.items():
         print(f"  {name:<30}{value:9.3f}")
@@ -337,7 +340,9 @@ def profiled_server(
     return process, url, finish
 
 
-def drive(url: str, transport: str, n: int) -> dict[str, float]:
+def drive(url: str, transport: str, n: int, client_profile: Path) -> dict[str, float]:
+    """`n` requests on `transport` for their server timings (median ms), then `n` more under
+    cProfile, written to `client_profile`: the client's share of the round trip."""
     observation = Observation(images=synthetic_frames(3, 360, 640), task="bench")
     timings: dict[str, list[float]] = {}
     with ActionClient(
@@ -353,6 +358,12 @@ def drive(url: str, transport: str, n: int) -> dict[str, float]:
                     **result.timings.server,
                 }.items():
                     timings.setdefault(key, []).append(value)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(n):
+            client.infer(observation)
+        profiler.disable()
+        profiler.dump_stats(client_profile)
     return {key: statistics.median(values) for key, values in timings.items()}
 
 
@@ -411,16 +422,14 @@ def py_spy_tables(raw: Path, top: int) -> list[str]:
     return lines
 
 
-def cprofile_tables(path: Path, top: int) -> list[str]:
-    import io
-    import pstats
-
+def cprofile_tables(path: Path, top: int, who: str) -> list[str]:
+    """pstats' top `top` functions of `who` by inclusive and by self time, as text blocks."""
     lines = []
     for key, title in (("cumulative", "inclusive"), ("tottime", "self")):
         text = io.StringIO()
-        pstats.Stats(str(path), stream=text).sort_stats(key).print_stats(top)
+        pstats.Stats(str(path), stream=text).strip_dirs().sort_stats(key).print_stats(top)
         body = text.getvalue().split("ncalls", 1)[-1]
-        lines += ["", f"Top {top} functions of the entrypoint by {title} time (cProfile):", "",
+        lines += ["", f"Top {top} functions of {who} by {title} time (cProfile):", "",
                   "```text", "ncalls" + body.rstrip(), "```"]  # fmt: skip
     return lines
 
@@ -442,8 +451,9 @@ def profile(spy: str | None, n: int, top: int) -> None:
         f"{n} raw/msgpack requests of 3 cameras 360x640 from `ActionClient` on each path.",
         "Regenerate with `PYTHONPATH=src python benchmarks/bench_floors.py --profile`; the ratios",
         "to each floor come from the same script without `--profile` (see",
-        "[Performance](performance.md)). Startup samples (imports) are left out; the client runs",
-        "in the benchmark's own process, not sampled here. Self time in `Runner.run` is",
+        "[Performance](performance.md)). Startup samples (imports) are left out. The client",
+        "(`ActionClient`, in the benchmark's process) is profiled with cProfile over as many",
+        "requests again, after the timed ones (cProfile slows it). Self time in `Runner.run` is",
         "uvloop's event loop, which is C: the socket reads and writes and the callbacks' dispatch.",
         "py-spy cannot always tell a blocking read from work: in the worker, most of",
         "`Connection._recv` is the wait for the next request, not CPU spent on the hand-off.",
@@ -453,14 +463,16 @@ def profile(spy: str | None, n: int, top: int) -> None:
         ("websocket", "realtime websocket"),
     ):
         with tempfile.TemporaryDirectory() as folder:
-            out = Path(folder) / "profile"
+            out, client_out = Path(folder) / "server", Path(folder) / "client"
             process, url, finish = profiled_server(spy, out)
             try:
-                timings = drive(url, transport, n)
+                timings = drive(url, transport, n, client_out)
             finally:
                 if process.poll() is None:
                     finish()
-            tables = py_spy_tables(out, top) if spy else cprofile_tables(out, top)
+            tables = py_spy_tables(out, top) if spy else cprofile_tables(out, top, "the entrypoint")
+            tables += ["", "### client: `ActionClient.infer`, in the benchmark's process"]
+            tables += cprofile_tables(client_out, top, "the client")
         page += ["", f"## {title}", "", "Server timings from the replies (median ms): " + ", ".join(
             f"{key} {value:.2f}" for key, value in timings.items())]  # fmt: skip
         page += tables
