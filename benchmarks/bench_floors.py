@@ -45,6 +45,7 @@ import json
 import os
 import pstats
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -53,6 +54,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import cv2
 import httpx
@@ -132,9 +134,9 @@ def bit_exact_decoders(
 ) -> dict[str, Callable[[], object]]:
     """The decoders of fpng's output that give back `frames` exactly, by name."""
 
-    def opencv(png: bytes) -> np.ndarray:  # RGB, as the server must hand the policy
+    def opencv(png: bytes) -> np.ndarray | None:  # RGB, as the server must hand the policy
         bgr = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)
-        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+        return None if bgr is None else cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
     def one_by_one(decode: Callable[[bytes], np.ndarray | None]) -> Callable[[], object]:
         return lambda: [decode(png) for png in pngs]
@@ -332,22 +334,25 @@ def profiled_server(
     process, url = start(command)
 
     def finish() -> None:
-        targets = children(process.pid) if spy else [process.pid]
-        for pid in targets:  # the server itself: py-spy writes once it exits
-            os.kill(pid, 15)
+        # py-spy writes once the server it runs exits. uvicorn stops on SIGINT, then raises it
+        # again, which under cProfile is a KeyboardInterrupt that still writes the profile.
+        for pid in children(process.pid) if spy else [process.pid]:
+            os.kill(pid, signal.SIGINT)
         process.wait(60)
 
     return process, url, finish
 
 
-def drive(url: str, transport: str, n: int, client_profile: Path) -> dict[str, float]:
+def drive(
+    url: str, transport: Literal["http", "websocket"], n: int, client_profile: Path
+) -> dict[str, float]:
     """`n` requests on `transport` for their server timings (median ms), then `n` more under
     cProfile, written to `client_profile`: the client's share of the round trip."""
     observation = Observation(images=synthetic_frames(3, 360, 640), task="bench")
     timings: dict[str, list[float]] = {}
     with ActionClient(
         url, encoding="raw", wire="msgpack", transport=transport, timeout_s=60
-    ) as client:  # type: ignore[arg-type]
+    ) as client:
         for i in range(n + WARM_UP):
             begin = time.perf_counter()
             result = client.infer(observation)
@@ -382,8 +387,8 @@ def py_spy_tables(raw: Path, top: int) -> list[str]:
     it, which would head the table and say nothing)."""
     stacks: dict[str, Counter[tuple[str, ...]]] = {"entrypoint": Counter(), "worker": Counter()}
     for line in raw.read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        frames = stack.split(";")
+        collapsed, _, count = line.rpartition(" ")
+        frames = collapsed.split(";")
         if not count.isdigit() or any("_find_and_load" in frame for frame in frames):
             continue
         roots = [frame for frame in frames if frame.startswith("process ")]
@@ -400,13 +405,13 @@ def py_spy_tables(raw: Path, top: int) -> list[str]:
         packages: Counter[str] = Counter()
         threads: Counter[str] = Counter()  # samples per outermost frame: one per thread's entry
         entries: dict[str, set[str]] = {}
-        for frames, count in counts.items():
-            threads[frames[0]] += count
-            for name in set(frames):
-                inclusive[name] += count
-                entries.setdefault(name, set()).add(frames[0])
-            own[frames[-1]] += count
-            packages[package(frames[-1])] += count
+        for stack, samples in counts.items():
+            threads[stack[0]] += samples
+            for name in set(stack):
+                inclusive[name] += samples
+                entries.setdefault(name, set()).add(stack[0])
+            own[stack[-1]] += samples
+            packages[package(stack[-1])] += samples
         inner = Counter({
             name: n for name, n in inclusive.items()
             if n < 0.9 * sum(threads[entry] for entry in entries[name])
@@ -458,10 +463,11 @@ def profile(spy: str | None, n: int, top: int) -> None:
         "py-spy cannot always tell a blocking read from work: in the worker, most of",
         "`Connection._recv` is the wait for the next request, not CPU spent on the hand-off.",
     ]
-    for transport, title in (
+    paths: tuple[tuple[Literal["http", "websocket"], str], ...] = (
         ("http", "raw/msgpack over HTTP"),
         ("websocket", "realtime websocket"),
-    ):
+    )
+    for transport, title in paths:
         with tempfile.TemporaryDirectory() as folder:
             out, client_out = Path(folder) / "server", Path(folder) / "client"
             process, url, finish = profiled_server(spy, out)
