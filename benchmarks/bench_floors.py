@@ -171,7 +171,11 @@ def measure(n: int) -> dict[str, float]:
     pngs = [encode_png(frame) for frame in frames]
     transfer_body = b"".join(pybase64.b64encode(png) for png in pngs)
     decoders = bit_exact_decoders(pngs, frames)
-    server_timings: dict[str, list[float]] = {"preprocess_ms": [], "ipc_ms": []}
+    stage_names = ("preprocess_ms", "ipc_ms", "total_ms")
+    client_stages = ("fit_ms", "encode_ms", "round_trip_ms", "decode_ms")
+    server_timings: dict[str, list[float]] = {
+        name: [] for name in (*stage_names, *(f"http sdk {stage}" for stage in client_stages))
+    }  # the raw/msgpack HTTP requests' stages: the server's, and the client's own
     processes: list[subprocess.Popen[bytes]] = []
     with contextlib.ExitStack() as stack:
         stack.callback(stop, processes)
@@ -202,8 +206,10 @@ def measure(n: int) -> dict[str, float]:
             begin = time.perf_counter()
             result = clients["http"].infer(observation)
             ms = (time.perf_counter() - begin) * 1000
-            for key, values in server_timings.items():
-                values.append(result.timings.server[key])
+            for key in stage_names:
+                server_timings[key].append(result.timings.server[key])
+            for stage in client_stages:
+                server_timings[f"http sdk {stage}"].append(getattr(result.timings, stage))
             return ms
 
         def bare_websocket(path: str) -> Sampler:
@@ -247,6 +253,7 @@ def measure(n: int) -> dict[str, float]:
                 samples[name].append(sampler())
     medians = {name: statistics.median(values) for name, values in samples.items()}
     medians |= {name: statistics.median(values) for name, values in server_timings.items()}
+    medians["server total_ms"] = medians.pop("total_ms")
     medians["memcpy 2 MB evicted"] = memcpy_ms(frames, max(5, min(n, 100)), evict=True)
     return medians
 
