@@ -25,7 +25,7 @@ from vla_client.errors import InferenceError
 from vla_client.observation import Observation
 from vla_client.protocol import GENERATIONS_PATH as GENERATIONS
 from vla_client.protocol import encode_request, loads, read_actions
-from vla_client.server import PolicyInput, ReferencePolicy
+from vla_client.server import PolicyInput, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.api_servers import kept_worker
 from vla_client.server.config import WorkerSettings
 from vla_client.server.worker import SEGMENT_PREFIX, WorkerRunner
@@ -221,3 +221,55 @@ def _entrypoints(pid: int) -> list[int]:
         except OSError:  # gone meanwhile
             pass
     return found
+
+
+def test_an_entrypoint_listens_only_once_linked_to_the_shared_worker() -> None:
+    """uvicorn replaces a killed entrypoint with a new one beside the survivors; if that one
+    listened before its link to the (running) worker was up, it would answer "the policy is
+    loading" (503) to the requests it takes while its siblings serve. Its lifespan ends only
+    once linked, and then its /health is ok."""
+    address = f"\0vla-client-test-{os.getpid()}-late-worker"
+    runner = WorkerRunner(ReferencePolicy(), address=address)
+    app = create_app(ReferencePolicy(), ServerConfig(), runner=runner)
+    start_the_worker, stop_the_worker = threading.Event(), threading.Event()
+
+    def worker() -> None:
+        start_the_worker.wait(30)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(address)
+            listener.listen(8)
+            with kept_worker(ReferencePolicy(), WorkerSettings(), listener):
+                stop_the_worker.wait(60)
+
+    async def scenario() -> tuple[bool, int]:
+        messages: asyncio.Queue[dict[str, str]] = asyncio.Queue()
+        messages.put_nowait({"type": "lifespan.startup"})
+        started = asyncio.Event()
+
+        async def send(message: dict[str, str]) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                started.set()
+
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}
+        lifespan = asyncio.create_task(app(scope, messages.get, send))
+        await asyncio.sleep(0.5)  # no worker to link to yet
+        listened_before_the_link = started.is_set()
+        start_the_worker.set()
+        await asyncio.wait_for(started.wait(), 30)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://entrypoint") as http:
+            health = (await http.get("/health")).status_code
+        messages.put_nowait({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(lifespan, 30)
+        return listened_before_the_link, health
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    try:
+        listened_before_the_link, health = asyncio.run(scenario())
+    finally:
+        start_the_worker.set()
+        stop_the_worker.set()
+        thread.join(30)
+    assert not listened_before_the_link
+    assert health == 200

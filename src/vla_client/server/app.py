@@ -103,6 +103,11 @@ def create_app(
                 record.folder, max_bytes=record.max_bytes, max_files=record.max_files
             )
         pipeline.startup.begin()
+        if isinstance(runner, WorkerRunner) and runner.links:
+            # An entrypoint of --api-servers links to a worker whose policy is loaded already:
+            # it listens once linked, so a replacement for a killed one never answers "loading"
+            # while its siblings serve (a failed link still serves 503s, as any failed start).
+            await pipeline.startup.wait()
         try:
             yield
         finally:

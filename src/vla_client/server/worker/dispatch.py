@@ -112,6 +112,12 @@ class WorkerRunner:
         return self._started and self._worker.decodes_jpeg
 
     @property
+    def links(self) -> bool:
+        """Whether this runner links to a worker another process started (an entrypoint of
+        ``--api-servers``): its start is a connect, not a policy load."""
+        return isinstance(self._worker, WorkerLink)
+
+    @property
     def threads(self) -> WorkerThreads | None:
         """The OpenMP settings of the worker this runner starts (None when it links to one)."""
         return self._worker.threads if isinstance(self._worker, WorkerProcess) else None
