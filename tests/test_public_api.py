@@ -197,9 +197,12 @@ def test_websocket_transports_take_max_size_as_max_reply_bytes(transport_type: t
 
 
 def test_the_new_names_alone_warn_of_nothing() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        ActionClient("http://127.0.0.1:9", timeout_s=1.0, deadline_s=1.0).close()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        client = ActionClient("http://127.0.0.1:9", timeout_s=1.0, deadline_s=1.0)
+        client.close()
+    assert [str(w.message) for w in seen] == []
+    assert client.options.deadline_s == 1.0
 
 
 MOVED = [

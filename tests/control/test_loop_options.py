@@ -57,9 +57,12 @@ def test_an_executor_option_out_of_range_is_refused(policy_type, option, value, 
 
 
 def test_the_edges_of_the_executor_options_are_taken(policy_type) -> None:
-    ChunkExecutor(policy_type(), prefetch_at=0, blend_steps=0)
-    ChunkExecutor(policy_type(), max_observation_age_s=None, reply_deadline_s=None)
-    ChunkExecutor(policy_type(), max_observation_age_s=1e-6, reply_deadline_s=1e-6)
+    at_zero = ChunkExecutor(policy_type(), prefetch_at=0, blend_steps=0)
+    assert (at_zero._prefetch_at, at_zero._blend_steps) == (0, 0)
+    unbounded = ChunkExecutor(policy_type(), max_observation_age_s=None, reply_deadline_s=None)
+    assert (unbounded._max_age, unbounded._deadline) == (None, None)
+    tiny = ChunkExecutor(policy_type(), max_observation_age_s=1e-6, reply_deadline_s=1e-6)
+    assert (tiny._max_age, tiny._deadline) == (1e-6, 1e-6)
 
 
 @pytest.mark.parametrize("ticks", [-5, -1, 1.5, NAN, INF, "3", True])
