@@ -299,3 +299,16 @@ def test_the_server_announces_the_package_version(server_url: str) -> None:
     metadata = httpx.get(f"{server_url}{METADATA_PATH}", timeout=10).json()
     assert metadata["server"] == {"name": "vla-client", "version": vla_client.__version__}
     assert re.fullmatch(r"\d+\.\d+\.\d+", vla_client.__version__)
+
+
+def test_the_fit_takes_its_0_1_0_names_keyword() -> None:
+    """0.1.0's ``vla_client.preprocess.FramePreprocessor(names=...)`` is ``camera_map=`` now."""
+    from vla_client.client.fit import FramePreprocessor
+
+    with pytest.warns(DeprecationWarning, match=r"FramePreprocessor\(\): names= .* camera_map="):
+        built = FramePreprocessor(names={"front": "base_0_rgb"})
+    with pytest.warns(DeprecationWarning, match=r"from_metadata\(\): names= .* camera_map="):
+        read = FramePreprocessor.from_metadata({}, names={"front": "base_0_rgb"})
+    assert built.camera_map == read.camera_map == {"front": "base_0_rgb"}
+    with pytest.raises(TypeError, match="deprecated name of camera_map="):
+        FramePreprocessor(names={}, camera_map={})

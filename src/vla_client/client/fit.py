@@ -17,7 +17,7 @@ import numpy as np
 from vla_client.cameras.preprocess import center_crop_resize, resize_with_pad
 from vla_client.errors import ContractError, OptionFix, ProtocolError
 from vla_client.observation import Observation
-from vla_client.validation import check_choice, check_positive
+from vla_client.validation import check_choice, check_positive, renamed_keywords
 
 Fit = Literal["pad", "crop", "none"]
 
@@ -68,6 +68,7 @@ class FramePreprocessor:
                 raise ValueError(f"image size {self.size} is under {MIN_SIDE} pixels a side")
 
     @classmethod
+    @renamed_keywords(names="camera_map")  # the 0.1.0 name
     def from_metadata(
         cls,
         metadata: Mapping[str, Any],
@@ -186,6 +187,12 @@ class FramePreprocessor:
                 )
         times = {names[k]: t for k, t in observation.capture_times.items()}
         return Observation(images, observation.state, observation.task, times)
+
+
+# The dataclass writes __init__; 0.1.0 called its camera_map field `names`.
+FramePreprocessor.__init__ = renamed_keywords(names="camera_map")(  # type: ignore[method-assign]
+    FramePreprocessor.__init__
+)
 
 
 def check_camera_map(camera_map: Mapping[str, str]) -> None:
