@@ -179,3 +179,11 @@ def test_limits_must_be_decode_limits(tmp_path):
     ObservationWriter(path).close()
     with pytest.raises(ValueError, match="limits must be a DecodeLimits"):
         ObservationReader(path, limits=16)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("option", ["exclusive", "private"])
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_the_writers_switches_are_booleans(tmp_path, option: str, value: object) -> None:
+    with pytest.raises(ValueError, match=rf"{option} must be True or False; got {value!r}"):
+        ObservationWriter(tmp_path / "run.vlaobs", **{option: value})
+    assert not (tmp_path / "run.vlaobs").exists()

@@ -173,6 +173,9 @@ class ObservationWriter(_RecordingFile):
         **metadata: Any,
     ) -> None:
         _check_image_format(image_format)
+        for option, value in (("exclusive", exclusive), ("private", private)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{option} must be True or False; got {value!r}")
         self.path = Path(path)
         self.image_format = image_format
         self.count = 0
