@@ -246,13 +246,24 @@ def test_metadata_fields_are_read() -> None:
     ("spec", "message"),
     [
         ([1], "metadata 'input' must be an object, got list"),
-        ({"image_keys": "ab"}, "metadata image_keys must be a list of names, got 'ab'"),
-        ({"image_keys": ["a", 2]}, r"metadata image_keys must be a list of names, got \['a', 2\]"),
-        ({"camera_aliases": ["a"]}, r"metadata camera_aliases must be an object, got \['a'\]"),
-        ({"state_dim": -1}, "metadata state_dim must be a count, got -1"),
-        ({"state_dim": True}, "metadata state_dim must be a count, got True"),
-        ({"state_dim": "8"}, "metadata state_dim must be a count, got '8'"),
-        ({"state_dim": 8.0}, r"metadata state_dim must be a count, got 8\.0"),
+        ({"image_keys": "ab"}, "metadata input.image_keys must be a list of names, got 'ab'"),
+        (
+            {"image_keys": ["a", 2]},
+            r"metadata input.image_keys must be a list of names, got \['a', 2\]",
+        ),
+        (
+            {"camera_aliases": ["a"]},
+            r"metadata input.camera_aliases must be an object, got \['a'\]",
+        ),
+        (
+            {"camera_aliases": {"cam0": 1}},
+            r"metadata input.camera_aliases must map names to names, got \{'cam0': 1\}",
+        ),
+        # the counts read as the bounds of issue 22 read them, with their messages
+        ({"state_dim": -1}, r"metadata input.state_dim is -1, outside 0..65536"),
+        ({"state_dim": True}, "metadata input.state_dim must be a whole number, got True"),
+        ({"state_dim": "8"}, "metadata input.state_dim must be a whole number, got '8'"),
+        ({"state_dim": 8.0}, r"metadata input.state_dim must be a whole number, got 8\.0"),
     ],
 )
 def test_malformed_metadata_says_which_field(spec: object, message: str) -> None:

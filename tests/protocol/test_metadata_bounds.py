@@ -75,8 +75,12 @@ def test_metadata_at_the_bounds_passes(metadata: dict[str, Any]) -> None:
 def test_read_metadata_gives_a_protocol_error_not_pydantics() -> None:
     with pytest.raises(ProtocolError, match="expected an object, got list"):
         read_metadata([])
-    with pytest.raises(ProtocolError, match=r"metadata.input.image_keys: "):
+    with pytest.raises(ProtocolError, match=r"^metadata input.image_keys must be a list of names"):
         read_metadata({"input": {"image_keys": "wrist"}})
+    with pytest.raises(
+        ProtocolError, match=r"^the server's metadata is malformed: metadata.model: "
+    ):
+        read_metadata({"model": 3})
     assert read_metadata({"output": {"action_horizon": 8}}).output.action_horizon == 8
 
 

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         check_transport_installed(args.url, args.layout)
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = client.metadata()
-            checks = client.checks(metadata.model_dump(mode="json"))
+            checks = client.checks(metadata)
     except VLAClientError as exc:
         return fail(failure_line(exc, args))
     print_json({**metadata.model_dump(mode="json"), "client_checks": checks})

@@ -20,7 +20,6 @@ import numpy as np
 from vla_client.cameras import Camera, CameraRig, VideoFileCamera, open_camera, parse_camera_args
 from vla_client.cameras.scene import SyntheticScene, camera_names
 from vla_client.cli.parser import positive_int
-from vla_client.client.fit import parse_image_size
 from vla_client.errors import CameraError, InvalidObservationError, RecordingError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, OpenpiLayout
@@ -130,7 +129,7 @@ def synthetic_plan(
         names = layout.cameras
     elif args.cameras is None and spec is not None and spec.image_keys:
         names = tuple(spec.image_keys)
-    size = parse_image_size(spec.image_size) if spec is not None else None
+    size = tuple(spec.image_size) if spec is not None and spec.image_size else None
     if size is None and layout is not None:
         size = layout.image_size  # what openpi's example client for the layout sends
     height = args.height or (size[0] if size else 360)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +59,7 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
             receive=self._receive if self._stream is not None else None,
         )
 
-    async def _server_contract(self, deadline_at: float | None) -> Mapping[str, Any] | None:
+    async def _server_contract(self, deadline_at: float | None) -> ActionMetadata | None:
         """The metadata to fit observations to: None with ``check_contract=False``; on a
         websocket, the current connection's (connecting if needed, so a reconnect is checked
         afresh); over HTTP, read once and again after a connection failed. Reading it is
@@ -78,7 +77,7 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
             on_retry=self._book.retried,
         )
 
-    async def _read_contract(self, source: str, deadline_at: float | None) -> Mapping[str, Any]:
+    async def _read_contract(self, source: str, deadline_at: float | None) -> ActionMetadata:
         try:
             document = await self._transport.metadata(timeout_s=self._book.wait_until(deadline_at))
         except ServerError as exc:

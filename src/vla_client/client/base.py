@@ -21,14 +21,14 @@ from vla_client.client.core import (
     chosen_endpoint,
     transport_kind,
 )
-from vla_client.errors import ProtocolError
 from vla_client.protocol import (
+    ActionMetadata,
     Encoding,
     Endpoint,
     LayoutFunction,
     OpenpiLayout,
     Wire,
-    check_metadata_bounds,
+    read_metadata,
 )
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive, renamed_keywords
@@ -145,15 +145,22 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         )
         self.options = self._book.options
         self.stats = self._book.stats
-        self._http_metadata: Mapping[str, Any] | None = None
+        self._http_metadata: ActionMetadata | None = None
         """The server's metadata as last read over HTTP. HTTP hides its connections, so it is
         read again after a connection failed or the server refused a request (a 4xx): the
         server may have been replaced by one announcing something else."""
+        self._contract_read: tuple[Any, ActionMetadata] | None = None
+        """The last metadata document read for the contract, and what it read as."""
 
-    def checks(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
-        """What this client checks and fits before sending to a server announcing `metadata`."""
+    def checks(self, metadata: ActionMetadata | Mapping[str, Any]) -> dict[str, Any]:
+        """What this client checks and fits before sending to a server announcing `metadata`
+        (`metadata()`'s answer, or the document as a dict)."""
         options = self.options
-        fitter = self._book.fitter(metadata if options.check_contract else None)
+        if not options.check_contract:
+            fitter = self._book.fitter(None)
+        else:
+            read = metadata if isinstance(metadata, ActionMetadata) else read_metadata(metadata)
+            fitter = self._book.fitter(read)
         layout = options.layout
         return {
             "contract_checked": options.check_contract,
@@ -168,21 +175,18 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             return "none"
         return "stream" if self._stream is not None else "http"
 
-    def _keep_contract(self, source: str, document: Any) -> Mapping[str, Any]:
-        """`document` as the metadata to check against (kept, over HTTP); a server that
-        announces nothing gives ``{}``; anything but an object, or sizes and counts out of
-        bounds (`check_metadata_bounds`), is a `ProtocolError`."""
-        if document is None:
-            document = {}
-        if not isinstance(document, Mapping):
-            raise ProtocolError(
-                f"the server's metadata is malformed: expected an object, got "
-                f"{type(document).__name__}"
-            )
-        check_metadata_bounds(document)
+    def _keep_contract(self, source: str, document: Any) -> ActionMetadata:
+        """`document` read as the metadata to check against (kept, over HTTP); a server that
+        announces nothing (None) gives empty metadata; what `read_metadata` refuses is a
+        `ProtocolError`. A websocket hands over the same document for every request on a
+        connection: it is read once."""
+        if self._contract_read is None or self._contract_read[0] is not document:
+            metadata = read_metadata({} if document is None else document)
+            self._contract_read = (document, metadata)
+        metadata = self._contract_read[1]
         if source == "http":
-            self._http_metadata = document
-        return document
+            self._http_metadata = metadata
+        return metadata
 
     @property
     def transport(self) -> TransportT:

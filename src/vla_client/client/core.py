@@ -36,6 +36,7 @@ from vla_client.protocol import (
     ENCODINGS,
     FLAT,
     WIRES,
+    ActionMetadata,
     Encoding,
     Endpoint,
     LayoutFunction,
@@ -252,7 +253,7 @@ class RequestBook:
             fit="pad" if options.resize == "auto" else options.resize,
             camera_map=options.camera_map,
         )
-        self._fitted: tuple[Mapping[str, Any], FramePreprocessor] | None = None
+        self._fitted: tuple[ActionMetadata, FramePreprocessor] | None = None
 
     def run(
         self,
@@ -261,7 +262,7 @@ class RequestBook:
         runtime: Mapping[str, Any] | None,
         request_id: str | None,
         *,
-        contract: Callable[[float | None], Mapping[str, Any] | None],
+        contract: Callable[[float | None], ActionMetadata | None],
         send: Callable[[PreparedRequest], Received],
         receive: Callable[[PreparedRequest], Received] | None,
     ) -> ActionResult:
@@ -292,7 +293,7 @@ class RequestBook:
         runtime: Mapping[str, Any] | None,
         request_id: str | None,
         *,
-        contract: Callable[[float | None], Awaitable[Mapping[str, Any] | None]],
+        contract: Callable[[float | None], Awaitable[ActionMetadata | None]],
         send: Callable[[PreparedRequest], Awaitable[Received]],
         receive: Callable[[PreparedRequest], Awaitable[Received]] | None,
     ) -> ActionResult:
@@ -323,7 +324,7 @@ class RequestBook:
         deadline_s = self.options.deadline_s
         return None if deadline_s is None else time.monotonic() + deadline_s
 
-    def fitter(self, metadata: Mapping[str, Any] | None) -> FramePreprocessor:
+    def fitter(self, metadata: ActionMetadata | None) -> FramePreprocessor:
         """What fits observations to the server's `metadata` (None: to the options alone).
 
         Built once per metadata document, so once per connection on a websocket. Raises

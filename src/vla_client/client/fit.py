@@ -3,7 +3,10 @@
 The client reads the server's metadata (its camera names and aliases, image size, state length)
 into a `FramePreprocessor`, which fits each observation before it is encoded, so a mismatch is a
 `ContractError` on the robot rather than a guess on the server. The resizes themselves are the
-pure functions of `vla_client.cameras.preprocess`.
+pure functions of `vla_client.cameras.preprocess`. The metadata itself is read by the protocol's
+one metadata type (`vla_client.protocol.ActionMetadata`), which the server builds its document
+from too. `parse_image_size`, how that type reads ``image_size``, lives with the other field
+readers in `vla_client.protocol.metadata_fields` and still imports from here.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from typing import Any, Literal
 import numpy as np
 
 from vla_client.cameras.preprocess import center_crop_resize, resize_with_pad
-from vla_client.errors import ContractError, OptionFix, ProtocolError
+from vla_client.errors import ContractError, OptionFix
 from vla_client.observation import Observation
+from vla_client.protocol.metadata_fields import parse_image_size as parse_image_size
+from vla_client.protocol.models import ActionMetadata, read_metadata
 from vla_client.validation import check_choice, check_positive, renamed_keywords
 
 Fit = Literal["pad", "crop", "none"]
@@ -71,40 +76,31 @@ class FramePreprocessor:
     @renamed_keywords(names="camera_map")  # the 0.1.0 name
     def from_metadata(
         cls,
-        metadata: Mapping[str, Any],
+        metadata: ActionMetadata | Mapping[str, Any],
         camera_map: Mapping[str, str] | None = None,
         fit: Fit = "pad",
     ) -> FramePreprocessor:
-        """Build from the body of ``GET /v1/actions/metadata``; missing fields mean no check.
+        """Build from the server's metadata: `ActionMetadata` (what `ActionClient.metadata`
+        returns), or the body of ``GET /v1/actions/metadata`` as a dict, read into one by
+        `vla_client.protocol.read_metadata`. Missing fields mean no check.
 
-        Raises `ProtocolError` for malformed metadata and `ContractError` for an announced
-        image size too small to resize to.
+        Raises `ProtocolError` for malformed metadata (a dict the reader refuses) and
+        `ContractError` for an announced image size too small to resize to.
         """
-        spec = metadata.get("input") or {}
-        if not isinstance(spec, Mapping):
-            raise ProtocolError(f"metadata 'input' must be an object, got {type(spec).__name__}")
-        keys = spec.get("image_keys") or ()
-        aliases = spec.get("camera_aliases") or {}
-        state_dim = spec.get("state_dim")
-        if not isinstance(keys, list | tuple) or not all(isinstance(k, str) for k in keys):
-            raise ProtocolError(f"metadata image_keys must be a list of names, got {keys!r}")
-        if not isinstance(aliases, Mapping):
-            raise ProtocolError(f"metadata camera_aliases must be an object, got {aliases!r}")
-        if state_dim is not None and (
-            isinstance(state_dim, bool) or not isinstance(state_dim, int) or state_dim < 0
-        ):
-            raise ProtocolError(f"metadata state_dim must be a count, got {state_dim!r}")
-        size = parse_image_size(spec.get("image_size"))
+        if isinstance(metadata, Mapping):
+            metadata = read_metadata(metadata)
+        spec = metadata.input
+        size = None if spec.image_size is None else (spec.image_size[0], spec.image_size[1])
         if size is not None and min(size) < MIN_SIDE:
             raise ContractError("input.image_size", f">= {MIN_SIDE} pixels a side", size)
         return cls(
             size=size,
             fit=fit,
             camera_map=dict(camera_map or {}),
-            server_keys=tuple(keys),
-            aliases={str(k): str(v) for k, v in aliases.items()},
-            size_required=spec.get("image_size_required") is True,
-            state_dim=state_dim,
+            server_keys=tuple(spec.image_keys),
+            aliases=dict(spec.camera_aliases),
+            size_required=spec.image_size_required,
+            state_dim=spec.state_dim,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -208,24 +204,3 @@ def check_camera_map(camera_map: Mapping[str, str]) -> None:
                 f"camera_map sends both {targets[target]!r} and {local!r} to {target!r}"
             )
         targets[target] = local
-
-
-def parse_image_size(value: object) -> tuple[int, int] | None:
-    """(height, width) from metadata's `image_size`: ``224``, ``[H, W]``, ``[H, W, C]``,
-    ``[C, H, W]`` or ``{"height": H, "width": W}``; None when absent."""
-    if value is None:
-        return None
-    if isinstance(value, Mapping):
-        dims = [value.get("height"), value.get("width")]
-    elif isinstance(value, int):
-        dims = [value, value]
-    elif isinstance(value, list | tuple) and len(value) == 3:
-        dims = list(value[:2]) if value[2] in (1, 3, 4) else list(value[1:])
-    elif isinstance(value, list | tuple):
-        dims = list(value)
-    else:
-        dims = []
-    sizes = [d for d in dims if isinstance(d, int) and not isinstance(d, bool) and d > 0]
-    if len(dims) != 2 or len(sizes) != 2:
-        raise ProtocolError(f"metadata image_size {value!r} is not a height and width")
-    return sizes[0], sizes[1]

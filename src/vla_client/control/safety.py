@@ -87,15 +87,16 @@ class SafetyGate:
         """A gate expecting the horizon and action dim the server's metadata announces.
 
         Takes `ActionClient.metadata()` or the raw document (``{"output": {"action_horizon",
-        "action_dim"}}``); either may leave them out. A horizon left out is not checked; an
-        action dim left out is taken from the limits' length or the first action checked.
+        "action_dim"}}``, read by `vla_client.protocol.read_metadata`: `ProtocolError` if it
+        refuses it); either may leave them out. A horizon left out is not checked; an action
+        dim left out is taken from the limits' length or the first action checked.
         """
         if isinstance(metadata, Mapping):
-            output = metadata.get("output") or {}
-            horizon, action_dim = output.get("action_horizon"), output.get("action_dim")
-        else:
-            horizon, action_dim = metadata.output.action_horizon, metadata.output.action_dim
-        return cls(horizon=horizon, action_dim=action_dim, **options)
+            from vla_client.protocol import read_metadata  # deferred: pydantic, on first use
+
+            metadata = read_metadata(metadata)
+        output = metadata.output
+        return cls(horizon=output.action_horizon, action_dim=output.action_dim, **options)
 
     @property
     def action_dim(self) -> int | None:

@@ -9,7 +9,8 @@ travel. Shared by client and server; knows nothing of either.
 - `decode`: decoding requests at a server's entrypoint, every image to an ndarray;
 - `reply_build` and `reply_read`: building replies on the server, reading them on the client;
 - `status`: failures as HTTP statuses and websocket close codes, both ways;
-- `models`: typed request and metadata documents.
+- `models`: typed request and metadata documents;
+- `metadata_fields`: how each metadata field is read and bounded, for the metadata model.
 """
 
 from typing import TYPE_CHECKING
@@ -44,13 +45,13 @@ if TYPE_CHECKING:
     from vla_client.protocol.layouts import OpenpiLayout as OpenpiLayout
     from vla_client.protocol.layouts import StatePart as StatePart
     from vla_client.protocol.layouts import openpi_layout as openpi_layout
+    from vla_client.protocol.metadata_fields import check_metadata_bounds as check_metadata_bounds
     from vla_client.protocol.models import ActionInput as ActionInput
     from vla_client.protocol.models import ActionMetadata as ActionMetadata
     from vla_client.protocol.models import ActionRequest as ActionRequest
     from vla_client.protocol.models import ObservationPayload as ObservationPayload
     from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
-    from vla_client.protocol.models import check_metadata_bounds as check_metadata_bounds
     from vla_client.protocol.models import read_metadata as read_metadata
     from vla_client.protocol.reply_build import build_envelope as build_envelope
     from vla_client.protocol.reply_build import build_raw as build_raw
@@ -105,13 +106,13 @@ _FACE = {
     "OpenpiLayout": "vla_client.protocol.layouts",
     "StatePart": "vla_client.protocol.layouts",
     "openpi_layout": "vla_client.protocol.layouts",
+    "check_metadata_bounds": "vla_client.protocol.metadata_fields",
     "ActionInput": "vla_client.protocol.models",
     "ActionMetadata": "vla_client.protocol.models",
     "ActionRequest": "vla_client.protocol.models",
     "ObservationPayload": "vla_client.protocol.models",
     "RuntimeOptions": "vla_client.protocol.models",
     "SamplingParameters": "vla_client.protocol.models",
-    "check_metadata_bounds": "vla_client.protocol.models",
     "read_metadata": "vla_client.protocol.models",
     "build_openpi_request": "vla_client.protocol.request",
     "build_request": "vla_client.protocol.request",

@@ -2,7 +2,9 @@
 
 Requests: `ActionRequest` -> `ActionInput` -> `ObservationPayload`, plus `parameters` and
 `RuntimeOptions`; the models also give the request's JSON schema for the OpenAPI document.
-`ActionMetadata` is GET /v1/actions/metadata, which tells a client what the policy expects.
+`ActionMetadata` is GET /v1/actions/metadata, which tells a client what the policy expects:
+the one type the server builds it from and the client reads it into (its fields are read by
+`vla_client.protocol.metadata_fields`).
 Replies are plain documents, described in `vla_client.protocol.reply_read`: they are built per
 request on the server, where a model would only add a copy.
 
@@ -18,9 +20,35 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from vla_client.errors import CodecError, ProtocolError
+from vla_client.protocol.metadata_fields import (
+    LEAST_DIM,
+    check_chunk,
+    parse_image_size,
+    read_camera_aliases,
+    read_dim,
+    read_image_keys,
+    read_image_size_required,
+)
+
+# Where they lived until the fields got their own module; still importable from here.
+from vla_client.protocol.metadata_fields import (
+    MAX_METADATA_ACTION_VALUES as MAX_METADATA_ACTION_VALUES,
+)
+from vla_client.protocol.metadata_fields import MAX_METADATA_CAMERAS as MAX_METADATA_CAMERAS
+from vla_client.protocol.metadata_fields import MAX_METADATA_DIM as MAX_METADATA_DIM
+from vla_client.protocol.metadata_fields import MAX_METADATA_PIXELS as MAX_METADATA_PIXELS
+from vla_client.protocol.metadata_fields import check_metadata_bounds as check_metadata_bounds
 
 
 class _Open(BaseModel):
@@ -116,9 +144,14 @@ class MetadataInput(_Open):
     """What the policy expects to receive.
 
     `image_keys` are the camera names it reads (empty: any), `camera_aliases` other names it
-    takes for them, `image_size` its frame size (height, width), refused when different if
+    takes for them, `image_size` its frame size ``[height, width]``, refused when different if
     `image_size_required`; `state_dim` its state length; `openpi_layout` the request layout of
     its openpi websocket.
+
+    Each field is read by its function in `vla_client.protocol.metadata_fields`, which raises
+    `ProtocolError` for a wrong form or a size out of bounds. `image_size` may come in any of
+    the forms servers send (``224``, ``[H, W]``, ``[H, W, C]``, ``[C, H, W]``,
+    ``{"height", "width"}``) and is kept as ``[H, W]``; null image keys or aliases are none.
     """
 
     image_keys: list[str] = Field(default_factory=list)
@@ -128,9 +161,36 @@ class MetadataInput(_Open):
     state_dim: int | None = None
     openpi_layout: str | None = None
 
+    @field_validator("image_keys", mode="before")
+    @classmethod
+    def _image_keys(cls, value: Any) -> list[str]:
+        return read_image_keys(value)
+
+    @field_validator("image_size", mode="before")
+    @classmethod
+    def _image_size(cls, value: Any) -> list[int] | None:
+        size = parse_image_size(value)
+        return None if size is None else list(size)
+
+    @field_validator("image_size_required", mode="before")
+    @classmethod
+    def _image_size_required(cls, value: Any) -> bool:
+        return read_image_size_required(value)
+
+    @field_validator("camera_aliases", mode="before")
+    @classmethod
+    def _camera_aliases(cls, value: Any) -> dict[str, str]:
+        return read_camera_aliases(value)
+
+    @field_validator("state_dim", mode="before")
+    @classmethod
+    def _state_dim(cls, value: Any) -> int | None:
+        return read_dim("input.state_dim", value, LEAST_DIM["state_dim"])
+
 
 class MetadataOutput(_Open):
-    """What the policy returns."""
+    """What the policy returns; its counts are read as `MetadataInput.state_dim` is, and the
+    chunk they make is bounded too (`vla_client.protocol.metadata_fields`)."""
 
     action_type: str = "continuous"
     action_horizon: int | None = None
@@ -138,9 +198,27 @@ class MetadataOutput(_Open):
     padded_action_dim: int | None = None
     dtype: str = "float32"
 
+    @field_validator("action_horizon", "action_dim", "padded_action_dim", mode="before")
+    @classmethod
+    def _count(cls, value: Any, info: ValidationInfo) -> int | None:
+        name = str(info.field_name)
+        return read_dim(f"output.{name}", value, LEAST_DIM[name])
+
+    @model_validator(mode="after")
+    def _chunk(self) -> MetadataOutput:
+        check_chunk(self.action_horizon, self.action_dim)
+        return self
+
 
 class ActionMetadata(_Open):
-    """GET /v1/actions/metadata, also the first frame on both websockets."""
+    """GET /v1/actions/metadata, also the first frame on both websockets.
+
+    The one type of the metadata: the reference server builds its document from it
+    (`vla_client.server.metadata_document`), a client reads a server's document into it
+    (`read_metadata`) and fits observations to what it says
+    (`vla_client.client.FramePreprocessor.from_metadata`). An ``input`` or ``output`` of null is
+    an empty one.
+    """
 
     object: Literal["action.metadata"] = "action.metadata"
     model: str | None = None
@@ -150,93 +228,32 @@ class ActionMetadata(_Open):
     output: MetadataOutput = Field(default_factory=MetadataOutput)
     defaults: dict[str, Any] = Field(default_factory=dict)
     capabilities: dict[str, Any] = Field(default_factory=dict)
+    server: dict[str, Any] | None = None
+    """The reference server's own addition, its ``name`` and ``version``; others send none."""
 
-
-MAX_METADATA_PIXELS = 4096 * 4096
-"""Largest frame (height x width) a server may announce: the reference server's own default
-``max_image_pixels`` (`vla_client.codecs.DEFAULT_MAX_PIXELS`, not imported here: that would
-load the image libraries with the models). A client pads frames to the announced size, so a
-larger claim would have it allocate whatever the server said."""
-MAX_METADATA_CAMERAS = 16
-"""Most cameras a server may announce, the reference server's own ``max_cameras``."""
-MAX_METADATA_DIM = 65536
-"""Largest action horizon, action dim or state dim a server may announce."""
-MAX_METADATA_ACTION_VALUES = 1 << 20
-"""Largest action chunk (horizon x dim) a server may announce."""
-_METADATA_DIMS = (
-    ("input", "state_dim", 0),
-    ("output", "action_horizon", 1),
-    ("output", "action_dim", 1),
-    ("output", "padded_action_dim", 1),
-)
-"""Counts in the metadata: their block, name and least value (a policy may take no state)."""
-
-
-def check_metadata_bounds(metadata: Mapping[str, Any]) -> None:
-    """`ProtocolError` unless the sizes and counts in `metadata` are sane, read before anything
-    is sized from them: whole dims within ``0..MAX_METADATA_DIM`` (actions at least 1), an
-    ``image_size`` of positive sides within `MAX_METADATA_PIXELS`, at most
-    `MAX_METADATA_CAMERAS` image keys and an action chunk within `MAX_METADATA_ACTION_VALUES`.
-    Absent fields are fine; their forms are checked where they are used."""
-    blocks = {name: metadata.get(name) for name in ("input", "output")}
-    for block, field_name, least in _METADATA_DIMS:
-        spec = blocks[block]
-        value = spec.get(field_name) if isinstance(spec, Mapping) else None
+    @field_validator("input", "output", mode="before")
+    @classmethod
+    def _block(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
+            return {}
+        if not isinstance(value, Mapping | BaseModel):
             raise ProtocolError(
-                f"metadata {block}.{field_name} must be a whole number, got {value!r}"
+                f"metadata {info.field_name!r} must be an object, got {type(value).__name__}"
             )
-        if not least <= value <= MAX_METADATA_DIM:
-            raise ProtocolError(
-                f"metadata {block}.{field_name} is {value}, outside {least}..{MAX_METADATA_DIM}"
-            )
-    output = blocks["output"] if isinstance(blocks["output"], Mapping) else {}
-    horizon, dim = output.get("action_horizon"), output.get("action_dim")
-    if horizon is not None and dim is not None and horizon * dim > MAX_METADATA_ACTION_VALUES:
-        raise ProtocolError(
-            f"metadata announces {horizon} x {dim} action chunks, over the limit of "
-            f"{MAX_METADATA_ACTION_VALUES} values"
-        )
-    spec = blocks["input"] if isinstance(blocks["input"], Mapping) else {}
-    keys = spec.get("image_keys")
-    if isinstance(keys, list | tuple) and len(keys) > MAX_METADATA_CAMERAS:
-        raise ProtocolError(
-            f"metadata announces {len(keys)} cameras, over the limit of {MAX_METADATA_CAMERAS}"
-        )
-    _check_image_size(spec.get("image_size"))
-
-
-def _check_image_size(value: Any) -> None:
-    """The announced frame size within bounds, in any of its forms (``224``, ``[H, W]``,
-    ``[H, W, C]``, ``[C, H, W]``, ``{"height", "width"}``): its sides are its two largest
-    entries, so their product bounds the frame whatever the form."""
-    if value is None:
-        return
-    if isinstance(value, Mapping):
-        entries: list[Any] = [value.get("height"), value.get("width")]
-    elif isinstance(value, list | tuple):
-        entries = list(value)
-    else:
-        entries = [value, value]
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in entries):
-        raise ProtocolError(f"metadata image_size {value!r} must be positive whole numbers")
-    sides: list[int] = sorted(entries)[-2:]
-    if len(sides) == 2 and sides[0] * sides[1] > MAX_METADATA_PIXELS:
-        raise ProtocolError(
-            f"metadata image_size {value!r} is over the limit of {MAX_METADATA_PIXELS} pixels"
-        )
+        return value
 
 
 def read_metadata(document: Any) -> ActionMetadata:
-    """`document` (the server's metadata) as `ActionMetadata`; `ProtocolError` when it is not
-    an object, is out of bounds (`check_metadata_bounds`) or does not fit the model."""
+    """`document` (a server's metadata, as parsed off the wire) as `ActionMetadata`.
+
+    `ProtocolError` when it is not an object, when a field the client reads has the wrong form
+    or a size out of bounds (the message of `vla_client.protocol.metadata_fields`), or when any
+    other field does not fit the model (``the server's metadata is malformed: ...``).
+    """
     if not isinstance(document, Mapping):
         raise ProtocolError(
             f"the server's metadata is malformed: expected an object, got {type(document).__name__}"
         )
-    check_metadata_bounds(document)
     try:
         return ActionMetadata.model_validate(document)
     except ValidationError as exc:

@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from vla_client.errors import CodecError, ProtocolError, ServerError
-from vla_client.protocol.models import check_metadata_bounds
+from vla_client.protocol.metadata_fields import check_metadata_bounds
 from vla_client.protocol.status import parse_retry_after, redirect_detail
 from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE, loads, wire_for_content_type
 

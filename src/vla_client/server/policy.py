@@ -172,30 +172,34 @@ def metadata_document(
     """The GET /v1/actions/metadata body for `spec` (SGLang's generic layout); `websockets`
     says whether the server also serves the realtime and openpi websockets, `openpi_layout`
     which request layout its openpi endpoint reads; `server` names this server and its version
-    (beyond SGLang's layout, which clients ignore)."""
-    return {
-        "object": "action.metadata",
-        "server": {"name": "vla-client", "version": __version__},
-        "model": model,
-        "model_path": model,
-        "policy_family": spec.family,
-        "input": {
-            "image_keys": list(spec.camera_names),
-            "image_size": list(spec.image_size) if spec.image_size else None,
-            "image_size_required": spec.image_size_required,
-            "camera_aliases": dict(spec.camera_aliases),
-            "state_dim": spec.state_dim,
-            "openpi_layout": openpi_layout,
-        },
-        "output": {
-            "action_type": "continuous",
-            "action_horizon": spec.action_horizon,
-            "action_dim": spec.action_dim,
-            "padded_action_dim": spec.action_dim,
-            "dtype": "float32",
-        },
-        "defaults": {"num_inference_steps": spec.num_inference_steps},
-        "capabilities": {
+    (beyond SGLang's layout, which clients ignore).
+
+    Built as `ActionMetadata`, the type clients read it into, and dumped to plain values: a
+    spec whose sizes a client would refuse (`vla_client.protocol.metadata_fields`) fails here,
+    with the client's `ProtocolError`, rather than at every client.
+    """
+    # Deferred: the inference worker imports this module for `Policy`, and never needs pydantic.
+    from vla_client.protocol.models import ActionMetadata, MetadataInput, MetadataOutput
+
+    metadata = ActionMetadata(
+        model=model,
+        model_path=model,
+        policy_family=spec.family,
+        input=MetadataInput(
+            image_keys=list(spec.camera_names),
+            image_size=list(spec.image_size) if spec.image_size else None,
+            image_size_required=spec.image_size_required,
+            camera_aliases=dict(spec.camera_aliases),
+            state_dim=spec.state_dim,
+            openpi_layout=openpi_layout,
+        ),
+        output=MetadataOutput(
+            action_horizon=spec.action_horizon,
+            action_dim=spec.action_dim,
+            padded_action_dim=spec.action_dim,
+        ),
+        defaults={"num_inference_steps": spec.num_inference_steps},
+        capabilities={
             "realtime_websocket": websockets,
             "openpi_websocket": websockets,
             "batch_inputs": False,
@@ -203,4 +207,6 @@ def metadata_document(
             "return_digest": True,
             **spec.extra_capabilities,
         },
-    }
+        server={"name": "vla-client", "version": __version__},
+    )
+    return metadata.model_dump(mode="json")
