@@ -162,33 +162,60 @@ def served() -> Iterator[Served]:
 
 
 # SGLang's and openpi's forms: what each path must read, and read the same.
+PI05_LIKE = {  # SGLang's Pi0.5 pipeline: keys, an [H, W] size, padded actions, runtime facts
+    "object": "action.metadata",
+    "model": "pi05",
+    "model_path": "lerobot/pi05",
+    "policy_family": "pi05",
+    "input": {"image_keys": ["base_0_rgb", "left_wrist_0_rgb"], "image_size": [224, 224]},
+    "output": {"action_horizon": 10, "action_dim": 7, "padded_action_dim": 32},
+    "runtime": {"enable_autocast": True},
+    "defaults": {"num_inference_steps": 10},
+}
+COSMOS3_LIKE = {  # SGLang's Cosmos3: no image keys or size, input keys of its own, no action dim
+    "input": {"modalities": ["image", "video"], "supported_resolutions": [[480, 640]]},
+    "output": {"action_horizon": 16, "action_dim": None, "padded_action_dim": 32},
+}
+FLUX_LIKE = {  # SGLang's FLUX 3 Action: aliases for its cameras, a layout name of its own
+    "input": {
+        "image_keys": ["wrist", "left", "right"],
+        "camera_aliases": {"observation.images.wrist": "wrist"},
+        "camera_layout": "droid",
+    },
+}
 ACCEPTED = [
-    ({"input": {"image_size": 224}}, [224, 224]),
-    ({"input": {"image_size": [240, 320, 3]}}, [240, 320]),
-    ({"input": {"image_size": [3, 240, 320]}}, [240, 320]),
-    ({"input": {"image_size": {"height": 96, "width": 128}}}, [96, 128]),
-    ({"input": {"image_keys": None, "camera_aliases": None, "image_size": None}}, None),
-    ({"input": None, "output": None}, None),
-    ({"reset_pose": [0.0] * 7}, None),  # an openpi server's own metadata: nothing announced
+    ({"input": {"image_size": 224}}, [224, 224], ()),
+    ({"input": {"image_size": [240, 320, 3]}}, [240, 320], ()),
+    ({"input": {"image_size": [3, 240, 320]}}, [240, 320], ()),
+    ({"input": {"image_size": {"height": 96, "width": 128}}}, [96, 128], ()),
+    ({"input": {"image_keys": None, "camera_aliases": None, "image_size": None}}, None, ()),
+    ({"input": None, "output": None}, None, ()),
+    (PI05_LIKE, [224, 224], ("base_0_rgb", "left_wrist_0_rgb")),
+    (COSMOS3_LIKE, None, ()),
+    (FLUX_LIKE, None, ("wrist", "left", "right")),
+    ({"reset_pose": [0.0] * 7}, None, ()),  # an openpi server's own metadata: nothing announced
 ]
 
 
-@pytest.mark.parametrize(("document", "size"), ACCEPTED)
+@pytest.mark.parametrize(("document", "size", "keys"), ACCEPTED)
 def test_every_path_reads_the_servers_forms_alike(
-    served: Served, document: dict[str, Any], size: list[int] | None
+    served: Served, document: dict[str, Any], size: list[int] | None, keys: tuple[str, ...]
 ) -> None:
     served.document = document
     metadata = read_metadata(document)
     assert metadata.input.image_size == size
-    assert metadata.model_extra == {
-        k: v for k, v in document.items() if k not in ("input", "output")
-    }
+    extra = {k: v for k, v in document.items() if k not in ActionMetadata.model_fields}
+    assert metadata.model_extra == extra  # kept, as SGLang's own keys are
+    own_input = {k for k in document.get("input") or {} if k not in MetadataInput.model_fields}
+    assert set(metadata.input.model_extra or {}) == own_input
     fit = FramePreprocessor.from_metadata(document)
     assert fit.size == (None if size is None else tuple(size))
-    assert (fit.server_keys, fit.aliases) == ((), {})
+    assert fit.server_keys == keys
+    assert fit == FramePreprocessor.from_metadata(metadata)
     with ActionClient(served.server.url, retry=NO_RETRY) as client:
         assert client.metadata() == metadata
-        assert client.checks(document)["image_size"] == size
+        checks = client.checks(document)
+        assert (checks["image_size"], checks["cameras"]) == (size, list(keys) or "any")
 
 
 # Each refused form, with the one message every path gives for it.
