@@ -216,8 +216,10 @@ class ActionMetadata(_Open):
     The one type of the metadata: the reference server builds its document from it
     (`vla_client.server.metadata_document`), a client reads a server's document into it
     (`read_metadata`) and fits observations to what it says
-    (`vla_client.client.FramePreprocessor.from_metadata`). An ``input`` or ``output`` of null is
-    an empty one.
+    (`vla_client.client.fit.FramePreprocessor.from_metadata`). An ``input`` or ``output`` of
+    null is an empty one. Built in code, it raises the fields' own `ProtocolError` (pydantic
+    passes it through) and pydantic's `ValidationError` for the other fields; `read_metadata`
+    gives a `ProtocolError` for both.
     """
 
     object: Literal["action.metadata"] = "action.metadata"
