@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
@@ -139,16 +137,15 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def server_metadata(client: ActionClient) -> ActionMetadata | None:
-    """What the server announces, or None for a server without metadata (404) or with
-    metadata that is not the action API's (openpi's servers send their policy's own)."""
+    """What the server announces, or None for a server without metadata (404). A document the
+    action API's model cannot read is the `ProtocolError` `ActionClient.metadata` raises
+    (openpi's servers' own metadata reads, its keys kept as extras)."""
     try:
         return client.metadata()
     except ServerError as exc:
         if exc.status_code == 404:
             return None
         raise
-    except ValidationError:
-        return None
 
 
 def announced_layout(client: ActionClient) -> OpenpiLayout | None:
