@@ -134,6 +134,22 @@ def test_without_metadata_nothing_changes() -> None:
         np.testing.assert_array_equal(result.images[name], image)
 
 
+def test_an_observation_that_already_fits_is_passed_on_as_it_is() -> None:
+    """Nothing to rename or resize: the checked observation itself goes on (not a copy checked
+    again, frame by frame, on every control tick); a rename or a resize makes a new one."""
+    original = observation()
+    metadata = {"input": {"image_keys": ["wrist", "left"], "image_size": [48, 64],
+                          "image_size_required": True, "state_dim": 1}}  # fmt: skip
+    assert FramePreprocessor.from_metadata(metadata, fit="none")(original) is original
+    assert FramePreprocessor.from_metadata({})(original) is original
+    renamed = FramePreprocessor(camera_map={"left": "base"})(original)
+    assert renamed is not original and set(renamed.images) == {"wrist", "base"}
+    assert renamed.capture_times == {"wrist": 1.0, "base": 2.0}
+    assert renamed.images["base"] is original.images["left"]
+    resized = FramePreprocessor(size=(32, 40))(original)
+    assert resized is not original and resized.images["wrist"].shape == (32, 40, 3)
+
+
 def test_metadata_renames_and_resizes() -> None:
     metadata = {"input": {"image_keys": ["base_0_rgb", "wrist"], "image_size": [32, 40]}}
     result = FramePreprocessor.from_metadata(metadata, {"left": "base_0_rgb"})(observation())

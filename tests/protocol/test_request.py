@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import msgpack
 import numpy as np
@@ -181,3 +183,26 @@ def test_limits(observation):
         decode_request(body, ct, limits=DecodeLimits(max_cameras=2))
     with pytest.raises(PayloadTooLargeError, match="pixels"):
         decode_request(body, ct, limits=DecodeLimits(max_image_pixels=100))
+
+
+_THREADS_AFTER_ENCODING = """
+import json, threading, numpy as np
+from vla_client import Observation, encode_request
+frames = {{name: np.full((48, 64, 3), i, np.uint8) for i, name in enumerate("abc")}}
+encode_request(Observation(frames), encoding={encoding!r}, wire={wire!r})
+print(json.dumps([t.name for t in threading.enumerate() if t.name.startswith("codec")]))
+"""
+
+
+@pytest.mark.parametrize(("encoding", "wire", "pooled"), [
+    ("raw", "msgpack", False), ("png", "msgpack", True), ("raw", "json", True),
+])  # fmt: skip
+def test_raw_frames_on_msgpack_skip_the_codec_threads(encoding, wire, pooled):
+    """Raw frames on msgpack are their own wire value: handing three of them to the codec
+    pool's threads and back would cost more than the nothing there is to do (a thread wake-up
+    each, longer on a busy robot); the encodings that do work still run in parallel."""
+    script = _THREADS_AFTER_ENCODING.format(encoding=encoding, wire=wire)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    threads = json.loads(done.stdout)
+    assert bool(threads) is pooled, threads

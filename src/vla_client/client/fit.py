@@ -181,6 +181,12 @@ class FramePreprocessor:
                     f"{self.state_dim} values",
                     "none" if given is None else given,
                 )
+        unchanged = all(
+            images[names[local]] is frame and names[local] == local
+            for local, frame in observation.images.items()
+        )
+        if unchanged:  # nothing renamed or resized: the observation was checked when it was made
+            return observation
         times = {names[k]: t for k, t in observation.capture_times.items()}
         return Observation(images, observation.state, observation.task, times)
 

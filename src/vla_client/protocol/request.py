@@ -109,7 +109,15 @@ def build_openpi_request(
 def encode_images(
     observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
 ) -> dict[str, Any]:
-    """Each camera's frame as its wire value, encoded in parallel (see `map_frames`)."""
+    """Each camera's frame as its wire value, encoded in parallel (see `map_frames`).
+
+    Raw frames on msgpack are their own wire value (the packer writes their buffers): there is
+    nothing to do in parallel, and handing them to the pool's threads and back would cost more
+    than the work, so they stay in this thread.
+    """
+    if encoding == "raw" and wire == "msgpack":
+        return {name: encode_image_value(frame, encoding, wire)
+                for name, frame in observation.images.items()}  # fmt: skip
     names = list(observation.images)
     values = map_frames(
         lambda name: encode_image_value(

@@ -81,6 +81,7 @@ class HTTPTransport(_HTTPBase):
     ) -> None:  # fmt: skip
         super().__init__(base_url, timeout_s, api_key, headers, max_reply_bytes)
         self._client = httpx.Client(transport=_bounded_transport(), **self._client_options)
+        self._urls = _endpoint_urls(self._client.base_url)
 
     def metadata(self, *, timeout_s: float | None = None) -> Any:
         return self._metadata_read(self._send("GET", METADATA_PATH, {}, None, timeout_s))
@@ -101,7 +102,9 @@ class HTTPTransport(_HTTPBase):
         try:
             with (
                 _mapped_errors(),
-                self._client.stream(method, path, content=body, headers=headers) as response,
+                self._client.stream(
+                    method, self._urls[path], content=body, headers=headers
+                ) as response,
             ):
                 limit.check_declared(response.headers)
                 content = b"".join(limit.counted(chunk) for chunk in response.iter_bytes())
@@ -123,6 +126,7 @@ class AsyncHTTPTransport(_HTTPBase):
     ) -> None:  # fmt: skip
         super().__init__(base_url, timeout_s, api_key, headers, max_reply_bytes)
         self._client = httpx.AsyncClient(**self._client_options)
+        self._urls = _endpoint_urls(self._client.base_url)
 
     async def metadata(self, *, timeout_s: float | None = None) -> Any:
         return self._metadata_read(await self._send("GET", METADATA_PATH, {}, None, timeout_s))
@@ -144,7 +148,7 @@ class AsyncHTTPTransport(_HTTPBase):
             chunks: list[bytes] = []
             with _mapped_errors():
                 async with self._client.stream(
-                    method, path, content=body, headers=headers
+                    method, self._urls[path], content=body, headers=headers
                 ) as response:
                     limit.check_declared(response.headers)
                     async for chunk in response.aiter_bytes():
@@ -162,6 +166,16 @@ class AsyncHTTPTransport(_HTTPBase):
 
 
 _TOO_SLOW = "no complete reply within {:.3g} s"
+
+
+def _endpoint_urls(base_url: httpx.URL) -> dict[str, httpx.URL]:
+    """The metadata and generations URLs under `base_url`, joined once per transport as httpx
+    joins a path to its client's base URL (its path, then the path's): httpx parses a path
+    given as text again on every request, which costs more than the rest of building it."""
+    return {
+        path: base_url.copy_with(raw_path=base_url.raw_path + path.lstrip("/").encode())
+        for path in (METADATA_PATH, GENERATIONS_PATH)
+    }
 
 
 class _BodyLimit:
@@ -229,7 +243,11 @@ class _BoundedStream(httpcore.NetworkStream):
         return self._stream.read(max_bytes, _bounded(timeout, httpcore.ReadTimeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _bounded(timeout, httpcore.WriteTimeout))
+        # httpcore's streams send what the socket takes and slice off the rest: a slice of
+        # bytes is a copy, so a 2 MB body the socket takes 64 KB at a time would be copied
+        # over and over (tens of MB). A memoryview's slices are views of the one body.
+        view: Any = memoryview(buffer)  # every stream writes any bytes-like buffer
+        self._stream.write(view, _bounded(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
         self._stream.close()
