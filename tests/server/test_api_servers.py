@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from serve_process import wait_until_healthy
 from worker_doubles import FaultyPolicy
 
 from oracles import oracle_actions
@@ -273,3 +274,46 @@ def test_an_entrypoint_listens_only_once_linked_to_the_shared_worker() -> None:
         thread.join(30)
     assert not listened_before_the_link
     assert health == 200
+
+
+def test_an_entrypoint_slower_to_start_than_the_health_check_is_not_killed() -> None:
+    """uvicorn kills an entrypoint that does not answer its health check within
+    ``timeout_worker_healthcheck``; one still importing the app cannot answer, so on a busy
+    machine every entrypoint was killed and restarted, forever. Here each entrypoint takes 3 s
+    to import its policy's module against a 1 s health check: both start, once, and serve."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    here = Path(__file__).resolve().parent
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from slow_start_policy import SlowStartPolicy\n"
+        "from vla_client.server import ServerConfig\n"
+        "from vla_client.server.api_servers import serve\n"
+        "serve(SlowStartPolicy(), ServerConfig(port=int(sys.argv[2])), 2, log_level='info',"
+        " timeout_worker_healthcheck=1)\n"
+    )
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    server = subprocess.Popen(
+        [sys.executable, "-c", script, str(here), str(port)],
+        env={**os.environ, "PYTHONPATH": source},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until_healthy(port, server, timeout_s=60)
+        body, content_type = encode_request(
+            Observation(images=synthetic_frames(1, 64, 64)), encoding="raw", wire="msgpack"
+        )
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}{GENERATIONS}",
+            content=body,
+            headers={"content-type": content_type},
+            timeout=30,
+        )
+        assert reply.status_code == 200, reply.text
+        assert len(_entrypoints(server.pid)) == 2
+    finally:
+        server.terminate()
+        errors = server.communicate(timeout=30)[1].decode()
+    assert "died" not in errors, errors[-2000:]
