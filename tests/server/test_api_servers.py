@@ -143,6 +143,27 @@ def test_batches_from_different_entrypoints_share_one_policy_call() -> None:
     assert with_shared_worker(scenario, links=3) == [2.0, 2.0]
 
 
+def test_an_entrypoint_with_a_batch_running_still_joins_the_next_policy_call() -> None:
+    """While the worker runs a batch of entrypoint A's, A's next requests and B's wait in the
+    worker, and the next policy call takes all four. (Held back at A until its batch came
+    back, A's two reached the worker after the call with B's two had started: two calls of
+    two, half the batch a fixed-cost forward pass could have run.)"""
+    frames = synthetic_frames(1, 32, 32)
+
+    async def scenario(runners: list[WorkerRunner]) -> list[float]:
+        a, b = runners
+        first = asyncio.create_task(a.infer(PolicyInput(images=frames, task="sleep:0.6")))
+        await asyncio.sleep(0.2)  # the worker is busy with A's batch
+        replies = await asyncio.gather(
+            *(runner.infer(PolicyInput(images=frames, task="go")) for runner in (a, a, b, b))
+        )
+        await first
+        return [float(actions[0, 0]) for actions, _ in replies]
+
+    # FaultyPolicy writes the batch size into chunk[0, 0].
+    assert with_shared_worker(scenario, links=2) == [4.0] * 4
+
+
 def test_a_killed_shared_worker_fails_its_requests_and_comes_back() -> None:
     frames = synthetic_frames(1, 32, 32)
 
