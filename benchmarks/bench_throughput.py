@@ -131,7 +131,7 @@ def robot(port: int, request: bytes, start_at: float, stop_at: float, out: dict[
             refused += 1
             continue
         if status == 200:
-            read_actions(loads(body, "msgpack"))  # type: ignore[arg-type]
+            read_actions(loads(body, "msgpack"))
             end = time.monotonic()
             if end <= stop_at:
                 done += 1
@@ -331,7 +331,7 @@ def measure_pair(
     """Both servers, `rounds` cells of `seconds` each, alternating; totals per server."""
     for server in servers:  # warm-up: every entrypoint has served before the clock runs
         robots.run(server, min(2.0, seconds))
-    totals = {
+    totals: dict[str, dict[str, Any]] = {
         server.name: {"done": 0, "refused": 0, "latencies": [], "client_cpu_s": 0.0,
                       "server_cpu_s": 0.0, "worker_cpu_s": 0.0, "busy": 0.0, "ticks": 0.0,
                       "seconds": 0.0}
