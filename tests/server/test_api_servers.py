@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from serve_process import wait_until_healthy
 from worker_doubles import FaultyPolicy
 
 from oracles import oracle_actions
@@ -140,6 +141,27 @@ def test_batches_from_different_entrypoints_share_one_policy_call() -> None:
 
     # FaultyPolicy writes the batch size into chunk[0, 0].
     assert with_shared_worker(scenario, links=3) == [2.0, 2.0]
+
+
+def test_an_entrypoint_with_a_batch_running_still_joins_the_next_policy_call() -> None:
+    """While the worker runs a batch of entrypoint A's, A's next requests and B's wait in the
+    worker, and the next policy call takes all four. (Held back at A until its batch came
+    back, A's two reached the worker after the call with B's two had started: two calls of
+    two, half the batch a fixed-cost forward pass could have run.)"""
+    frames = synthetic_frames(1, 32, 32)
+
+    async def scenario(runners: list[WorkerRunner]) -> list[float]:
+        a, b = runners
+        first = asyncio.create_task(a.infer(PolicyInput(images=frames, task="sleep:0.6")))
+        await asyncio.sleep(0.2)  # the worker is busy with A's batch
+        replies = await asyncio.gather(
+            *(runner.infer(PolicyInput(images=frames, task="go")) for runner in (a, a, b, b))
+        )
+        await first
+        return [float(actions[0, 0]) for actions, _ in replies]
+
+    # FaultyPolicy writes the batch size into chunk[0, 0].
+    assert with_shared_worker(scenario, links=2) == [4.0] * 4
 
 
 def test_a_killed_shared_worker_fails_its_requests_and_comes_back() -> None:
@@ -273,3 +295,46 @@ def test_an_entrypoint_listens_only_once_linked_to_the_shared_worker() -> None:
         thread.join(30)
     assert not listened_before_the_link
     assert health == 200
+
+
+def test_an_entrypoint_slower_to_start_than_the_health_check_is_not_killed() -> None:
+    """uvicorn kills an entrypoint that does not answer its health check within
+    ``timeout_worker_healthcheck``; one still importing the app cannot answer, so on a busy
+    machine every entrypoint was killed and restarted, forever. Here each entrypoint takes 3 s
+    to import its policy's module against a 1 s health check: both start, once, and serve."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    here = Path(__file__).resolve().parent
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from slow_start_policy import SlowStartPolicy\n"
+        "from vla_client.server import ServerConfig\n"
+        "from vla_client.server.api_servers import serve\n"
+        "serve(SlowStartPolicy(), ServerConfig(port=int(sys.argv[2])), 2, log_level='info',"
+        " timeout_worker_healthcheck=1)\n"
+    )
+    source = str(Path(__file__).resolve().parents[2] / "src")
+    server = subprocess.Popen(
+        [sys.executable, "-c", script, str(here), str(port)],
+        env={**os.environ, "PYTHONPATH": source},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until_healthy(port, server, timeout_s=60)
+        body, content_type = encode_request(
+            Observation(images=synthetic_frames(1, 64, 64)), encoding="raw", wire="msgpack"
+        )
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}{GENERATIONS}",
+            content=body,
+            headers={"content-type": content_type},
+            timeout=30,
+        )
+        assert reply.status_code == 200, reply.text
+        assert len(_entrypoints(server.pid)) == 2
+    finally:
+        server.terminate()
+        errors = server.communicate(timeout=30)[1].decode()
+    assert "died" not in errors, errors[-2000:]

@@ -83,6 +83,26 @@ def test_full_batch_goes_before_the_window_ends() -> None:
     assert asyncio.run(scenario()) == [[0, 1]]
 
 
+def test_without_one_at_a_time_batches_go_while_others_run_and_a_backlog_goes_whole() -> None:
+    async def scenario() -> tuple[list[list[int]], list[list[int]]]:
+        sent: list[list[int]] = []
+        batcher: Batcher[int] = Batcher(
+            2, 0.0, lambda b: sent.append([p.item for p in b]), one_at_a_time=False
+        )
+        loop = asyncio.get_running_loop()
+        for i in range(5):  # queued while the worker is down: paused
+            batcher.put(Pending(i, loop.create_future(), on_retire=lambda: None))
+        batcher.resume()
+        backlog = list(sent)
+        for i in range(5, 7):  # nothing has come back, and each goes at once
+            batcher.put(Pending(i, loop.create_future(), on_retire=lambda: None))
+        return backlog, sent[len(backlog) :]
+
+    backlog, after = asyncio.run(scenario())
+    assert backlog == [[0, 1], [2, 3], [4]]
+    assert after == [[5], [6]]
+
+
 def test_settings_are_bounded() -> None:
     for bad in ({"max_batch": 0}, {"max_batch": 1000}, {"batch_wait_ms": 5000}, {"queue_size": 0}):
         with pytest.raises(ValueError):

@@ -45,11 +45,14 @@ import socket
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import Process
 
 from vla_client.server.app import ActionServerApp, create_app
 from vla_client.server.config import ServerConfig, WorkerSettings, uvicorn_options
@@ -61,6 +64,9 @@ from vla_client.server.worker import WorkerRunner
 log = logging.getLogger("uvicorn.error")
 FOLDER_PREFIX = "vla-client-"
 """The private folder of ``serve --api-servers N``: ``vla-client-<pid>-<random>``."""
+START_GRACE_S = 120.0
+"""How long a new entrypoint may take to answer its first health check (interpreter and
+imports); the worker is given as long to load its policy."""
 
 
 def serve(
@@ -112,12 +118,76 @@ def entrypoint_app(
 
 
 class _Entrypoints(Multiprocess):
-    """uvicorn's process supervisor, but the listening socket closes here before shutdown.
+    """uvicorn's process supervisor, with two changes.
 
-    Otherwise this process holds it open until it exits, after the entrypoints have drained:
-    the kernel keeps accepting connections into a queue that nothing reads, and resets them
-    all at the end (a reset clients cannot tell from a request that failed half-way).
+    The listening socket closes here before shutdown. Otherwise this process holds it open
+    until it exits, after the entrypoints have drained: the kernel keeps accepting connections
+    into a queue that nothing reads, and resets them all at the end (a reset clients cannot
+    tell from a request that failed half-way).
+
+    An entrypoint that is starting is given `START_GRACE_S` to answer uvicorn's health check.
+    uvicorn pings every process each half second and kills one that does not answer within
+    ``timeout_worker_healthcheck`` (5 s), but a process answers only once its interpreter has
+    started and imported the app (fastapi, numpy, the policy's module), which on a busy machine
+    takes longer: uvicorn then killed and restarted every entrypoint, over and over, and the
+    server never answered (seen at load 17 on 2 cores). So each new process gets one ping when
+    it starts, and until it has answered that one (or the grace is over) it is only checked for
+    being alive; then uvicorn's own check applies.
     """
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+        super().__init__(config, sockets)
+        self._starting: dict[Process, float] = {}
+
+    def init_processes(self) -> None:
+        super().init_processes()
+        for process in self.processes:
+            self._watch_start(process)
+
+    def keep_subprocess_alive(self) -> None:
+        if self.should_exit.is_set():
+            return
+        for index, process in enumerate(self.processes):
+            if self._still_starting(process):
+                continue
+            if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()  # dead, or hung
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:  # the app cannot start: it never will
+                log.error("Child process [%s] failed to start, stopping the parent process.",
+                          process.pid)  # fmt: skip
+                self.should_exit.set()
+                return
+            if self.should_exit.is_set():
+                return
+            log.info("Child process [%s] died", process.pid)
+            replacement = Process(self.config, self.sockets)
+            replacement.start()
+            self._watch_start(replacement)
+            self.processes[index] = replacement
+
+    def _watch_start(self, process: Process) -> None:
+        """Ping `process` once; its answer, read by `_still_starting`, says it has started."""
+        with contextlib.suppress(OSError):  # already gone: the next check replaces it
+            process.parent_conn.send(b"ping")
+        self._starting[process] = time.monotonic()
+
+    def _still_starting(self, process: Process) -> bool:
+        since = self._starting.get(process)
+        if since is None:
+            return False
+        try:
+            answered = process.parent_conn.poll(0)
+            if answered:
+                process.parent_conn.recv()
+        except (OSError, EOFError):
+            answered = False
+        alive = process.process.is_alive()
+        if answered or not alive or time.monotonic() - since > START_GRACE_S:
+            del self._starting[process]
+            return False
+        return True
 
     def terminate_all(self) -> None:
         for sock in self.sockets:

@@ -4,7 +4,9 @@ A request is admitted only while fewer than `queue_size` requests are waiting or
 otherwise it gets 503 with ``Retry-After`` at once. It runs in a shared-memory slot: the one the
 entrypoint read its body into (`lend_memory`), where arrays decoded from the body already lie,
 or a fresh one; arrays not yet in the slot are copied in. Then it joins the `Batcher`, which
-sends batches to the worker one at a time. Replies are matched back to requests by job id.
+sends batches to the worker one at a time; an entrypoint linked to a shared worker sends them
+as they come, and the worker merges what every entrypoint sent into its batches
+(`scheduler`). Replies are matched back to requests by job id.
 When the worker dies, or runs past `inference_timeout_s` and is killed, the requests it held
 get 503 and a new worker is started; the requests still queued wait for it. Nothing here ever
 waits without a bound.
@@ -93,15 +95,19 @@ class WorkerRunner:
             )
         self._pool = SlotPool(self.settings.queue_size)
         self._batcher: Batcher[Job] = Batcher(
-            self.settings.max_batch, self.settings.batch_wait_ms / 1000, self._send
+            self.settings.max_batch,
+            self.settings.batch_wait_ms / 1000,
+            self._send,
+            one_at_a_time=not self.links,
         )
         self._in_flight: dict[int, Pending[Job]] = {}
+        # batch id -> its job ids and the timer that bounds it, for each batch at the worker
+        self._batches: dict[int, tuple[tuple[int, ...], asyncio.TimerHandle]] = {}
         self._admitted = 0
         self._batch_ids = itertools.count(1)
         self._job_ids = itertools.count()
         self._started = False
         self._restarter: asyncio.Task[None] | None = None
-        self._timeout: asyncio.TimerHandle | None = None
         self._timed_out = False
         self._start_error = ""
         self._closing = False
@@ -181,7 +187,8 @@ class WorkerRunner:
         self._batcher.put(pending)
         actions, timings = await future
         waited_ms = (time.perf_counter() - pending.dispatched) * 1000
-        timings["ipc_ms"] = copy_ms + max(waited_ms - timings["inference_ms"], 0.0)
+        at_worker_ms = timings["queue_ms"] - (pending.dispatched - pending.admitted) * 1000
+        timings["ipc_ms"] = copy_ms + max(waited_ms - timings["inference_ms"] - at_worker_ms, 0.0)
         return actions, timings
 
     async def close(self) -> None:
@@ -238,31 +245,34 @@ class WorkerRunner:
         now = time.perf_counter()
         for pending in batch:
             pending.dispatched = now
-        self._in_flight = {pending.item.job_id: pending for pending in batch}
+            self._in_flight[pending.item.job_id] = pending
+        batch_id = next(self._batch_ids)
         try:
             forget = self._pool.take_forgotten()
-            self._worker.send(Batch(next(self._batch_ids), tuple(p.item for p in batch), forget))
+            self._worker.send(Batch(batch_id, tuple(p.item for p in batch), forget))
         except OSError:  # the worker just died; its exit fails these requests
             return
-        self._timeout = asyncio.get_running_loop().call_later(
+        timer = asyncio.get_running_loop().call_later(
             self.settings.inference_timeout_s, self._on_timeout
         )
+        self._batches[batch_id] = (tuple(p.item.job_id for p in batch), timer)
 
     def _on_message(self, message: Any) -> None:
         if isinstance(message, BatchDone):
             for result in message.results:
                 pending = self._in_flight.pop(result.job_id, None)
                 if pending is not None:
-                    self._resolve(pending, result, message.inference_ms, message.timings)
+                    self._resolve(pending, result, message)
         elif isinstance(message, BatchFailed):  # logged per request, with the traceback
             detail = policy_failure_detail(message.error)
-            for pending in self._in_flight.values():
-                pending.fail(InferenceError(500, detail, policy_traceback=message.traceback))
-        self._finish_batch()
+            job_ids, _ = self._batches.get(message.batch_id, ((), None))
+            for job_id in job_ids:
+                pending = self._in_flight.pop(job_id, None)
+                if pending is not None:
+                    pending.fail(InferenceError(500, detail, policy_traceback=message.traceback))
+        self._finish_batch(message.batch_id)
 
-    def _resolve(
-        self, pending: Pending[Job], result: Result, inference_ms: float, stages: Timings
-    ) -> None:
+    def _resolve(self, pending: Pending[Job], result: Result, done: BatchDone) -> None:
         layout = result.layout
         if layout is None:  # the chunk failed its check; the detail is the server's own words
             log.warning("policy output refused (job %d): %s", result.job_id, result.error)
@@ -273,9 +283,9 @@ class WorkerRunner:
         else:
             actions = np.frombuffer(result.inline, layout.dtype).reshape(layout.shape).copy()
         timings = {
-            "queue_ms": (pending.dispatched - pending.admitted) * 1000,
-            "inference_ms": inference_ms,
-            **stages,
+            "queue_ms": (pending.dispatched - pending.admitted) * 1000 + done.queued_ms,
+            "inference_ms": done.inference_ms,
+            **done.timings,
         }
         pending.resolve((actions, timings))
 
@@ -285,7 +295,7 @@ class WorkerRunner:
 
     def _on_exit(self, code: int | None) -> None:
         self._batcher.paused = True
-        self._cancel_timeout()
+        self._cancel_timeouts()
         if self._timed_out:
             self._timed_out = False
             self._fail_in_flight(
@@ -321,16 +331,20 @@ class WorkerRunner:
             return
 
     def _fail_in_flight(self, detail: str, *, status_code: int = 503) -> None:
+        self._cancel_timeouts()
         in_flight, self._in_flight = self._in_flight, {}
         for pending in in_flight.values():
             pending.fail(InferenceError(status_code, detail, retry_after=RETRY_AFTER_S))
 
-    def _finish_batch(self) -> None:
-        self._cancel_timeout()
-        self._in_flight = {}
+    def _finish_batch(self, batch_id: int) -> None:
+        job_ids, timer = self._batches.pop(batch_id, ((), None))
+        if timer is not None:
+            timer.cancel()
+        for job_id in job_ids:  # a job the reply did not name
+            self._in_flight.pop(job_id, None)
         self._batcher.resume()
 
-    def _cancel_timeout(self) -> None:
-        if self._timeout is not None:
-            self._timeout.cancel()
-            self._timeout = None
+    def _cancel_timeouts(self) -> None:
+        batches, self._batches = self._batches, {}
+        for _, timer in batches.values():
+            timer.cancel()

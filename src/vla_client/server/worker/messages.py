@@ -66,13 +66,15 @@ class Result(msgspec.Struct, frozen=True, array_like=True):
 
 
 class BatchDone(msgspec.Struct, frozen=True, array_like=True, tag=True):
-    """The batch ran: one `Result` per job, the policy call's time and the stage timings the
-    policy measured itself (`Policy.batch_timings`)."""
+    """The batch ran: one `Result` per job, the policy call's time, the stage timings the
+    policy measured itself (`Policy.batch_timings`) and how long the batch waited in the
+    worker for the policy call it ran in (behind other entrypoints' batches)."""
 
     batch_id: int
     results: tuple[Result, ...]
     inference_ms: float
     timings: dict[str, float] = {}
+    queued_ms: float = 0.0
 
 
 class BatchFailed(msgspec.Struct, frozen=True, array_like=True, tag=True):

@@ -54,7 +54,8 @@ from vla_client.server.worker.messages import (
 )
 from vla_client.server.worker.shm import Attachments, plan_layout, view
 
-Order = tuple[Connection, Batch]
+Order = tuple[Connection, Batch, float]
+"""A batch the worker has read: from which entrypoint, and when (``time.perf_counter``)."""
 
 
 def worker_main(fd: int, listener_fd: int | None = None) -> None:
@@ -112,8 +113,12 @@ class Entrypoints:
         self._waiting: deque[Order] = deque()
 
     def read(self) -> bool:
-        """Queue the batches that have arrived (waiting for one if none is queued) and accept
-        new entrypoints; False once told to stop or the starter is gone."""
+        """Queue every batch that has arrived (waiting for one if none is queued) and accept
+        new entrypoints; False once told to stop or the starter is gone.
+
+        Each connection is read until it has nothing more: an entrypoint of a shared worker
+        sends its requests as they come, several while a batch runs, and the next batch
+        should take them all, from every entrypoint."""
         ready: list[object] = [self._control]  # the starter's pipe alone: no select call
         if self._listener is not None or self._waiting:
             ready = [key.fileobj for key, _ in self._selector.select(0 if self._waiting else None)]
@@ -122,16 +127,20 @@ class Entrypoints:
                 self._accept(source)
                 continue
             assert isinstance(source, Connection)
-            try:
-                order = decode_order(source.recv_bytes())
-            except (EOFError, OSError):
-                if source is self._control:
+            while True:
+                try:
+                    order = decode_order(source.recv_bytes())
+                    more = source.poll(0)
+                except (EOFError, OSError):
+                    if source is self._control:
+                        return False
+                    self._drop(source)
+                    break
+                if isinstance(order, Stop):
                     return False
-                self._drop(source)
-                continue
-            if isinstance(order, Stop):
-                return False
-            self._waiting.append((source, order))
+                self._waiting.append((source, order, time.perf_counter()))
+                if not more:
+                    break
         return True
 
     def take(self, max_batch: int) -> list[Order]:
@@ -140,10 +149,10 @@ class Entrypoints:
         taken: list[Order] = []
         jobs = 0
         while self._waiting and (not taken or jobs + len(self._waiting[0][1].jobs) <= max_batch):
-            conn, batch = self._waiting.popleft()
-            if conn in self.attachments:
-                taken.append((conn, batch))
-                jobs += len(batch.jobs)
+            order = self._waiting.popleft()
+            if order[0] in self.attachments:
+                taken.append(order)
+                jobs += len(order[1].jobs)
         return taken
 
     def reply(self, conn: Connection, reply: BatchDone | BatchFailed) -> None:
@@ -181,7 +190,7 @@ def run_batches(
     """One policy call for every job in `orders`; chunks go back into the jobs' slots."""
     jobs: list[Job] = []
     buffers: list[memoryview] = []
-    for conn, batch in orders:
+    for conn, batch, _ in orders:
         mapped = attachments[conn]
         for index in batch.forget:
             mapped.forget(index)
@@ -196,7 +205,7 @@ def run_batches(
         timings = dict(policy.batch_timings())
     except Exception as exc:
         error, text = _describe(exc), "".join(traceback.format_exception(exc))
-        return [(conn, BatchFailed(batch.batch_id, error, text)) for conn, batch in orders]
+        return [(conn, BatchFailed(batch.batch_id, error, text)) for conn, batch, _ in orders]
     inference_ms = (time.perf_counter() - start) * 1000
     del inputs
     results = iter(map(_store, jobs, chunks, buffers, [policy] * len(jobs)))
@@ -204,10 +213,14 @@ def run_batches(
         (
             conn,
             BatchDone(
-                batch.batch_id, tuple(next(results) for _ in batch.jobs), inference_ms, timings
+                batch.batch_id,
+                tuple(next(results) for _ in batch.jobs),
+                inference_ms,
+                timings,
+                queued_ms=max(start - arrived, 0.0) * 1000,
             ),
         )
-        for conn, batch in orders
+        for conn, batch, arrived in orders
     ]
 
 
