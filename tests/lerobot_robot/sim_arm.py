@@ -20,7 +20,7 @@ pytest.importorskip(
 from lerobot.robots import Robot, RobotConfig
 
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "gripper")
-CAMERAS = {"front": (96, 128, 3), "wrist": (72, 96, 3)}
+CAMERAS = {"front": (120, 160, 3), "wrist": (96, 128, 3)}
 HORIZON = 12
 """The reference policy's chunk length in these tests: 0.6 s at the loops' 20 Hz."""
 
@@ -37,8 +37,8 @@ class SimArm(Robot):
     """Four joints (``<joint>.pos``) and two cameras, as LeRobot's arms describe theirs.
 
     Each `send_action` moves every joint `gain` of the way to its goal. `get_observation`
-    returns the joints and each camera's frame, drawn from the joints (a bar per joint whose
-    length is its position, over a gradient), and logs what it returned in `readings`;
+    returns the joints and each camera's frame, drawn from the joints and the reading's number
+    (`draw`), and logs what it returned in `readings`;
     `send_action` logs the dicts it got in `sent`. `camera_shapes` are its cameras (a test may
     change them to make the robot break its word).
     """
@@ -84,7 +84,7 @@ class SimArm(Robot):
         assert self._connected, "read while disconnected"
         reading: dict[str, Any] = {f"{j}.pos": p for j, p in self.positions.items()}
         for name, shape in self.camera_shapes.items():
-            reading[name] = draw(shape, list(self.positions.values()))
+            reading[name] = draw(shape, list(self.positions.values()), len(self.readings))
         self.readings.append(reading)
         return reading
 
@@ -101,9 +101,12 @@ class SimArm(Robot):
         self._connected = False
 
 
-def draw(shape: tuple[int, ...], positions: list[float]) -> np.ndarray:
-    """A frame showing `positions` (each in about [-1, 1]): a smooth gradient, and a bar per
-    joint whose length and brightness follow it."""
+def draw(shape: tuple[int, ...], positions: list[float], stamp: int = 0) -> np.ndarray:
+    """A frame showing `positions` (each in about [-1, 1]) over a smooth gradient: a bar per
+    joint, in the top three quarters, whose length follows it; and in the bottom quarter a
+    soft blob whose place follows `stamp` (the reading's number), so that frames of consecutive
+    readings always differ by more than a video codec's error. Edges are soft, as a camera's
+    are, so that what the codec loses is what it loses on camera frames."""
     height, width = shape[:2]
     rows = np.linspace(0, 1, height)[:, None]
     cols = np.linspace(0, 1, width)[None, :]
@@ -111,11 +114,20 @@ def draw(shape: tuple[int, ...], positions: list[float]) -> np.ndarray:
     frame[..., 0] = 40 + 120 * cols
     frame[..., 1] = 60 + 100 * rows
     frame[..., 2] = 90 + 60 * (rows * cols)
-    band = height // len(positions)
+    top = height * 3 // 4
+    band = top // len(positions)
+    x = np.arange(width)
     for i, position in enumerate(positions):
-        length = round((np.clip(np.nan_to_num(position), -1, 1) + 1) / 2 * (width - 1))
-        frame[i * band + 2 : (i + 1) * band - 2, : length + 1] = (200, 180 + 20 * i, 60)
-    return frame.round().astype(np.uint8)
+        end = (np.clip(np.nan_to_num(position), -1, 1) + 1) / 2 * (width - 1)
+        weight = (1 / (1 + np.exp((x - end) / 1.5)))[None, :, None]
+        colour = np.array([200.0, 180 + 20 * i, 60])
+        rows_of_bar = slice(i * band + 2, (i + 1) * band - 2)
+        frame[rows_of_bar] = frame[rows_of_bar] * (1 - weight) + colour * weight
+    ys, xs = np.mgrid[0:height, 0:width]
+    centre, spread = ((stamp * 0.37) % 1.0) * width, width / 12
+    blob = np.exp(-((xs - centre) ** 2 + (ys - (top + height) / 2) ** 2) / (2 * spread**2))
+    frame += 90 * blob[..., None]
+    return np.clip(frame, 0, 255).round().astype(np.uint8)
 
 
 def reference_app(**config: Any) -> Any:

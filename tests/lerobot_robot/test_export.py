@@ -34,10 +34,10 @@ EPISODES = ("reach", "wave", "reach")
 """Three episodes' tasks: the third repeats the first, so it must reuse its task index."""
 VIDEO_MEAN_ERROR = 8.0
 """What AV1 at LeRobot's settings (crf 30, 4:2:0 chroma) may change a frame by: the mean
-absolute difference per value, in levels of 255. The frames here measure 3 to 6: about 1.6 on
-their smooth gradient, more on the bars' sharp coloured edges. Each decoded frame must also be
-nearer its own step's frame than any other step's of its episode, which a frame decoded from
-the wrong time would not be."""
+absolute difference per value, in levels of 255. The arm's frames measure up to about 5. Each
+decoded frame must also be nearer its own step's frame than any other step's of its episode,
+which a frame decoded from the wrong time would not be: the arm's camera draws a blob that moves
+with each reading, so frames of consecutive steps differ by more than the codec's error."""
 NAMES = [f"{joint}.pos" for joint in JOINTS]
 
 
@@ -86,9 +86,12 @@ def item_at(dataset, index: int) -> dict[str, Any]:  # type: ignore[no-untyped-d
     for key in dataset.meta.video_keys:
         start = episode[f"videos/{key}/from_timestamp"]
         path = dataset.root / dataset.meta.get_video_file_path(int(item["episode_index"]), key)
+        wanted = start + float(item["timestamp"])
         with av.open(str(path)) as container:
-            frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-        frame = frames[round((start + float(item["timestamp"])) * dataset.fps)]
+            decoded = {f.time: f for f in container.decode(video=0)}
+        nearest = min(decoded, key=lambda time: abs(time - wanted))
+        assert abs(nearest - wanted) < 0.5 / dataset.fps, (nearest, wanted)
+        frame = decoded[nearest].to_ndarray(format="rgb24")
         item[key] = torch.from_numpy(frame).permute(2, 0, 1).float() / 255
     item["task"] = dataset.meta.tasks.iloc[int(item["task_index"])].name
     return item

@@ -17,7 +17,7 @@ from vla_client.recording import ObservationWriter
 
 
 def observation(t: int, *, task: str = "", size: tuple[int, int] = (24, 32)) -> Observation:
-    frame = draw((*size, 3), [np.sin(t + i) for i in range(4)])
+    frame = draw((*size, 3), [np.sin(t + i) for i in range(4)], stamp=t)
     return Observation({"top": frame}, state=[t, -t / 3], task=task)
 
 

@@ -46,6 +46,8 @@ def test_observe_reads_the_joints_in_order_and_the_frames_as_drawn(arm: SimArm) 
     assert observation.capture_times == {"wrist": 10.0}
     adapter.task = "rest"
     assert adapter.observe().task == "rest"
+    reordered = LeRobotRobot(arm, cameras=["wrist", "front"]).observe()
+    assert list(reordered.images) == ["wrist", "front"]
 
 
 def test_apply_action_sends_each_value_to_its_joint(arm: SimArm) -> None:
@@ -112,7 +114,7 @@ def test_a_reading_that_breaks_the_features_is_an_invalid_observation(arm: SimAr
     arm.camera_shapes = {"front": (48, 64, 3)}  # the robot stops giving the wrist camera
     with pytest.raises(InvalidObservationError, match="has no wrist"):
         adapter.observe()
-    arm.camera_shapes = {"front": (90, 128, 3), "wrist": (72, 96, 3)}
+    arm.camera_shapes = {"front": (90, 160, 3), "wrist": (96, 128, 3)}
     with pytest.raises(InvalidObservationError, match=r"'front' gave a frame of shape \[90"):
         adapter.observe()
     arm.camera_shapes = dict(CAMERAS)
