@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import make_observation
 from vla_client.control import ChunkExecutor, ControlLoop, SafetyGate
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter, load_observations
@@ -32,10 +31,12 @@ def loop_for(clock, executor, robot, applied, **options) -> ControlLoop:  # type
     )  # fmt: skip
 
 
-def test_each_applied_action_is_recorded_with_the_observation_of_its_tick(clock, policy_type):
+def test_each_applied_action_is_recorded_with_the_observation_of_its_tick(
+    clock, policy_type, observe
+):
     policy = policy_type(horizon=100)
     executor = ChunkExecutor(policy, clock=clock)
-    executor.tick(make_observation)  # the first chunk in hand: every tick below has an action
+    executor.tick(observe)  # the first chunk in hand: every tick below has an action
     executor.join(5)
     robot, applied, recorded = CountingRobot(), [], []
     gate = SafetyGate(low=[0, 0], high=[4, 10], on_bounds="clip")
@@ -67,14 +68,16 @@ def test_a_record_that_is_not_callable_is_refused(clock, policy_type, record) ->
                  record=record)  # fmt: skip
 
 
-def test_a_writers_record_keeps_the_applied_actions_and_the_episodes(tmp_path, clock, policy_type):
+def test_a_writers_record_keeps_the_applied_actions_and_the_episodes(
+    tmp_path, clock, policy_type, observe
+):
     path = tmp_path / "run.vlaobs"
     robot, applied = CountingRobot(), []
     with ObservationWriter(path, fps=10) as writer:
         for episode in range(2):
             assert writer.episode == episode
             executor = ChunkExecutor(policy_type(horizon=100), clock=clock)
-            executor.tick(make_observation)
+            executor.tick(observe)
             executor.join(5)
             loop_for(clock, executor, robot, applied, record=writer.record).run(ticks=3)
             assert writer.next_episode() == episode + 1
