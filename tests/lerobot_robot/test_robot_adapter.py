@@ -144,15 +144,22 @@ def test_a_control_loop_drives_the_arm_with_the_servers_actions(
             executor.close(timeout=5.0)
     assert stats.applied == len(ticks) == len(arm.sent) >= 20
     assert len(arm.readings) == stats.ticks
-    chunks: list[np.ndarray] = []
+
+    def chunk_for(reading: dict[str, object]) -> np.ndarray:
+        """The oracle's chunk for what the arm reported on a tick (recorded or not)."""
+        seen = Observation({c: reading[c] for c in CAMERAS},
+                           state=np.float32([reading[n] for n in NAMES]), task="reach")  # fmt: skip
+        return oracle_actions(seen, horizon=HORIZON, action_dim=len(JOINTS))
+
+    chunks = [chunk_for(reading) for reading in arm.readings]
     for (tick, observation, action), sent in zip(ticks, arm.sent, strict=True):
         assert sent == dict(zip(NAMES, action.tolist(), strict=True))
         reading = arm.readings[tick]
         assert observation.state is not None
         np.testing.assert_array_equal(observation.state, np.float32([reading[n] for n in NAMES]))
-        np.testing.assert_array_equal(observation.images["wrist"], reading["wrist"])
-        chunks.append(oracle_actions(observation, horizon=HORIZON, action_dim=len(JOINTS)))
-        rows = np.concatenate(chunks)
+        for camera in CAMERAS:
+            np.testing.assert_array_equal(observation.images[camera], reading[camera])
+        rows = np.concatenate(chunks[: tick + 1])
         assert np.abs(rows - action).max(axis=1).min() < 1e-5, "an action from no chunk"
     # The arm moved: its last reading is where the actions took it, not where it started.
     assert max(abs(p) for p in arm.positions.values()) > 0.05
