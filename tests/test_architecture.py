@@ -66,7 +66,7 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
 @pytest.mark.parametrize(
     ("statement", "forbidden"),
     [
-        ("import vla_client", (*HEAVY, *HTTP_STACK, "numpy", "vla_client.client")),
+        ("import vla_client", (*HEAVY, *HTTP_STACK, "numpy", "lerobot", "vla_client.client")),
         (
             "from vla_client import ActionClient, Observation, ActionResult, VLAClientError",
             (*HEAVY, "websockets", "vla_client.server", "vla_client.cli", *SERVER_DECODERS),
@@ -91,6 +91,12 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
             "import vla_client.server.worker.process, vla_client.server.policies.reference",
             (*HTTP_STACK, "vla_client.client", "vla_client.transports", "torch", "pydantic"),
         ),
+        # The LeRobot adapter and export: LeRobot and torch load when an export runs, never here.
+        (
+            "from vla_client.lerobot import LeRobotRobot, export_lerobot_dataset",
+            (*HEAVY, *HTTP_STACK, "lerobot", "vla_client.server", "vla_client.client.core"),
+        ),
+        ("import vla_client.cli.export", ("lerobot", "torch", "vla_client.server")),
     ],
 )
 def test_importing_loads_only_what_it_needs(statement: str, forbidden: tuple[str, ...]) -> None:
@@ -165,6 +171,9 @@ RULES: dict[str, tuple[str, ...]] = {
     "vla_client.sim": ("vla_client.server", "vla_client.cli"),
     "vla_client.tasks": ("vla_client.client", "vla_client.transports", "vla_client.server",
                          "vla_client.cli", "vla_client.sim"),
+    # Robot-side: a LeRobot robot drives the loop and its recordings export; no server code.
+    "vla_client.lerobot": ("vla_client.server", "vla_client.cli", "vla_client.client.core",
+                           "vla_client.transports"),
     # The robot's halves of the shared layers never reach for the server's halves.
     "vla_client.codecs.image_encode": SERVER_HALVES,
     "vla_client.protocol.image_forms": SERVER_HALVES,

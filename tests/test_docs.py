@@ -233,8 +233,8 @@ def test_sample_documents_use_the_keys_the_server_sends() -> None:
 
 PUBLIC_PACKAGES = (
     "vla_client", "vla_client.client", "vla_client.cameras", "vla_client.control",
-    "vla_client.protocol", "vla_client.transports", "vla_client.codecs", "vla_client.server",
-    "vla_client.server.policies",
+    "vla_client.lerobot", "vla_client.protocol", "vla_client.transports", "vla_client.codecs",
+    "vla_client.server", "vla_client.server.policies",
 )  # fmt: skip
 
 

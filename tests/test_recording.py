@@ -187,3 +187,62 @@ def test_the_writers_switches_are_booleans(tmp_path, option: str, value: object)
     with pytest.raises(ValueError, match=rf"{option} must be True or False; got {value!r}"):
         ObservationWriter(tmp_path / "run.vlaobs", **{option: value})
     assert not (tmp_path / "run.vlaobs").exists()
+
+
+def test_a_loops_applied_action_and_episode_round_trip_beside_old_style_steps(tmp_path, frames):
+    """The two fields a control loop adds are optional: a step without them (every file
+    before them) reads None for both, in the same version-1 file."""
+    path = tmp_path / "loop.vlaobs"
+    observation = Observation(frames, state=[1.0, 2.0])
+    with ObservationWriter(path) as writer:
+        writer.write(observation)  # as before: no action, no episode
+        writer.write(observation, applied_action=np.array([0.5, -1.25]), episode=0)
+        writer.next_episode()
+        writer.record(observation, np.float32([3.0, 4.0]))
+    with ObservationReader(path) as reader:
+        assert reader.header["version"] == 1
+        old, first, second = list(reader)
+    assert (old.applied_action, old.episode) == (None, None)
+    assert first.applied_action is not None and first.applied_action.dtype == np.float32
+    np.testing.assert_array_equal(first.applied_action, [0.5, -1.25])
+    assert (first.episode, second.episode) == (0, 1)
+    np.testing.assert_array_equal(second.applied_action, [3.0, 4.0])
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"applied_action": np.zeros((2, 2))},
+            r"1-D numeric vector; got float64 of shape \[2, 2\]",
+        ),
+        ({"applied_action": np.zeros(0)}, "non-empty 1-D numeric vector"),
+        ({"applied_action": np.array(["a"])}, "numeric vector"),
+        ({"applied_action": np.array([1.0, np.nan])}, "NaN or infinity"),
+        ({"episode": -1}, "episode must be an integer >= 0; got -1"),
+        ({"episode": 1.5}, "episode must be an integer >= 0; got 1.5"),
+        ({"episode": True}, "episode must be an integer >= 0; got True"),
+    ],
+)
+def test_a_bad_applied_action_or_episode_is_refused_and_nothing_written(
+    tmp_path, frames, options, message
+):
+    path = tmp_path / "loop.vlaobs"
+    with ObservationWriter(path) as writer:
+        with pytest.raises(ValueError, match=message):
+            writer.write(Observation(frames), **options)
+        assert writer.count == 0
+    assert load_observations(path) == []
+
+
+def test_a_step_with_a_malformed_episode_is_refused_when_read(tmp_path, frames):
+    from vla_client.codecs.msgpack_numpy import packb
+
+    path = tmp_path / "crafted.vlaobs"
+    with ObservationWriter(path, image_format="raw"):
+        pass
+    step = {"images": {"wrist": frames["wrist"]}, "wall_time": 1.0, "episode": "one"}
+    data = packb(step)
+    path.write_bytes(path.read_bytes() + struct.pack(">I", len(data)) + data)
+    with pytest.raises(RecordingError, match="step 0 has episode 'one'"):
+        load_observations(path)

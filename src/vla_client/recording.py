@@ -6,8 +6,13 @@ a 4-byte big-endian integer, so a reader can stream it and tell a truncated file
 one. The first document is a header that names the format and version; every later one is a
 step: an observation (frames, state, task, per-camera capture times), the wall-clock time it was
 recorded and, in recordings a server makes, what the server did with it (`ServedRequest`: the
-request's parameters, the actions returned, timings). Frames are stored as lossless PNG bytes by
-default (smaller than raw pixels) or as raw arrays (``image_format="raw"``, fastest to write).
+request's parameters, the actions returned, timings); in recordings a control loop makes
+(``ControlLoop(record=writer.record)``), the action the robot was given on that tick
+(``applied_action``) and the episode it belongs to (``episode``). Those two fields came after
+the format's first files and are optional, so files without them read as before (``None``) and
+readers that predate them skip them: the format's version is still 1. Frames are stored as
+lossless PNG bytes by default (smaller than raw pixels) or as raw arrays (``image_format="raw"``,
+fastest to write).
 Nothing is pickled, so reading a file from someone else runs no code.
 
 Writes are unbuffered and a failed write is cut back to the last complete step, so a file whose
@@ -33,7 +38,7 @@ from vla_client.codecs.msgpack_numpy import packb, unpackb
 from vla_client.errors import CodecError, PayloadTooLargeError, RecordingError
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits
-from vla_client.validation import check_choice
+from vla_client.validation import check_at_least, check_choice
 
 MAGIC = b"\x89VLAOBS\n"
 FORMAT = "vla-client.observations"
@@ -59,11 +64,14 @@ class ServedRequest:
 @dataclass(frozen=True)
 class RecordedObservation:
     """One recorded step: the observation, the wall-clock time (`time.time()`) it was recorded
-    and, in a server's recording, what the server answered (`served`)."""
+    and, in a server's recording, what the server answered (`served`); in a control loop's,
+    the float32 action applied on that tick (`applied_action`) and its `episode` number."""
 
     observation: Observation
     wall_time: float
     served: ServedRequest | None = None
+    applied_action: np.ndarray | None = None
+    episode: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,14 +93,21 @@ def encode_step(
     wall_time: float | None = None,
     served: ServedRequest | None = None,
     parallel: bool = True,
+    applied_action: np.ndarray | None = None,
+    episode: int | None = None,
 ) -> EncodedStep:
     """`observation` as the bytes a recording stores for it, length prefix included.
 
     Encoding apart from writing lets a caller see a step's size before choosing the file it goes
     to. `parallel=False` encodes the frames one after another on the calling thread instead of
     the shared codec threads (a background recorder should not compete with request decoding).
+    `applied_action` (a finite 1-D numeric vector, stored as float32) and `episode` (an integer
+    >= 0) are a control loop's; anything else is a `ValueError`.
     """
     _check_image_format(image_format)
+    action = None if applied_action is None else _checked_action(applied_action)
+    if episode is not None:
+        check_at_least("episode", episode, 0, integer=True)
     names = list(observation.images)
     values: list[Any]
     if image_format == "png":
@@ -114,8 +129,25 @@ def encode_step(
             "timings": served.timings,
             "request_id": served.request_id,
         }
+    if action is not None:
+        document["applied_action"] = action
+    if episode is not None:
+        document["episode"] = int(episode)
     data = packb(document)
     return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def _checked_action(action: object) -> np.ndarray:
+    """`action` as a float32 vector, or a `ValueError` saying why it cannot be one."""
+    array = np.asarray(action)
+    if array.dtype.kind not in "iuf" or array.ndim != 1 or array.size == 0:
+        raise ValueError(
+            f"applied_action must be a non-empty 1-D numeric vector; got {array.dtype} "
+            f"of shape {list(array.shape)}"
+        )
+    if not np.isfinite(array).all():
+        raise ValueError("applied_action contains NaN or infinity")
+    return array.astype(np.float32)
 
 
 def is_recording(path: str | Path) -> bool:
@@ -161,6 +193,12 @@ class ObservationWriter(_RecordingFile):
     creates the file readable and writable by its owner only (0600), as a server's recordings
     of camera frames are; otherwise the umask decides, as for any new file. `size` is the bytes
     written so far; every step is on disk (in the OS's hands) when `write` returns.
+
+    A control loop records through `record` (``ControlLoop(record=writer.record)``): each
+    applied action with the observation of its tick, in the writer's current `episode` (0 at
+    first; `next_episode()` starts the next). The keyword `metadata` goes into the header:
+    ``fps=`` (the loop's rate) and a robot's names (`LeRobotRobot.recording_metadata()`) are
+    what ``vla-client export --lerobot`` reads from it.
     """
 
     def __init__(
@@ -180,6 +218,7 @@ class ObservationWriter(_RecordingFile):
         self.image_format = image_format
         self.count = 0
         self.size = 0
+        self._episode = 0
         flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
         descriptor = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0),
                              0o600 if private else 0o666)  # fmt: skip
@@ -200,12 +239,35 @@ class ObservationWriter(_RecordingFile):
         *,
         wall_time: float | None = None,
         served: ServedRequest | None = None,
+        applied_action: np.ndarray | None = None,
+        episode: int | None = None,
     ) -> None:
-        """Append one observation (and what a server did with it, for a server's recording)."""
+        """Append one observation (and what a server did with it, for a server's recording;
+        the action applied and its episode, for a control loop's: see `encode_step`)."""
         step = encode_step(
-            observation, image_format=self.image_format, wall_time=wall_time, served=served
+            observation,
+            image_format=self.image_format,
+            wall_time=wall_time,
+            served=served,
+            applied_action=applied_action,
+            episode=episode,
         )
         self.append(step)
+
+    @property
+    def episode(self) -> int:
+        """The episode number `record` writes: 0 until `next_episode()` is called."""
+        return self._episode
+
+    def next_episode(self) -> int:
+        """Start the next episode: later `record` calls write it. Returns its number."""
+        self._episode += 1
+        return self._episode
+
+    def record(self, observation: Observation, action: np.ndarray) -> None:
+        """Append a control loop's tick: what it observed and the action it applied, in the
+        current `episode`. Made to be a `ControlLoop`'s ``record``."""
+        self.write(observation, applied_action=action, episode=self._episode)
 
     def append(self, step: EncodedStep) -> None:
         """Append a step made by `encode_step`; a failed write leaves the file as it was."""
@@ -369,10 +431,16 @@ def _to_recorded(document: Any, name: str, index: int, limits: DecodeLimits) -> 
             capture_times=document.get("capture_times"),
         )
         served = document.get("served")
+        applied = document.get("applied_action")
+        episode = document.get("episode")
+        if episode is not None and (type(episode) is not int or episode < 0):
+            raise ValueError(f"step {index} has episode {episode!r}, not an integer >= 0")
         return RecordedObservation(
             observation,
             float(document["wall_time"]),
             None if served is None else _served(served),
+            None if applied is None else _checked_action(applied),
+            episode,
         )
     except PayloadTooLargeError as exc:
         raise RecordingError(f"{name}: step {index} is over the limits: {exc}") from None

@@ -5,6 +5,11 @@ so the loop drifts slower than its rate. `ControlLoop` instead sleeps until the 
 the next tick (start + i * period). A tick that starts late runs at once, and the ones after it
 return to the schedule; ticks are never skipped, because the chunk executor counts ticks to
 align chunks, so the tick count must stay tied to wall time.
+
+A loop given `record` reads the robot on every tick (not only when the executor asks for an
+observation to send) and hands `record` each tick's observation with the action applied on it,
+after the gate: what a dataset of the run needs. The executor is given that same observation
+when it sends one, so the robot is read once a tick.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from collections.abc import Callable
 from vla_client.control.chunk import ChunkExecutor
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import LoopStats
-from vla_client.control.types import ApplyAction, Observe
+from vla_client.control.types import Action, ApplyAction, Observe
 from vla_client.control.watchdog import Watchdog, clock_name
+from vla_client.observation import Observation
 from vla_client.validation import check_at_least, check_positive
 
 
@@ -47,8 +53,13 @@ class ControlLoop:
         watchdog: Watchdog | None = None,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], object] | None = None,
+        record: Callable[[Observation, Action], object] | None = None,
     ) -> None:
         check_positive("rate_hz", rate_hz, finite=True)
+        if record is not None and not callable(record):
+            raise ValueError(
+                f"record must be a callable taking (observation, action), or None; got {record!r}"
+            )
         if clock is None:
             clock = executor.clock
         elif clock != executor.clock:
@@ -65,6 +76,7 @@ class ControlLoop:
         self._apply = apply_action
         self._gate = gate
         self._watchdog = watchdog
+        self._record = record
         self._clock = clock
         self._stopping = threading.Event()
         self._sleep = sleep or self._stopping.wait
@@ -105,13 +117,25 @@ class ControlLoop:
 
     def _tick(self) -> None:
         self.stats.ticks += 1
-        action = self._executor.tick(self._observe)
+        if self._record is None:
+            self._act(self._observe)
+            return
+        observation = self._observe()
+        action = self._act(lambda: observation)
+        if action is not None:
+            self._record(observation, action)
+
+    def _act(self, observe: Observe) -> Action | None:
+        """This tick's action, through the executor, the watchdog and the gate, applied; None
+        when there is none."""
+        action = self._executor.tick(observe)
         if self._watchdog is not None:
             action = self._watchdog.filter(action, self._executor.last_chunk_at)
         if action is None:
             self.stats.idle += 1
-            return
+            return None
         if self._gate is not None:
             action = self._gate.check(action)
         self._apply(action)
         self.stats.applied += 1
+        return action

@@ -1,0 +1,82 @@
+"""``vla-client export``: write a recording as a LeRobot dataset (format v3.0).
+
+``vla-client export run.vlaobs --lerobot datasets/run`` reads a recording made by a control
+loop (``ControlLoop(record=writer.record)``: each step holds the action applied on its tick and
+its episode) or by a server's ``--record`` (each step holds the chunk it served; the action is
+its row 0) and writes it with LeRobot's own ``LeRobotDataset`` writer, one frame per step,
+episodes and tasks kept. The folder must be new or empty; it is written whole or not at all.
+Needs lerobot 0.4 (``.ci/lerobot_venv.sh DIR`` builds a venv with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from vla_client.cli.failures import failure_line
+from vla_client.cli.output import fail
+from vla_client.cli.parser import positive_int
+from vla_client.errors import VLAClientError
+from vla_client.lerobot.dataset import REPO_ID, export_lerobot_dataset
+from vla_client.recording import SUFFIX
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("export", help="write a recording as a LeRobot dataset")
+    parser.add_argument("recording", metavar=f"FILE{SUFFIX}", help="the recording to read")
+    parser.add_argument(
+        "--lerobot", required=True, metavar="DIR",
+        help="write a LeRobotDataset v3.0 into this new (or empty) folder",
+    )  # fmt: skip
+    parser.add_argument(
+        "--repo-id", type=repo_id, metavar="OWNER/NAME",
+        help="the dataset's repo id (default: local/<DIR's name>)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--fps", type=positive_int, metavar="N",
+        help="frames per second (default: the recording's fps, as its header says)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--task", type=task_text, metavar="TEXT", help="the task of steps recorded without one"
+    )
+    parser.add_argument(
+        "--images", action="store_true",
+        help="store frames as lossless PNG images instead of LeRobot's default AV1 video",
+    )  # fmt: skip
+    parser.set_defaults(func=run)
+
+
+def repo_id(text: str) -> str:
+    """An argparse type: ``owner/name``."""
+    if not REPO_ID.match(text):
+        raise argparse.ArgumentTypeError(
+            f"must be OWNER/NAME (letters, digits, '_', '-', '.'), got {text!r}"
+        )
+    return text
+
+
+def task_text(text: str) -> str:
+    """An argparse type: a task that says something."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a task in words, got an empty one")
+    return text
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        summary = export_lerobot_dataset(
+            args.recording, args.lerobot, repo_id=args.repo_id, fps=args.fps,
+            task=args.task, videos=not args.images,
+        )  # fmt: skip
+    except (VLAClientError, ValueError, OSError, ImportError) as exc:
+        return fail(failure_line(exc, args))
+    print(
+        f"exported {summary.frames} frame(s) in {summary.episodes} episode(s) and "
+        f"{len(summary.tasks)} task(s) at {summary.fps} fps to {summary.root} "
+        f"(repo id {summary.repo_id})"
+    )
+    if summary.served_actions:
+        print(
+            f"{summary.served_actions} frame(s) had no applied action recorded: their action is "
+            "row 0 of the chunk the server returned"
+        )
+    return 0

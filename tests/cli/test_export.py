@@ -1,0 +1,111 @@
+"""``vla-client export``: what is refused before any work, without LeRobot (the export itself,
+with LeRobot, is tested in tests/lerobot_robot)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vla_client.observation import Observation
+from vla_client.recording import ObservationWriter
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def recording(tmp_path: Path) -> Path:
+    path = tmp_path / "run.vlaobs"
+    with ObservationWriter(path, fps=10) as writer:
+        frame = np.zeros((8, 8, 3), np.uint8)
+        writer.record(Observation({"cam": frame}, state=[1.0], task="t"), np.float32([0.5]))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--repo-id", "no-slash"], "argument --repo-id: must be OWNER/NAME"),
+        (["--repo-id", "a/b c"], "argument --repo-id: must be OWNER/NAME"),
+        (["--fps", "0"], "argument --fps: must be at least 1, got '0'"),
+        (["--fps", "12.5"], "argument --fps: must be a whole number, got '12.5'"),
+        (["--task", " "], "argument --task: must be a task in words"),
+    ],
+)
+def test_a_bad_option_is_a_usage_error(cli, recording, tmp_path, extra, message):
+    run = cli("export", str(recording), "--lerobot", str(tmp_path / "out"), *extra)
+    assert (run.code, run.out) == (2, "")
+    assert message in run.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_target_folder_is_required(cli, recording):
+    run = cli("export", str(recording))
+    assert run.code == 2
+    assert "the following arguments are required: --lerobot" in run.err
+
+
+def test_a_folder_with_something_in_it_is_never_written_into(cli, recording, tmp_path):
+    target = tmp_path / "dataset"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    run = cli("export", str(recording), "--lerobot", str(target))
+    assert run.code == 1
+    assert "is a folder that is not empty: the dataset goes into a new or empty folder" in run.err
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    file_target = tmp_path / "file"
+    file_target.write_text("x")
+    run = cli("export", str(recording), "--lerobot", str(file_target))
+    assert (run.code, "is not a folder" in run.err) == (1, True)
+    run = cli("export", str(recording), "--lerobot", str(tmp_path / "missing" / "dataset"))
+    assert (run.code, "does not exist" in run.err) == (1, True)
+
+
+def test_a_file_that_is_not_a_recording_is_refused(cli, tmp_path):
+    other = tmp_path / "other.vlaobs"
+    other.write_bytes(b"hello")
+    run = cli("export", str(other), "--lerobot", str(tmp_path / "out"))
+    assert run.code == 1
+    assert "is not a vla-client observation recording" in run.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_lerobot_the_error_names_the_venv_recipe(recording, tmp_path):
+    """lerobot made unimportable in a fresh interpreter, so this holds in either venv."""
+    code = (
+        "import sys; sys.modules['lerobot'] = None\n"
+        "from vla_client.cli import main\n"
+        f"sys.exit(main(['export', {str(recording)!r}, '--lerobot', {str(tmp_path / 'out')!r}]))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.startswith("vla-client: error: the LeRobot export needs lerobot 0.4")
+    assert ".ci/lerobot_venv.sh DIR" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"repo_id": "name"}, "repo_id must be 'owner/name'"),
+        ({"repo_id": 3}, "repo_id must be 'owner/name'"),
+        ({"fps": 0}, "fps must be an integer > 0; got 0"),
+        ({"fps": 2.5}, "fps must be an integer > 0; got 2.5"),
+        ({"fps": True}, "fps must be an integer > 0; got True"),
+        ({"task": ""}, "task must be a non-empty string or None"),
+        ({"videos": "yes"}, "videos must be True or False"),
+    ],
+)
+def test_the_python_calls_options_are_checked_before_anything_is_read(tmp_path, options, message):
+    from vla_client.lerobot import export_lerobot_dataset
+
+    missing = tmp_path / "missing.vlaobs"  # never opened: the options fail first
+    with pytest.raises(ValueError, match=message):
+        export_lerobot_dataset(missing, tmp_path / "out", **options)
+    assert not (tmp_path / "out").exists()

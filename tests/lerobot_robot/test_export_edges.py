@@ -1,0 +1,115 @@
+"""``vla-client export --lerobot`` on small hand-made recordings: lossless images, tasks given
+on the command line, an empty target folder, and every refusal leaving nothing behind."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sim_arm import draw
+
+from vla_client.cli import main
+from vla_client.lerobot import export_lerobot_dataset
+from vla_client.observation import Observation
+from vla_client.recording import ObservationWriter
+
+
+def observation(t: int, *, task: str = "", size: tuple[int, int] = (24, 32)) -> Observation:
+    frame = draw((*size, 3), [np.sin(t + i) for i in range(4)], stamp=t)
+    return Observation({"top": frame}, state=[t, -t / 3], task=task)
+
+
+def write(path: Path, steps: list[tuple[Observation, np.ndarray | None, int | None]], **header):  # type: ignore[no-untyped-def]
+    with ObservationWriter(path, **header) as writer:
+        for obs, action, episode in steps:
+            writer.write(obs, applied_action=action, episode=episode)
+    return path
+
+
+def export(cli_args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["export", *cli_args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_images_come_back_exact_and_tasks_from_the_command_line_fill_the_gaps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--images`` keeps frames as PNG: LeRobotDataset gives back every pixel. Steps without
+    a task take ``--task``; one with a task keeps it. The empty target folder is taken."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    steps = [(observation(t, task="lift" if t == 3 else ""), np.float32([t, 1]), t // 3)
+             for t in range(6)]  # fmt: skip
+    path = write(tmp_path / "run.vlaobs", steps, fps=15, state_names=["x", "y"])
+    root = tmp_path / "dataset"
+    root.mkdir()
+    code, out, err = export([str(path), "--lerobot", str(root), "--images", "--task", "push"],
+                            capsys)  # fmt: skip
+    assert code == 0, err
+    assert "exported 6 frame(s) in 2 episode(s) and 2 task(s) at 15 fps" in out
+    dataset = LeRobotDataset("local/dataset", root=root)
+    assert dataset.features["observation.images.top"]["dtype"] == "image"
+    assert dataset.features["observation.state"]["names"] == ["x", "y"]
+    assert dataset.features["action"]["names"] == ["action_0", "action_1"]
+    for t, (obs, action, episode) in enumerate(steps):
+        item = dataset[t]
+        pixels = (item["observation.images.top"].numpy().transpose(1, 2, 0) * 255).round()
+        np.testing.assert_array_equal(pixels, obs.images["top"])
+        # A float64 state (as given here) is stored as LeRobot's float32.
+        assert obs.state is not None and obs.state.dtype == np.float64
+        np.testing.assert_array_equal(item["observation.state"].numpy(), np.float32(obs.state))
+        np.testing.assert_array_equal(item["action"].numpy(), action)
+        assert int(item["episode_index"]) == episode
+        assert item["task"] == ("lift" if t == 3 else "push")
+
+
+def test_the_python_call_returns_what_it_wrote(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.vlaobs", [(observation(t, task="a"), np.float32([t, 0]), None)
+                                           for t in range(3)])  # fmt: skip
+    summary = export_lerobot_dataset(path, tmp_path / "out", fps=10, videos=False,
+                                     repo_id="me/run")  # fmt: skip
+    assert (summary.frames, summary.episodes, summary.tasks) == (3, 1, ("a",))
+    assert (summary.repo_id, summary.fps, summary.served_actions) == ("me/run", 10, 0)
+    assert summary.root == tmp_path / "out"
+
+
+ONE = np.float32([0, 1])
+BAD_RECORDINGS = {
+    "no action": ([(observation(0, task="a"), None, None)], {"fps": 10},
+                  "step 0 has no action: neither one applied"),
+    "a 1-value action": ([(observation(0, task="a"), np.float32([0]), 0)], {"fps": 10},
+                         "action has 1 value: LeRobot 0.4 cannot write a 1-value action"),
+    "another camera size": (
+        [(observation(0, task="a"), ONE, 0), (observation(1, task="a", size=(24, 30)), ONE, 0)],
+        {"fps": 10}, r"step 1 has cameras \{'top': \(24, 30, 3\)\}",
+    ),
+    "another action length": (
+        [(observation(0, task="a"), ONE, 0), (observation(1, task="a"), np.float32([0, 1, 2]), 0)],
+        {"fps": 10}, "step 1 has .* 3 action values; the first step has .* and 2",
+    ),
+    "no task": ([(observation(0), ONE, 0)], {"fps": 10},
+                r"step 0 has no task: give one for such steps \(--task\)"),
+    "no fps": ([(observation(0, task="a"), ONE, 0)], {},
+               r"the recording's header has no fps: give the dataset's rate \(--fps\)"),
+    "a fraction of fps": ([(observation(0, task="a"), ONE, 0)], {"fps": 12.5},
+                          "fps 12.5 is not a whole number"),
+    "too few names": ([(observation(0, task="a"), ONE, 0)],
+                      {"fps": 10, "state_names": ["x"]}, "state_names must be 2 distinct names"),
+    "empty": ([], {"fps": 10}, "holds no steps"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECORDINGS))
+def test_a_recording_that_cannot_be_a_dataset_is_refused_and_nothing_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    steps, header, message = BAD_RECORDINGS[case]
+    path = write(tmp_path / "run.vlaobs", steps, **header)
+    code, out, err = export([str(path), "--lerobot", str(tmp_path / "dataset")], capsys)
+    assert (code, out) == (1, "")
+    assert err.startswith("vla-client: error: ")
+    assert re.search(message, err), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.vlaobs"]  # no staging left
