@@ -150,6 +150,9 @@ class ActionMetadata(_Open):
     output: MetadataOutput = Field(default_factory=MetadataOutput)
     defaults: dict[str, Any] = Field(default_factory=dict)
     capabilities: dict[str, Any] = Field(default_factory=dict)
+    policy: dict[str, Any] | None = None
+    """What the server says it serves, where it says (a LeRobot policy's ``type`` and
+    ``path``); None otherwise."""
 
 
 MAX_METADATA_PIXELS = 4096 * 4096
