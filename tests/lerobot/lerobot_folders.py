@@ -6,6 +6,8 @@ and LeRobot's own way to run one step on them: the reference the server must equ
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,11 @@ from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
 from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 from lerobot.policies.utils import populate_queues
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import load_test
+from serve_process import start_serve
+
 CAMERAS = ("top", "wrist")
 IMAGE_SHAPE = (3, 96, 128)
 STATE_DIM = 6
@@ -28,6 +35,8 @@ DIFFUSION_STEPS = 8
 TORCH_THREADS = 1
 """The torch threads of the server's worker and of the reference: CPU kernels split their sums
 by thread, so bit-equal chunks need the same count on both sides."""
+WIRES = [("raw", "msgpack"), ("png", "json")]
+"""Encodings and wires that are lossless, so that LeRobot sees the pixels the test sent."""
 
 
 def features() -> tuple[dict[str, PolicyFeature], dict[str, PolicyFeature]]:
@@ -108,6 +117,23 @@ def save_folder(config: Any, folder: Path, seed: int = 0) -> Path:
     preprocessor.save_pretrained(folder)
     postprocessor.save_pretrained(folder)
     return folder
+
+
+def serve(folder: Path) -> Iterator[str]:
+    """``vla-client serve --policy lerobot --policy-option path=FOLDER`` on a free port with
+    `TORCH_THREADS` threads, its URL once it is ready; stopped afterwards."""
+    port = load_test.free_port()
+    threads = str(TORCH_THREADS)
+    server = start_serve(
+        port,
+        *("--policy", "lerobot", "--policy-option", f"path={folder}", "--torch-threads", threads),
+        timeout_s=240,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
 
 
 class LeRobotReference:

@@ -43,7 +43,8 @@ class PolicySpec:
     `camera_names` empty means any camera names are accepted; `camera_aliases` maps other names
     a client may use (LeRobot's, say) to them. `image_size` is (height, width): with
     `image_size_required` frames of another size are refused, without it the size is only
-    announced, for clients that resize before sending. `about` says what is served (a LeRobot
+    announced, for clients that resize before sending. With `state_required` a request without
+    a state is refused (400) before it reaches the policy. `about` says what is served (a LeRobot
     policy's type and folder, say): the metadata's ``policy`` block, left out when empty.
     """
 
@@ -57,6 +58,7 @@ class PolicySpec:
     extra_capabilities: dict[str, Any] = field(default_factory=dict)
     camera_aliases: dict[str, str] = field(default_factory=dict)
     image_size_required: bool = False
+    state_required: bool = False
     about: dict[str, Any] = field(default_factory=dict)
 
 

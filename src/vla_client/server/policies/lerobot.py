@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,7 @@ class LeRobotPolicy(Policy):
             camera_aliases={IMAGE_PREFIX + name: name for name in folder.cameras},
             image_size=sizes.pop() if len(sizes) == 1 else None,
             state_dim=folder.state_dim,
+            state_required=folder.state_dim is not None,
             num_inference_steps=folder.num_inference_steps,
             about={"type": folder.policy_type, "path": str(folder.path)},
         )
@@ -201,21 +202,26 @@ class LeRobotPolicy(Policy):
         self.infer(example)
 
     def batch_timings(self) -> Mapping[str, float]:
-        """``model_ms``: the policy's own time (predict_action_chunk) in the last step."""
+        """``model_ms``: the policy's own time (predict_action_chunk) in the last batch."""
         return self._timings
 
     def infer(self, observation: PolicyInput) -> np.ndarray:
+        return self.infer_batch([observation])[0]
+
+    def infer_batch(self, observations: Sequence[PolicyInput]) -> list[np.ndarray]:
+        """One step per observation, in turn, as PolicyServer runs them (batch size 1 keeps
+        each chunk equal to LeRobot's own)."""
         if self._loaded is None:
             self.load()
         assert self._loaded is not None
-        if self.folder.state_dim is not None and observation.state is None:
-            raise ValueError(
-                f"this LeRobot policy needs observation.state ({self.folder.state_dim} values)"
-            )
-        horizon = observation.action_horizon or self._spec.action_horizon
-        chunk, model_ms = self._loaded.step(observation, horizon)
+        chunks, model_ms = [], 0.0
+        for observation in observations:
+            horizon = observation.action_horizon or self._spec.action_horizon
+            chunk, step_ms = self._loaded.step(observation, horizon)
+            chunks.append(chunk)
+            model_ms += step_ms
         self._timings = {"model_ms": model_ms}
-        return chunk
+        return chunks
 
     def close(self) -> None:
         self._loaded = None

@@ -1,7 +1,8 @@
-"""`vla-client serve --policy lerobot --policy-option path=DIR` against LeRobot itself: a real
-server on 127.0.0.1 serving small ACT and Diffusion folders (random weights, saved with
-``save_pretrained``), the real `ActionClient`, and LeRobot's own steps on the same observation
-as the reference, which the served chunk must equal exactly."""
+"""`vla-client serve --policy lerobot --policy-option path=DIR` for an ACT folder, against
+LeRobot itself: a real server on 127.0.0.1 serving a small ACT (random weights, saved with
+``save_pretrained``), the real `ActionClient`, and LeRobot's own steps on the same observation as
+the reference, which the served chunk must equal exactly; and the folders that are refused.
+(Diffusion: test_lerobot_diffusion.py, a module of its own so that one server runs at a time.)"""
 
 from __future__ import annotations
 
@@ -20,17 +21,10 @@ import pytest
 import vla_client
 from vla_client import ActionClient, Observation
 from vla_client.cli import main
-from vla_client.errors import PolicyLoadError
+from vla_client.errors import PolicyLoadError, ServerError
 from vla_client.server.policies.lerobot import LeRobotPolicy
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import load_test
-from serve_process import start_serve
-
 pytestmark = pytest.mark.timeout(300)  # a server start loads torch and lerobot in its worker
-
-WIRES = [("raw", "msgpack"), ("png", "json")]  # both lossless, so LeRobot sees the same pixels
 
 
 @pytest.fixture(scope="module")
@@ -39,46 +33,16 @@ def act_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def diffusion_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return folders.save_folder(folders.diffusion_config(), tmp_path_factory.mktemp("diffusion"))
-
-
-def _serve(folder: Path) -> Iterator[str]:
-    port = load_test.free_port()
-    threads = str(folders.TORCH_THREADS)
-    server = start_serve(
-        port,
-        *("--policy", "lerobot", "--policy-option", f"path={folder}", "--torch-threads", threads),
-        timeout_s=180,
-    )
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.communicate(timeout=30)
-
-
-@pytest.fixture(scope="module")
 def act_reference(act_folder: Path) -> folders.LeRobotReference:
     return folders.LeRobotReference(act_folder)
 
 
 @pytest.fixture(scope="module")
-def diffusion_reference(diffusion_folder: Path) -> folders.LeRobotReference:
-    return folders.LeRobotReference(diffusion_folder)
-
-
-@pytest.fixture(scope="module")
 def act_url(act_folder: Path) -> Iterator[str]:
-    yield from _serve(act_folder)
+    yield from folders.serve(act_folder)
 
 
-@pytest.fixture(scope="module")
-def diffusion_url(diffusion_folder: Path) -> Iterator[str]:
-    yield from _serve(diffusion_folder)
-
-
-@pytest.mark.parametrize(("encoding", "wire"), WIRES)
+@pytest.mark.parametrize(("encoding", "wire"), folders.WIRES)
 def test_an_act_chunk_equals_lerobots_own(
     act_url: str, act_reference: folders.LeRobotReference, encoding: str, wire: str
 ) -> None:
@@ -124,24 +88,6 @@ def test_a_shorter_horizon_is_the_chunks_first_steps(
     assert np.array_equal(result.actions, expected[:4])
 
 
-@pytest.mark.parametrize(("encoding", "wire"), WIRES)
-def test_a_diffusion_chunk_equals_lerobots_own_with_the_same_seed(
-    diffusion_url: str, diffusion_reference: folders.LeRobotReference, encoding: str, wire: str
-) -> None:
-    frames, state = folders.observation(seed=5)
-    with ActionClient(diffusion_url, encoding=encoding, wire=wire, timeout_s=60) as client:
-        first = client.infer(Observation(frames, state=state), seed=11)
-        again = client.infer(Observation(frames, state=state), seed=11)
-        other = client.infer(Observation(frames, state=state), seed=12)
-    expected = diffusion_reference.chunk(frames, state, seed=11)
-    assert expected.shape == (folders.DIFFUSION_STEPS, folders.ACTION_DIM)
-    assert np.array_equal(first.actions, expected)
-    # Each request starts an episode: the queues hold only its own observation, so the same
-    # seed gives the same chunk however many requests came before; another seed another one.
-    assert np.array_equal(again.actions, expected)
-    assert not np.array_equal(other.actions, expected)
-
-
 def test_the_metadata_says_what_config_json_says(act_url: str, act_folder: Path) -> None:
     with ActionClient(act_url) as client:
         metadata = client.metadata()
@@ -156,12 +102,6 @@ def test_the_metadata_says_what_config_json_says(act_url: str, act_folder: Path)
     assert metadata.output.action_horizon == folders.ACT_CHUNK
     assert metadata.policy_family == "lerobot"
     assert metadata.policy == {"type": "act", "path": str(act_folder.resolve())}
-
-
-def test_diffusions_horizon_is_its_n_action_steps(diffusion_folder: Path) -> None:
-    spec = LeRobotPolicy(path=str(diffusion_folder)).spec
-    assert (spec.action_horizon, spec.num_inference_steps) == (folders.DIFFUSION_STEPS, 3)
-    assert spec.about == {"type": "diffusion", "path": str(diffusion_folder.resolve())}
 
 
 def test_reading_the_spec_imports_neither_torch_nor_lerobot(act_folder: Path) -> None:
@@ -238,3 +178,15 @@ def test_a_folder_without_its_processors_is_refused(act_folder: Path, tmp_path: 
 def test_an_unknown_device_is_refused(act_folder: Path) -> None:
     with pytest.raises(ValueError, match="device"):
         LeRobotPolicy(path=str(act_folder), device="tpu")
+
+
+def test_a_request_without_the_state_is_refused_and_the_server_serves_on(
+    act_url: str, act_reference: folders.LeRobotReference
+) -> None:
+    frames, state = folders.observation(seed=6)
+    with ActionClient(act_url, encoding="raw", wire="msgpack", check_contract=False) as client:
+        with pytest.raises(ServerError, match="needs a state of 6 values") as refused:
+            client.infer(Observation(frames))
+        result = client.infer(Observation(frames, state=state))
+    assert refused.value.status_code == 400
+    assert np.array_equal(result.actions, act_reference.chunk(frames, state))
