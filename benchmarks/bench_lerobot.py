@@ -47,6 +47,7 @@ from lerobot.async_inference.helpers import RemotePolicyConfig, TimedObservation
 from lerobot.transport import services_pb2, services_pb2_grpc
 from lerobot.transport.utils import send_bytes_in_chunks
 
+import vla_client
 from vla_client import ActionClient, Observation
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "lerobot"))
@@ -64,19 +65,24 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running(command: list[str], ready: Callable[[], bool], cwd: Path) -> Iterator[None]:
     """`command` in a subprocess with one OpenMP thread, once `ready()` says so."""
-    env = {**os.environ, "OMP_NUM_THREADS": THREADS, "HF_HUB_OFFLINE": "1"}
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    source = str(Path(vla_client.__file__).resolve().parents[1])  # the vla_client imported here
+    path = os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": THREADS, "HF_HUB_OFFLINE": "1"}
+    log = (cwd / f"{Path(command[2]).name}.log").open("wb")
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 300
         while not ready():
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{command[:4]} did not start")
+                log.flush()
+                raise RuntimeError(f"{command[:4]} did not start: {log.name} says "
+                                   f"{Path(log.name).read_text()[-1000:]}")  # fmt: skip
             time.sleep(0.2)
         yield
     finally:
         process.terminate()
         process.wait(timeout=30)
+        log.close()
 
 
 def healthy(port: int) -> bool:
