@@ -16,7 +16,8 @@ served twice, both on 127.0.0.1, both with one torch thread:
 
 The same observation goes to both in alternation (the order swapped every round). Printed per
 path: end-to-end p50/p90, request and reply bytes, and the transport share, 1 - compute/end to
-end at p50. vla-client's compute is the server's own ``total_ms`` per reply; PolicyServer
+end at p50. vla-client's compute is the server's own ``total_ms`` per reply (its
+``model_ms``, predict_action_chunk alone, is printed too); PolicyServer
 reports none, so its compute is the same steps (LeRobot's preparation, preprocessor,
 predict_action_chunk, postprocessor) timed in this process on the same thread count, an
 estimate. Both chunks are checked equal first.
@@ -164,6 +165,7 @@ def main() -> None:
                 name: {"e2e": [], "compute": []} for name in ("lerobot", "vla-client")
             }
             ours_bytes = (0, 0)
+            model_ms: list[float] = []
 
             def run_lerobot() -> None:
                 start = time.perf_counter()
@@ -179,6 +181,7 @@ def main() -> None:
                 result = client.infer(observation)
                 results["vla-client"]["e2e"].append((time.perf_counter() - start) * 1000)
                 results["vla-client"]["compute"].append(result.timings.server["total_ms"])
+                model_ms.append(result.timings.server["model_ms"])
                 ours_bytes = (result.timings.bytes_sent, result.timings.bytes_received)
 
             for round_ in range(args.repeats):
@@ -201,6 +204,8 @@ def main() -> None:
         results["vla-client"]["e2e"]
     )
     print(f"p50 end to end, lerobot / vla-client: {ratio:.2f}x")
+    print(f"vla-client's model_ms (predict_action_chunk alone) p50: "
+          f"{statistics.median(model_ms):.1f} ms")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -175,6 +175,12 @@ def test_a_folder_without_its_processors_is_refused(act_folder: Path, tmp_path: 
         LeRobotPolicy(path=str(folder))
 
 
+@pytest.mark.parametrize("path", [5, "", None])
+def test_a_path_that_is_not_a_folders_is_refused(path: object) -> None:
+    with pytest.raises(PolicyLoadError, match="path must be a folder's path"):
+        LeRobotPolicy(path=path)  # type: ignore[arg-type]
+
+
 def test_an_unknown_device_is_refused(act_folder: Path) -> None:
     with pytest.raises(ValueError, match="device"):
         LeRobotPolicy(path=str(act_folder), device="tpu")

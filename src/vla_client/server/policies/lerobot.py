@@ -72,6 +72,8 @@ class LeRobotFolder:
 def read_folder(path: str | Path) -> LeRobotFolder:
     """The spec of the LeRobot folder at `path`; `PolicyLoadError` with one line saying what is
     missing or wrong."""
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise PolicyLoadError(f"the LeRobot policy's path must be a folder's path, got {path!r}")
     folder = Path(path).expanduser().resolve()
     if not folder.is_dir():
         raise PolicyLoadError(f"LeRobot policy folder {folder} is not a directory")
