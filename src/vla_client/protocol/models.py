@@ -150,9 +150,10 @@ class ActionMetadata(_Open):
     output: MetadataOutput = Field(default_factory=MetadataOutput)
     defaults: dict[str, Any] = Field(default_factory=dict)
     capabilities: dict[str, Any] = Field(default_factory=dict)
-    policy: dict[str, Any] | None = None
-    """What the server says it serves, where it says (a LeRobot policy's ``type`` and
-    ``path``); None otherwise."""
+    policy: Any = None
+    """What the server says it serves, where it says: the reference server sends a LeRobot
+    policy's ``{"type": ..., "path": ...}``; openpi-style servers may put anything here (a
+    name), which is kept as sent. None when absent."""
 
 
 MAX_METADATA_PIXELS = 4096 * 4096
