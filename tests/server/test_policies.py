@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -14,9 +15,11 @@ import pytest
 import vla_client
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient
+from vla_client.errors import ServerError
 from vla_client.observation import Observation
-from vla_client.server import LocalServer, PolicyInput, create_app, make_policy
-from vla_client.server.policies import ReplayPolicy, TorchCNNPolicy
+from vla_client.server import LocalServer, PolicyInput, ServerConfig, create_app, make_policy
+from vla_client.server.policies import ReferencePolicy, ReplayPolicy, TorchCNNPolicy
+from vla_client.server.policy import PolicySpec
 
 
 @pytest.fixture
@@ -156,3 +159,24 @@ def test_the_torch_policy_reads_shared_memory_without_a_warning() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "(16, 7)\n"
     assert "not writable" not in done.stderr
+
+
+class _NeedsState(ReferencePolicy):
+    """The reference policy, announcing a state of 3 values it cannot go without."""
+
+    @property
+    def spec(self) -> PolicySpec:
+        return dataclasses.replace(super().spec, state_required=True)
+
+
+def test_a_policy_that_requires_a_state_refuses_a_request_without_one() -> None:
+    frames = synthetic_frames(1, 32, 32, seed=2)
+    with (
+        LocalServer(create_app(_NeedsState(state_dim=3), ServerConfig(in_process=True))) as server,
+        ActionClient(server.url, check_contract=False) as client,
+    ):
+        with pytest.raises(ServerError, match="needs a state of 3 values") as refused:
+            client.infer(Observation(frames))
+        served = client.infer(Observation(frames, state=[0.1, 0.2, 0.3]))
+    assert refused.value.status_code == 400
+    assert served.actions.shape == (16, 7)

@@ -232,6 +232,10 @@ class ActionMetadata(_Open):
     capabilities: dict[str, Any] = Field(default_factory=dict)
     server: dict[str, Any] | None = None
     """The reference server's own addition, its ``name`` and ``version``; others send none."""
+    policy: Any = None
+    """What the server says it serves, where it says: the reference server sends a LeRobot
+    policy's ``{"type": ..., "path": ...}``; openpi-style servers may put anything here (a
+    name), which is kept as sent. None when absent."""
 
     @field_validator("input", "output", mode="before")
     @classmethod

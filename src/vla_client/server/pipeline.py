@@ -216,7 +216,7 @@ class Pipeline:
 
 def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
     """The arrays-only observation for `policy`; `InvalidObservationError` naming unknown or
-    missing cameras, or a state of the wrong size."""
+    missing cameras, a state of the wrong size, or none where the policy needs one."""
     spec = policy.spec
     if not decoded.images:
         raise InvalidObservationError(
@@ -240,6 +240,10 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
                 f"input.observation.images: frames must be {list(spec.image_size)} (height, "
                 f"width); got {wrong}"
             )
+    if decoded.state is None and spec.state_required:
+        raise InvalidObservationError(
+            f"input.observation.state: this policy needs a state of {spec.state_dim} values"
+        )
     if (
         decoded.state is not None
         and spec.state_dim is not None

@@ -43,7 +43,9 @@ class PolicySpec:
     `camera_names` empty means any camera names are accepted; `camera_aliases` maps other names
     a client may use (LeRobot's, say) to them. `image_size` is (height, width): with
     `image_size_required` frames of another size are refused, without it the size is only
-    announced, for clients that resize before sending.
+    announced, for clients that resize before sending. With `state_required` a request without
+    a state is refused (400) before it reaches the policy. `about` says what is served (a LeRobot
+    policy's type and folder, say): the metadata's ``policy`` block, left out when empty.
     """
 
     family: str
@@ -56,6 +58,8 @@ class PolicySpec:
     extra_capabilities: dict[str, Any] = field(default_factory=dict)
     camera_aliases: dict[str, str] = field(default_factory=dict)
     image_size_required: bool = False
+    state_required: bool = False
+    about: dict[str, Any] = field(default_factory=dict)
 
 
 class Policy(ABC):
@@ -172,7 +176,8 @@ def metadata_document(
     """The GET /v1/actions/metadata body for `spec` (SGLang's generic layout); `websockets`
     says whether the server also serves the realtime and openpi websockets, `openpi_layout`
     which request layout its openpi endpoint reads; `server` names this server and its version
-    (beyond SGLang's layout, which clients ignore).
+    (beyond SGLang's layout, which clients ignore), and `policy` what `spec.about` says, when
+    it says anything.
 
     Built as `ActionMetadata`, the type clients read it into, and dumped to plain values: a
     spec whose sizes a client would refuse (`vla_client.protocol.metadata_fields`) fails here,
@@ -208,5 +213,6 @@ def metadata_document(
             **spec.extra_capabilities,
         },
         server={"name": "vla-client", "version": __version__},
+        policy=dict(spec.about) if spec.about else None,
     )
     return metadata.model_dump(mode="json")

@@ -1,8 +1,9 @@
 """Policies the reference server can run, by name (``vla-client serve --policy NAME``).
 
 Built in: ``reference`` (deterministic, for tests and benchmarks), ``replay`` (recorded chunks),
-``torch`` (a small CNN, on the GPU when there is one) and ``reach`` (solves the built-in
-evaluation task from its frames: ``vla-client eval``). `OpenpiPolicy` serves any object
+``torch`` (a small CNN, on the GPU when there is one), ``reach`` (solves the built-in
+evaluation task from its frames: ``vla-client eval``) and ``lerobot`` (a LeRobot pretrained
+folder: ``--policy-option path=DIR``). `OpenpiPolicy` serves any object
 with openpi's policy interface. Names of one's own: see `loading`.
 
 Names load on first use (see `vla_client._lazy`), so the worker that unpacks one policy imports
@@ -16,6 +17,7 @@ from vla_client._lazy import lazy_face
 if TYPE_CHECKING:
     from vla_client.server.policies.builtin import POLICIES as POLICIES
     from vla_client.server.policies.builtin import make_policy as make_policy
+    from vla_client.server.policies.lerobot import LeRobotPolicy as LeRobotPolicy
     from vla_client.server.policies.openpi import OpenpiPolicy as OpenpiPolicy
     from vla_client.server.policies.reach import ReachPolicy as ReachPolicy
     from vla_client.server.policies.reference import ReferencePolicy as ReferencePolicy
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 _FACE = {
     "POLICIES": "vla_client.server.policies.builtin",
     "make_policy": "vla_client.server.policies.builtin",
+    "LeRobotPolicy": "vla_client.server.policies.lerobot",
     "OpenpiPolicy": "vla_client.server.policies.openpi",
     "ReachPolicy": "vla_client.server.policies.reach",
     "ReferencePolicy": "vla_client.server.policies.reference",

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from vla_client.server.policies.lerobot import LeRobotPolicy
 from vla_client.server.policies.reach import ReachPolicy
 from vla_client.server.policies.reference import ReferencePolicy
 from vla_client.server.policies.replay import ReplayPolicy
 from vla_client.server.policies.torch_cnn import TorchCNNPolicy
 from vla_client.server.policy import Policy
 
-# torch_cnn imports torch only when its policy loads (in the worker), so listing it is free.
+# torch_cnn and lerobot import torch (and lerobot) only when their policy loads (in the worker),
+# so listing them is free.
 POLICIES: dict[str, Callable[..., Policy]] = {
     "reference": ReferencePolicy,
     "replay": ReplayPolicy,
     "torch": TorchCNNPolicy,
     "reach": ReachPolicy,
+    "lerobot": LeRobotPolicy,
 }
 
 
