@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The second venv for the LeRobot tests (tests/lerobot/): LeRobot 0.4.4 pins torch<2.11, which
+# The second venv for the LeRobot tests (tests/lerobot_policy/, tests/lerobot_robot/): LeRobot 0.4.4 pins torch<2.11, which
 # PyPI's wheels for this machine meet only with torch 2.14.1 + torchvision 0.29.1 (both on this
 # machine's disk for Python 3.11); lerobot itself goes in with --no-deps and the dependencies
 # it uses, so its pins (opencv-python-headless<4.13, torch<2.11) do not move ours (pyserial:
 # `lerobot.policies` imports lerobot.motors through lerobot.configs.train).
-# Usage: .ci/lerobot_venv.sh DIR   (DIR/bin/python then runs `pytest tests/lerobot`)
+# Usage: .ci/lerobot_venv.sh DIR   (DIR/bin/python then runs `pytest tests/lerobot_policy tests/lerobot_robot`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=${1:?usage: .ci/lerobot_venv.sh DIR}
