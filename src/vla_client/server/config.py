@@ -156,7 +156,8 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
 
     HTTP is parsed by h11 even where httptools is installed: httptools puts no bound on header
     size, h11 refuses headers past 16 KiB. The protocol is uvicorn's h11 one with a deadline on
-    the headers, and a connection limit that only connections with a complete request count in
+    the headers, a connection limit that only connections with a complete request count in, and
+    bodies of declared length written straight into the buffer the app gives
     (`vla_client.server.connections`). The event loop is uvloop where it is installed (the
     ``server`` extra installs it on Linux and macOS), as in SGLang.
 

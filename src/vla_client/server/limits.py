@@ -15,6 +15,8 @@ from typing import TypeVar
 from fastapi import HTTPException, Request
 from starlette.requests import ClientDisconnect
 
+from vla_client.server.connections import BODY_INTO, BodyIntoStarter
+
 T = TypeVar("T")
 
 
@@ -39,7 +41,8 @@ async def read_body(
     """The whole body, or 413 when over `max_bytes`, or 408 when not in within `deadline_s`.
 
     With `into` and a Content-Length, the body is written into ``into(length)`` as it arrives
-    (for the worker layout, shared memory) and that buffer is returned.
+    (for the worker layout, shared memory) and that buffer is returned: by the HTTP protocol
+    itself where it offers that (`BODY_INTO`), else chunk by chunk as the app receives them.
     """
     header = request.headers.get("content-length")
     declared = int(header) if header and header.isdigit() else None
@@ -57,13 +60,23 @@ async def read_body(
 
 
 async def _read_into(request: Request, buffer: memoryview) -> memoryview:
+    offer = request.scope.get("extensions", {}).get(BODY_INTO)
+    start: BodyIntoStarter | None = None if offer is None else offer["start"]
+    body_into = None if start is None else start(buffer)
     size = 0
-    async for chunk in request.stream():
-        end = size + len(chunk)
-        if end > len(buffer):  # the HTTP layer holds bodies to their Content-Length
-            raise HTTPException(400, f"body is longer than its Content-Length of {len(buffer)}")
-        buffer[size:end] = chunk
-        size = end
+    try:
+        async for chunk in request.stream():  # with `body_into`, only the end of the body
+            assert body_into is None or not chunk, "the protocol handed the app body it took"
+            end = size + len(chunk)
+            if end > len(buffer):  # the HTTP layer holds bodies to their Content-Length
+                raise HTTPException(400, f"body is longer than its Content-Length of {len(buffer)}")
+            buffer[size:end] = chunk
+            size = end
+    finally:
+        if body_into is not None:
+            body_into.close()
+    if body_into is not None:
+        size = body_into.filled
     if size != len(buffer):  # the whole buffer, not a slice: no second view of it to release
         raise HTTPException(400, f"body is shorter than its Content-Length of {len(buffer)}")
     return buffer

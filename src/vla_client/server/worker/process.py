@@ -31,12 +31,12 @@ import sys
 import time
 import traceback
 from collections import deque
-from multiprocessing.connection import Connection
 from typing import Any
 
 from vla_client.errors import PolicyOutputError, PolicyStartError
 from vla_client.server.lifeline import end_with_parent
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
+from vla_client.server.worker.channel import Channel
 from vla_client.server.worker.handoff import unpack_policy
 from vla_client.server.worker.messages import (
     STATE_KEY,
@@ -54,7 +54,7 @@ from vla_client.server.worker.messages import (
 )
 from vla_client.server.worker.shm import Attachments, plan_layout, view
 
-Order = tuple[Connection, Batch, float]
+Order = tuple[Channel, Batch, float]
 """A batch the worker has read: from which entrypoint, and when (``time.perf_counter``)."""
 
 
@@ -66,9 +66,10 @@ def worker_main(fd: int, listener_fd: int | None = None) -> None:
     # If the starter is already gone, getppid() names someone else and the pipe is closed:
     # the first recv below fails and the worker ends.
     end_with_parent(os.getppid(), signal.SIGKILL)
-    control = Connection(fd)
+    control = Channel(socket.socket(fileno=fd))
     try:
-        start = decode_start(control.recv_bytes())
+        (packed,) = control.receive()  # the starter sends nothing else before `Ready`
+        start = decode_start(packed)
         sys.path[:] = start.sys_path
         policy = unpack_policy(start.policy)
     except Exception as exc:
@@ -80,7 +81,7 @@ def worker_main(fd: int, listener_fd: int | None = None) -> None:
     except Exception as exc:
         _refuse(control, str(exc) if isinstance(exc, PolicyStartError) else _describe(exc))
         return
-    control.send_bytes(encode(Ready(os.getpid(), decodes_jpeg=decodes_jpeg)))
+    control.send(encode(Ready(os.getpid(), decodes_jpeg=decodes_jpeg)))
     max_batch = start.max_batch
     listener = socket.socket(fileno=listener_fd) if listener_fd is not None else None
     entrypoints = Entrypoints(control, listener)
@@ -102,14 +103,14 @@ class Entrypoints:
     and two entrypoints number their slots alike.
     """
 
-    def __init__(self, control: Connection, listener: socket.socket | None) -> None:
+    def __init__(self, control: Channel, listener: socket.socket | None) -> None:
         self._control = control
         self._listener = listener
         self._selector = selectors.DefaultSelector()
         self._selector.register(control, selectors.EVENT_READ)
         if listener is not None:
             self._selector.register(listener, selectors.EVENT_READ)
-        self.attachments: dict[Connection, Attachments] = {control: Attachments()}
+        self.attachments: dict[Channel, Attachments] = {control: Attachments()}
         self._waiting: deque[Order] = deque()
 
     def read(self) -> bool:
@@ -120,27 +121,32 @@ class Entrypoints:
         sends its requests as they come, several while a batch runs, and the next batch
         should take them all, from every entrypoint."""
         ready: list[object] = [self._control]  # the starter's pipe alone: no select call
-        if self._listener is not None or self._waiting:
+        selected = self._listener is not None or bool(self._waiting)
+        if selected:
             ready = [key.fileobj for key, _ in self._selector.select(0 if self._waiting else None)]
         for source in ready:
             if isinstance(source, socket.socket):
                 self._accept(source)
                 continue
-            assert isinstance(source, Connection)
-            while True:
-                try:
-                    order = decode_order(source.recv_bytes())
-                    more = source.poll(0)
+            assert isinstance(source, Channel)
+            wait = not selected
+            while True:  # until the socket has nothing more (a read never blocks after the first)
+                try:  # a part of a frame is finished by a later read
+                    frames = source.receive(wait=wait)
                 except (EOFError, OSError):
                     if source is self._control:
                         return False
                     self._drop(source)
                     break
-                if isinstance(order, Stop):
-                    return False
-                self._waiting.append((source, order, time.perf_counter()))
-                if not more:
+                if not frames:
                     break
+                wait = False
+                arrived = time.perf_counter()
+                for frame in frames:
+                    order = decode_order(frame)
+                    if isinstance(order, Stop):
+                        return False
+                    self._waiting.append((source, order, arrived))
         return True
 
     def take(self, max_batch: int) -> list[Order]:
@@ -155,11 +161,11 @@ class Entrypoints:
                 jobs += len(order[1].jobs)
         return taken
 
-    def reply(self, conn: Connection, reply: BatchDone | BatchFailed) -> None:
+    def reply(self, conn: Channel, reply: BatchDone | BatchFailed) -> None:
         if conn not in self.attachments:  # the entrypoint went away while its batch ran
             return
         try:
-            conn.send_bytes(encode(reply))
+            conn.send(encode(reply))
         except OSError:
             self._drop(conn)
 
@@ -169,24 +175,24 @@ class Entrypoints:
         self._selector.close()
 
     def _accept(self, listener: socket.socket) -> None:
-        conn = Connection(listener.accept()[0].detach())
+        conn = Channel(listener.accept()[0])
         try:
-            conn.send_bytes(encode(Ready(os.getpid())))
+            conn.send(encode(Ready(os.getpid())))
         except OSError:
             conn.close()
             return
         self._selector.register(conn, selectors.EVENT_READ)
         self.attachments[conn] = Attachments()
 
-    def _drop(self, conn: Connection) -> None:
+    def _drop(self, conn: Channel) -> None:
         self._selector.unregister(conn)
         self.attachments.pop(conn).close()
         conn.close()
 
 
 def run_batches(
-    policy: Policy, orders: list[Order], attachments: dict[Connection, Attachments]
-) -> list[tuple[Connection, BatchDone | BatchFailed]]:
+    policy: Policy, orders: list[Order], attachments: dict[Channel, Attachments]
+) -> list[tuple[Channel, BatchDone | BatchFailed]]:
     """One policy call for every job in `orders`; chunks go back into the jobs' slots."""
     jobs: list[Job] = []
     buffers: list[memoryview] = []
@@ -252,9 +258,9 @@ def _store(job: Job, chunk: Any, buffer: memoryview, policy: Policy) -> Result:
     return Result(job.job_id, layout)
 
 
-def _refuse(control: Connection, error: str) -> None:
+def _refuse(control: Channel, error: str) -> None:
     with contextlib.suppress(OSError):  # the starter is gone: nobody to tell
-        control.send_bytes(encode(StartFailed(error)))
+        control.send(encode(StartFailed(error)))
 
 
 def _describe(exc: BaseException) -> str:

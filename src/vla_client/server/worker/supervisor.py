@@ -26,11 +26,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any
 
 from vla_client.errors import PolicyStartError, WorkerStartError
 from vla_client.server.policy import Policy
+from vla_client.server.worker.channel import Channel
 from vla_client.server.worker.handoff import pack_policy
 from vla_client.server.worker.messages import (
     Batch,
@@ -54,7 +54,7 @@ class WorkerChannel:
     ) -> None:
         self._on_message = on_message
         self._on_exit = on_exit
-        self._conn: Connection | None = None
+        self._conn: Channel | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.decodes_jpeg = False
         """What the worker's `Ready` said: its policy takes JPEG frames encoded."""
@@ -63,9 +63,9 @@ class WorkerChannel:
         """Hand a batch to the worker (a few hundred bytes; the pipe never fills)."""
         if self._conn is None:
             raise BrokenPipeError("the inference worker is not running")
-        self._conn.send_bytes(encode(batch))
+        self._conn.send(encode(batch))
 
-    def _attach(self, conn: Connection) -> None:
+    def _attach(self, conn: Channel) -> None:
         self._conn = conn
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(conn.fileno(), self._readable)
@@ -75,18 +75,19 @@ class WorkerChannel:
         if conn is None:
             return
         try:
-            message = decode_reply(conn.recv_bytes())
+            frames = conn.receive(wait=False)  # readable: one read, however many replies
         except (EOFError, OSError):
             self._detach()
             conn.close()
             self._on_exit(self._exit_code())
             return
-        self._on_message(message)
+        for frame in frames:
+            self._on_message(decode_reply(frame))
 
     def _exit_code(self) -> int | None:
         return None
 
-    def _detach(self) -> Connection | None:
+    def _detach(self) -> Channel | None:
         conn = self._conn
         if conn is not None and self._loop is not None:
             self._loop.remove_reader(conn.fileno())
@@ -140,7 +141,7 @@ class WorkerProcess(WorkerChannel):
             env=self.threads.environment(os.environ),
         )
         child_socket.close()
-        parent_conn = Connection(parent_socket.detach())
+        parent_conn = Channel(parent_socket)
         try:
             ready = await asyncio.to_thread(self._await_ready, parent_conn, process, packed)
         except BaseException:
@@ -163,14 +164,12 @@ class WorkerProcess(WorkerChannel):
         if process is None or conn is None:
             return
         with contextlib.suppress(OSError):
-            conn.send_bytes(encode(Stop()))
+            conn.send(encode(Stop()))
         await asyncio.to_thread(_reap, process, timeout_s)
         conn.close()
 
-    def _await_ready(
-        self, conn: Connection, process: subprocess.Popen[bytes], packed: bytes
-    ) -> Ready:
-        conn.send_bytes(encode(Start(tuple(sys.path), packed, self._max_batch)))
+    def _await_ready(self, conn: Channel, process: subprocess.Popen[bytes], packed: bytes) -> Ready:
+        conn.send(encode(Start(tuple(sys.path), packed, self._max_batch)))
         deadline = time.monotonic() + self._start_timeout_s
         while not conn.poll(0.05):
             if process.poll() is not None:
@@ -226,7 +225,7 @@ class WorkerLink(WorkerChannel):
         if conn is not None:
             conn.close()
 
-    def _connect(self) -> tuple[Connection, Ready]:
+    def _connect(self) -> tuple[Channel, Ready]:
         deadline = time.monotonic() + self._start_timeout_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -238,7 +237,7 @@ class WorkerLink(WorkerChannel):
                 if time.monotonic() > deadline:
                     raise WorkerStartError(f"no inference worker at {self._address}") from None
                 time.sleep(0.05)
-        conn = Connection(sock.detach())
+        conn = Channel(sock)
         try:
             if not conn.poll(max(deadline - time.monotonic(), 0.1)):
                 raise WorkerStartError(
@@ -250,11 +249,12 @@ class WorkerLink(WorkerChannel):
             raise
 
 
-def _greeting(conn: Connection) -> Ready:
+def _greeting(conn: Channel) -> Ready:
     """The worker's `Ready`; `PolicyStartError` for a `StartFailed`, `WorkerStartError` if it
     said nothing."""
     try:
-        message = decode_greeting(conn.recv_bytes())
+        (frame,) = conn.receive()  # the worker says nothing else until it has a batch
+        message = decode_greeting(frame)
     except EOFError:
         raise WorkerStartError("inference worker exited before it was ready") from None
     if isinstance(message, StartFailed):
