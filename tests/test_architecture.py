@@ -134,6 +134,28 @@ def test_the_action_client_loads_no_image_decoder() -> None:
     assert not loaded & {"PIL", "isal"}, sorted(loaded & {"PIL", "isal"})
 
 
+SERIALISERS = ("msgpack", "msgspec", "orjson", "pybase64", "ormsgpack", "ujson", "simplejson")
+"""Third-party msgpack, JSON and base64 libraries, one per job (docs/install.md, "Serialisers"):
+msgspec writes msgpack and types the worker's messages, msgpack reads the wire's msgpack (its
+`Unpacker` says where each value ends, which the zero-copy array walk steps by), orjson does
+JSON and pybase64 base64."""
+
+
+@pytest.mark.parametrize(
+    ("statement", "serialisers"),
+    [
+        (
+            "from vla_client import ActionClient, Observation",
+            {"msgpack", "msgspec", "orjson", "pybase64"},
+        ),
+        (REFERENCE_WORKER, {"msgspec"}),  # its messages; it reads no body and writes no JSON
+    ],
+    ids=["action client", "reference worker"],
+)
+def test_each_part_loads_the_serialisers_of_its_jobs(statement: str, serialisers: set[str]) -> None:
+    assert loaded_after(statement) & set(SERIALISERS) == serialisers
+
+
 def test_the_worker_process_never_loads_the_http_stack() -> None:
     """Asked from inside a real worker process: the policy reports what is loaded there."""
     from module_report_policy import WATCHED, ModuleReportPolicy

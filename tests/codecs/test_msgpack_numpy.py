@@ -413,3 +413,18 @@ def test_a_big_binary_alone_is_bytes():
     blob = bytes(range(256)) * (VIEW_MIN_BYTES // 256)
     out = unpackb(packb(blob))
     assert type(out) is bytes and out == blob
+
+
+def test_packb_writes_the_bytes_openpi_clients_msgpack_writes():
+    """msgspec writes what msgpack writes (docs/install.md, "Serialisers"): openpi-client's
+    `msgpack_numpy.packb` (msgpack with ``use_bin_type=True``) gives the same bytes."""
+    openpi = pytest.importorskip("openpi_client.msgpack_numpy")
+    document = {
+        "observation/image": np.arange(2 * 4 * 3, dtype=np.uint8).reshape(2, 4, 3),
+        "observation/state": np.linspace(-1, 1, 7, dtype=np.float32),
+        "prompt": "pick up the cube",
+        "steps": 10,
+        "scale": 0.5,
+        "flags": [True, None],
+    }
+    assert packb(document) == openpi.packb(document)
