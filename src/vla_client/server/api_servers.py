@@ -180,7 +180,7 @@ class _Entrypoints(Multiprocess):
         try:
             answered = process.parent_conn.poll(0)
             if answered:
-                process.parent_conn.recv()
+                process.parent_conn.recv_bytes()  # drained unread: never unpickled
         except (OSError, EOFError):
             answered = False
         alive = process.process.is_alive()
