@@ -5,7 +5,7 @@ loop (``ControlLoop(record=writer.record)``: each step holds the action applied 
 its episode) or by a server's ``--record`` (each step holds the chunk it served; the action is
 its row 0) and writes it with LeRobot's own ``LeRobotDataset`` writer, one frame per step,
 episodes and tasks kept. The folder must be new or empty; it is written whole or not at all.
-Needs lerobot 0.4 (``.ci/lerobot_venv.sh DIR`` builds a venv with it).
+Needs lerobot 0.4 (``pip install 'vla-client[lerobot]'``; docs/install.md).
 """
 
 from __future__ import annotations

@@ -47,7 +47,9 @@ from vla_client.validation import check_positive
 
 INSTALL = (
     "the LeRobot export needs lerobot 0.4 (and torch), which is not installed here: "
-    "build a venv with them with .ci/lerobot_venv.sh DIR (see docs/cli.md, 'export')"
+    "pip install 'vla-client[lerobot]', or with --no-deps as docs/install.md shows where "
+    "LeRobot's torch pin does not resolve (in a checkout, .ci/lerobot_venv.sh DIR builds "
+    "such a venv)"
 )
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
