@@ -9,8 +9,10 @@ as separate processes: the reference server at its defaults (worker process, ref
 reads the body and answers a fixed action (`bench_server.py --bare`), and a bare websocket echo
 (`websockets` at its defaults, except ``compression=None``: the reference server never
 negotiates permessage-deflate either, see `vla_client.server.config.uvicorn_options`). Every
-measurement below takes one turn per round, in an order that rotates each round, so a noisy
-neighbour hits every side alike (as in `ab_server.py`). Rows, each ``ours / floor``:
+measurement below takes one turn per round, in an order shuffled each round (seeded), so a noisy
+neighbour hits every side alike and no measurement always follows the same one (a rotation
+would keep every neighbour: the SDK's request always came after the raw/json decode, whose
+13 ms of allocation left it a cold cache). Rows, each ``ours / floor``:
 
 - raw/msgpack HTTP end to end: ``ActionClient.infer`` against the server, vs the same client
   work (`bench_server.round_trip`: encode, POST with httpx, read the actions) against the bare
@@ -44,6 +46,7 @@ import io
 import json
 import os
 import pstats
+import random
 import shutil
 import signal
 import statistics
@@ -245,11 +248,13 @@ def measure(n: int) -> dict[str, float]:
         }
         samples: dict[str, list[float]] = {name: [] for name in samplers}
         order = list(samplers.items())
+        shuffle = random.Random(27).shuffle
         for i in range(n + WARM_UP):
             if i == WARM_UP:
                 for values in [*samples.values(), *server_timings.values()]:
                     values.clear()
-            for name, sampler in order[i % len(order) :] + order[: i % len(order)]:
+            shuffle(order)
+            for name, sampler in order:
                 samples[name].append(sampler())
     medians = {name: statistics.median(values) for name, values in samples.items()}
     medians |= {name: statistics.median(values) for name, values in server_timings.items()}

@@ -31,6 +31,18 @@ def test_encoding_table_is_generated_not_typed():
     assert '--8<-- "docs/encoding-table.md"' in (ROOT / "docs" / "encoding.md").read_text()
 
 
+def test_performance_figures_are_the_saved_reports_rendered():
+    """Every figure of the Performance page comes from a saved report: the page is exactly what
+    `render_performance.py` makes of them, so a typed figure or a stale page fails here."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import render_performance
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    page = (ROOT / "docs" / "performance-figures.md").read_text()
+    assert render_performance.page() == page, "run python benchmarks/render_performance.py"
+
+
 # The snippets of docs/real-servers.md, each run against the reference server set up as the
 # server it is written for (the same settings its `vla-client serve` line gives).
 SERVERS: dict[str, tuple[dict[str, object], str]] = {

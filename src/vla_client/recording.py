@@ -35,6 +35,7 @@ import numpy as np
 
 from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
 from vla_client.codecs.msgpack_numpy import packb, unpackb
+from vla_client.codecs.png_write import png_writer_holds_gil
 from vla_client.errors import CodecError, PayloadTooLargeError, RecordingError
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits
@@ -112,7 +113,8 @@ def encode_step(
     values: list[Any]
     if image_format == "png":
         frames = [observation.images[name] for name in names]
-        values = map_frames(encode_png, frames) if parallel else [encode_png(f) for f in frames]
+        threads = parallel and not png_writer_holds_gil()  # fpng's frames take turns anyway
+        values = map_frames(encode_png, frames) if threads else [encode_png(f) for f in frames]
     else:
         values = [observation.images[name] for name in names]
     document: dict[str, Any] = {

@@ -8,8 +8,10 @@ import pytest
 
 from vla_client import Observation, encode_request
 from vla_client.codecs import b64encode_text, encode_jpeg, encode_png
+from vla_client.codecs.png_write import png_writer
 from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
 from vla_client.protocol import ENCODINGS, WIRES, DecodeLimits, decode_request
+from vla_client.protocol.image_forms import encodes_in_parallel
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -195,14 +197,54 @@ print(json.dumps([t.name for t in threading.enumerate() if t.name.startswith("co
 
 
 @pytest.mark.parametrize(("encoding", "wire", "pooled"), [
-    ("raw", "msgpack", False), ("png", "msgpack", True), ("raw", "json", True),
+    ("raw", "msgpack", False), ("jpeg", "msgpack", True), ("raw", "json", True),
+    ("png", "json", png_writer() == "opencv"),
 ])  # fmt: skip
-def test_raw_frames_on_msgpack_skip_the_codec_threads(encoding, wire, pooled):
-    """Raw frames on msgpack are their own wire value: handing three of them to the codec
-    pool's threads and back would cost more than the nothing there is to do (a thread wake-up
-    each, longer on a busy robot); the encodings that do work still run in parallel."""
+def test_only_encoders_that_release_the_gil_use_the_codec_threads(encoding, wire, pooled):
+    """Raw frames on msgpack are their own wire value, and fpng's binding holds the GIL while
+    it writes: handing three frames to the codec pool's threads and back would cost a thread
+    wake-up each and save nothing. The encoders that release the GIL (OpenCV's, the numpy that
+    writes value lists) still run in parallel."""
+    assert encodes_in_parallel(encoding, wire) is pooled
     script = _THREADS_AFTER_ENCODING.format(encoding=encoding, wire=wire)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=60, check=True)  # fmt: skip
     threads = json.loads(done.stdout)
     assert bool(threads) is pooled, threads
+
+
+def test_png_frames_use_the_codec_threads_when_opencv_writes_them(monkeypatch):
+    monkeypatch.setattr("vla_client.protocol.image_forms.png_writer_holds_gil", lambda: False)
+    assert encodes_in_parallel("png", "json") and encodes_in_parallel("png", "msgpack")
+    monkeypatch.setattr("vla_client.protocol.image_forms.png_writer_holds_gil", lambda: True)
+    assert not encodes_in_parallel("png", "json")
+
+
+@pytest.mark.parametrize(("encoding", "wire", "pooled"), [
+    ("png", "json", True), ("jpeg", "json", True), ("png", "msgpack", True),
+    ("raw", "msgpack", False), ("raw", "json", False),
+])  # fmt: skip
+def test_encoded_images_decode_in_the_codec_threads(monkeypatch, encoding, wire, pooled):
+    """Base64 images in JSON (``{"b64_json": ...}``) decode in parallel as bytes in msgpack
+    do: inflating and libjpeg release the GIL. Arrays and value lists stay on the calling
+    thread, where the hop to a thread would cost more than it saves."""
+    import threading
+
+    import vla_client.protocol.decode as decode_module
+
+    threads = []
+    decode_value = decode_module.decode_image_value
+
+    def recording(value, **options):
+        threads.append(threading.current_thread().name)
+        return decode_value(value, **options)
+
+    monkeypatch.setattr(decode_module, "decode_image_value", recording)
+    frames = {name: np.full((48, 64, 3), i * 40, np.uint8) for i, name in enumerate("abc")}
+    body, content_type = encode_request(Observation(frames), encoding=encoding, wire=wire)
+    decoded = decode_request(body, content_type)
+    assert len(threads) == 3
+    assert {name.startswith("codec") for name in threads} == {pooled}, threads
+    if encoding != "jpeg":
+        for name, frame in frames.items():
+            np.testing.assert_array_equal(decoded.images[name], frame)

@@ -3,9 +3,10 @@
 SGLang's tensor payload ``{"values": [...], "dtype": "uint8", "shape": [h, w, 3]}`` carries a
 frame as one flat list: 2 million numbers for three 360x640 cameras, each a Python int once a
 JSON parser has read it. `parse_flat_list` reads the digits where they lie instead. A list in
-`pixel_text`'s fixed-width form (vla-client's own) is a run of 4-byte records, read as words: the
-low nibbles of the three characters are the digits (a space's is 0), and the words must be
-exactly the records `pixel_text` writes for the values read, which proves the list is that form.
+`pixel_text`'s fixed-width form (vla-client's own) is a run of 4-byte records, each read as two
+16-bit words: a table gives the value of the first two characters (and refuses every pair
+`pixel_text` never writes), the second word is the last digit and its comma, so every record
+read is one `pixel_text` writes, which proves the list is that form.
 Any other list is read through its commas: each number is the one to three digits before one,
 so three gathers and a sum give every value at once. Only lists it is sure about are taken,
 plain ints 0..255 without signs, fractions, exponents or leading zeros, separated by commas and
@@ -19,8 +20,8 @@ import numpy as np
 _WHITESPACE = b" \t\n\r"
 _COMMA = (ord(",") - ord("0")) % 256  # a comma as a uint8 "digit": 252
 _DIGIT_LIMIT = 10
-_DIGIT_WORD = np.uint32(0x2C303030)  # "000," as a little-endian word
-_SPACE_FIRST, _SPACE_SECOND = np.uint32(0x10), np.uint32(0x1000)  # "0" - " " in bytes 0 and 1
+_UNITS_ZERO = np.uint16(ord("0") | ord(",") << 8)  # "0," as a little-endian 16-bit word
+_NOT_A_RECORD = 1024  # above any sum of a record's parts, so the check for > 255 refuses it
 
 
 def parse_flat_list(body: bytes, start: int, end: int) -> tuple[np.ndarray, bool] | None:
@@ -61,19 +62,45 @@ def _fixed_width(body: bytes, start: int, end: int) -> np.ndarray | None:
     count, left = divmod(end - start + 1, 4)
     if left or count < 1 or body[start] not in b" 12":
         return None
-    words = np.empty(count, "<u4")
-    words[:-1] = np.frombuffer(body, "<u4", count - 1, start)
-    words[-1:] = np.frombuffer(body[end - 3 : end] + b",", "<u4")
-    digits = words & 0x0F0F0F  # a digit's low nibble is its value, a space's is 0
-    values = (digits & 0xF) * 100 + ((digits >> 8) & 0xF) * 10 + (digits >> 16)
-    # The record `pixel_text` writes for each value: its digits, the leading ones as spaces.
-    written = digits | _DIGIT_WORD
-    written -= (values < 100) * _SPACE_FIRST
-    written -= (values < 10) * _SPACE_SECOND
-    if values.max() > 255 or not np.array_equal(written, words):
+    values = np.empty(count, np.uint16)
+    records = np.frombuffer(body, "<u2", 2 * (count - 1), start).reshape(-1, 2)
+    last = np.frombuffer(body[end - 3 : end] + b",", "<u2").reshape(1, 2)
+    if not (_record_values(records, values[:-1]) and _record_values(last, values[-1:])):
+        return None
+    if values.max() > 255:
         return None
     result: np.ndarray = values.astype(np.uint8)
     return result
+
+
+def _record_values(records: np.ndarray, out: np.ndarray) -> bool:
+    """Write the value of each record into `out`; False when one is not a record of `pixel_text`.
+
+    A record is two little-endian 16-bit halves: the first two characters, looked up in
+    `_HUNDREDS_AND_TENS` (a value >= 1024 for a pair `pixel_text` never writes), and the last
+    digit with its comma, which is ``"0,"`` plus the digit. One gather and one subtraction read
+    every record, where the digits taken apart one by one cost three times as long."""
+    units = records[:, 1] - _UNITS_ZERO
+    if units.size and units.max() >= _DIGIT_LIMIT:
+        return False
+    np.take(_HUNDREDS_AND_TENS, records[:, 0], out=out)
+    out += units
+    return True
+
+
+def _hundreds_and_tens() -> np.ndarray:
+    """The value of a record's first two characters, by their 16-bit word: ``"  "`` is 0,
+    ``" 4"`` 40, ``"25"`` 250; every pair `pixel_text` never writes (a leading zero, a digit
+    after a space's place, a hundreds digit above 2) maps to `_NOT_A_RECORD`."""
+    table = np.full(1 << 16, _NOT_A_RECORD, np.uint16)
+    space, zero = ord(" "), ord("0")
+    table[space | space << 8] = 0
+    for tens in range(1, 10):
+        table[space | (zero + tens) << 8] = 10 * tens
+    for hundreds in (1, 2):
+        for tens in range(10):
+            table[(zero + hundreds) | (zero + tens) << 8] = 100 * hundreds + 10 * tens
+    return table
 
 
 def _numbers(text: bytes) -> int:
@@ -114,3 +141,6 @@ def _values(digits: np.ndarray, numbers: int | None) -> np.ndarray | None:
         return None
     result: np.ndarray = values.astype(np.uint8)
     return result
+
+
+_HUNDREDS_AND_TENS = _hundreds_and_tens()

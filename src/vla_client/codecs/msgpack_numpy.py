@@ -16,7 +16,8 @@ Pixel lists (``frame.tolist()``) in those maps are read by numpy, never as Pytho
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import msgpack
 import msgspec
@@ -33,6 +34,8 @@ _WALK_DEPTH = 6  # images sit at depth 5 (input.observation.images.<cam>.data); 
 _WALK_MAX_PAIRS = 256  # wider maps are not where frames travel: msgpack unpacks them at once
 _BIN_HEADER_BYTES = {0xC4: 2, 0xC5: 3, 0xC6: 5}  # bin 8/16/32: format byte, then the length
 _ARRAY_KINDS = frozenset({*range(0x90, 0xA0), 0xDC, 0xDD})
+_FEED_BYTES = 4096  # what the unpacker is first fed for a value; doubled while it needs more
+T = TypeVar("T")
 
 
 def packb(obj: Any) -> bytes:
@@ -76,9 +79,13 @@ class _Walk:
 
     msgpack's own unpacker reads the values, except two kinds in those maps: a binary value of
     `VIEW_MIN_BYTES` or more comes back as a slice of the input (kept only where it is array
-    data), and a regular pixel list as an array read by numpy; the unpacker steps over both
-    without reading them. Everything else (other lists, scalars, deep or wide maps) is
-    unpacked by msgpack in one call.
+    data), and a regular pixel list as an array read by numpy. Everything else (other lists,
+    scalars, deep or wide maps) is unpacked by msgpack in one call.
+
+    The unpacker copies what it is fed into a buffer of its own, so it is fed the document a
+    piece at a time, as far as the value it reads needs, and never the frames it steps over:
+    for three 360x640 frames that is a few kilobytes copied instead of 2 MB. Positions in the
+    document are the unpacker's (`tell`) plus the bytes it was never fed.
     """
 
     def __init__(self, encoded: memoryview) -> None:
@@ -87,16 +94,24 @@ class _Walk:
             object_hook=_unpack_hook, raw=False, strict_map_key=False,
             max_buffer_size=max(len(encoded), 1),
         )  # fmt: skip
-        self.unpacker.feed(encoded)
+        self.fed = 0
+        """Bytes of `encoded` fed to the unpacker or stepped over."""
+        self.stepped_over = 0
+        """Bytes of `encoded` the unpacker never saw (the frames)."""
 
     def document(self) -> Any:
         value = self.value(0)
-        if self.unpacker.tell() != len(self.encoded):
+        if self.position() != len(self.encoded):
             raise CodecError("malformed msgpack body: data after the document")
         return value
 
+    def position(self) -> int:
+        """Where in `encoded` the next value starts."""
+        position: int = self.unpacker.tell() + self.stepped_over
+        return position
+
     def value(self, depth: int) -> Any:
-        at = self.unpacker.tell()
+        at = self.position()
         if at >= len(self.encoded):
             raise msgpack.OutOfData("truncated")
         kind = self.encoded[at]
@@ -104,17 +119,39 @@ class _Walk:
             header = _BIN_HEADER_BYTES[kind]
             size = int.from_bytes(self.encoded[at + 1 : at + header], "big")
             if size >= VIEW_MIN_BYTES and at + header + size <= len(self.encoded):
-                self.unpacker.skip()
+                self.step_over(at, header + size)
                 return self.encoded[at + header : at + header + size]
         if depth > 0 and kind in _ARRAY_KINDS and len(self.encoded) - at >= VIEW_MIN_BYTES:
             found = read_nested_list(self.encoded, at)
             if found is not None:
                 pixels, end = found
-                self.unpacker.read_bytes(end - at)
+                self.step_over(at, end - at)
                 return pixels
         if depth < _WALK_DEPTH and 0 < self.map_size(at) <= _WALK_MAX_PAIRS:
             return self.map(depth)
-        return self.unpacker.unpack()
+        return self.fed_as_needed(self.unpacker.unpack)
+
+    def step_over(self, at: int, size: int) -> None:
+        """Move past the `size` bytes at `at` (the next value's), feeding none that are not
+        fed yet: the part already in the unpacker's buffer is read out of it."""
+        buffered = min(self.fed - at, size)
+        self.unpacker.read_bytes(buffered)
+        self.stepped_over += size - buffered
+        self.fed = max(self.fed, at + size)
+
+    def fed_as_needed(self, read: Callable[[], T]) -> T:
+        """`read()`, feeding the unpacker more of the document (twice as much each time) for
+        as long as it runs out of data; msgpack resumes a value it had begun."""
+        piece = _FEED_BYTES
+        while True:
+            try:
+                return read()
+            except msgpack.OutOfData:
+                if self.fed >= len(self.encoded):
+                    raise
+                self.unpacker.feed(self.encoded[self.fed : self.fed + piece])
+                self.fed = min(len(self.encoded), self.fed + piece)
+                piece *= 2
 
     def map_size(self, at: int) -> int:
         """The number of pairs of the map whose header is at `at`; 0 for any other value."""
@@ -126,8 +163,8 @@ class _Walk:
 
     def map(self, depth: int) -> Any:
         pairs = {}
-        for _ in range(self.unpacker.read_map_header()):
-            key = self.unpacker.unpack()
+        for _ in range(self.fed_as_needed(self.unpacker.read_map_header)):
+            key = self.fed_as_needed(self.unpacker.unpack)
             pairs[key] = self.value(depth + 1)
         result = _unpack_hook(pairs)
         if result is pairs:

@@ -1,7 +1,8 @@
 """Work on several frames at once: one thread per frame, from a pool shared by every codec.
 
-The image libraries (OpenCV, fpng, zlib) release the GIL, so several cameras encode, or several
-images decode, in parallel threads; both sides use the same pool.
+OpenCV, ISA-L's inflate and numpy's array work release the GIL, so several cameras encode, or
+several images decode, in parallel threads; both sides use the same pool. fpng's binding does
+not: `vla_client.protocol.image_forms.encodes_in_parallel` says where threads pay.
 """
 
 from __future__ import annotations

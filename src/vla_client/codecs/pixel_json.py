@@ -1,4 +1,5 @@
-"""Pull ``image.tolist()`` pixel lists out of a raw JSON body before it is parsed.
+"""Pull ``image.tolist()`` pixel lists (and base64 image strings) out of a raw JSON body before
+it is parsed.
 
 Old robot clients send each camera as a nested ``[H][W][C]`` list of ints: three 360x640 cameras
 are about 2 million numbers and 9-11 MB of JSON. ``json.loads`` builds one Python int per number
@@ -26,6 +27,14 @@ taken only as the ``"values"`` or ``"data"`` of a tensor payload (`flat_numbers`
 Lists in vla-client's own fixed-width form (`pixel_text`) are recognised and read at fixed
 offsets; any other list goes through the general readers here and in `flat_numbers`.
 
+With ``base64=True`` (the server's request decoding) the same search takes the long strings that
+are the value of a ``"b64_json"`` or ``"base64"`` member: their text comes back as ASCII bytes,
+cut from the body, so the JSON parser never builds megabytes of Python strings only for them to
+be encoded back to bytes for the base64 decoder (0.6 ms for three PNG cameras). Only strings
+without a backslash are taken (an escaped character is the parser's to undo); whatever else
+is in them is the base64 decoder's to refuse, which it does for anything outside its alphabet,
+control characters and non-ASCII bytes included.
+
 Parse the small body with ``json.loads`` where SGLang's outcomes must hold exactly: orjson reads
 ints beyond 64 bits as floats, so ``[[[2**70, 1, 2]]]`` (left in the body, as it must be) would
 become a float64 array instead of staying a list.
@@ -34,7 +43,7 @@ become a float64 array instead of staying a list.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -57,22 +66,29 @@ _FEW = 64
 # Maps every digit to "0" so that a list's token string can be compared with its expected shape.
 _ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _SMALLEST = len(b"[[[0]]]")
+_TENSOR = (b'"values"', b'"data"')
+_BASE64 = (b'"b64_json"', b'"base64"')
+
+SpanKind = Literal["list", "tensor", "base64"]
+Span = tuple[int, int, SpanKind]
 
 
 def extract_pixel_lists(
-    body: bytes, *, min_bytes: int = 4096
-) -> tuple[bytes, dict[str, np.ndarray]]:
-    """Replace each regular pixel list in `body` with a placeholder string.
+    body: bytes, *, min_bytes: int = 4096, base64: bool = False
+) -> tuple[bytes, dict[str, np.ndarray | bytes]]:
+    """Replace each regular pixel list in `body` (and with `base64`, each base64 image string)
+    with a placeholder string.
 
     Taken are ``[H][W][C]`` uint8 lists that are the value of any object member, and flat uint8
     lists that are the value of a ``"values"`` or ``"data"`` member (a tensor payload). Returns
-    the new body and ``{placeholder: array}``; the arrays are C-contiguous, writable uint8 of
-    shape (H, W, C), or (N,) for flat lists. Lists shorter than `min_bytes` bytes are left for
-    the general path, where they cost little. The placeholders carry a random tag per call, so
-    a string a client sends can never be mistaken for one.
+    the new body and ``{placeholder: value}``; the arrays are C-contiguous, writable uint8 of
+    shape (H, W, C), or (N,) for flat lists; a base64 string's value is its text as bytes.
+    Values shorter than `min_bytes` bytes are left for the general path, where they cost
+    little. The placeholders carry a random tag per call, so a string a client sends can never
+    be mistaken for one.
     """
     lo = max(min_bytes, _SMALLEST)
-    spans = _spans_by_search(body, lo)
+    spans = _spans_by_search(body, lo, base64)
     if spans is None:
         spans = _spans_by_scan(body, lo)
     if not spans:
@@ -80,7 +96,7 @@ def extract_pixel_lists(
     found = [_parse_span(body, *span) for span in spans]  # threads measured no faster
 
     tag = secrets.token_hex(8)
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, np.ndarray | bytes] = {}
     pieces: list[bytes] = []
     done = 0
     for (start, end, _), parsed in zip(spans, found, strict=True):
@@ -97,7 +113,7 @@ def extract_pixel_lists(
     return b"".join(pieces), arrays
 
 
-def restore_placeholders(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
+def restore_placeholders(obj: Any, arrays: dict[str, np.ndarray | bytes]) -> Any:
     """Put the arrays from `extract_pixel_lists` back where their placeholders are in `obj`.
 
     Dicts and lists are updated in place; the (possibly new) top-level object is returned. The
@@ -120,8 +136,13 @@ def restore_placeholders(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
     return obj
 
 
-def _parse_span(body: bytes, start: int, end: int, tensor: bool) -> tuple[np.ndarray, bool] | None:
-    """The list in ``body[start:end]``: nested anywhere, flat only as a tensor's values."""
+def _parse_span(
+    body: bytes, start: int, end: int, kind: SpanKind
+) -> tuple[np.ndarray | bytes, bool] | None:
+    """The value in ``body[start:end]``: a list nested anywhere, flat only as a tensor's values;
+    a base64 string's text (the span holds its quotes)."""
+    if kind == "base64":
+        return body[start + 1 : end - 1], False
     head = body[start : start + 64].lstrip(_WHITESPACE)
     if head.startswith(b"[") and head[1:].lstrip(_WHITESPACE).startswith(b"["):
         text = body[start:end].strip(_WHITESPACE)
@@ -130,38 +151,58 @@ def _parse_span(body: bytes, start: int, end: int, tensor: bool) -> tuple[np.nda
         if frame is not None:  # vla-client's own fixed-width form
             return frame, comma
         return _parse(np.frombuffer(body, np.uint8, end - start, start))
-    return parse_flat_list(body, start, end) if tensor else None
+    return parse_flat_list(body, start, end) if kind == "tensor" else None
 
 
-def _spans_by_search(body: bytes, lo: int) -> list[tuple[int, int, bool]] | None:
+def _spans_by_search(body: bytes, lo: int, base64: bool) -> list[Span] | None:
     """The candidate spans, found by jumping from colon to colon; None when this cannot tell.
 
     A span starts after a colon outside every string and runs to the next quote or closing
     brace, which a list of numbers cannot hold, so the search jumps over each list at memchr
     speed. Which colons lie outside strings follows from counting the unescaped quotes before
-    them. A body with very many colons is not what this is for: None hands it to
-    `_spans_by_scan`.
+    them. With `base64`, a member value that is a base64 key's string of `lo` bytes or more
+    without a backslash is a span too, quotes included. A body with very many colons is not
+    what this is for: None hands it to `_spans_by_scan` (which takes no strings).
     """
-    spans: list[tuple[int, int, bool]] = []
+    spans: list[Span] = []
     position = quotes = 0
     for _ in range(_SEARCH_MAX_COLONS):
         colon = body.find(b":", position)
         if colon < 0:
             if not spans and position == 0 and len(body) >= lo and b'"' not in body:
-                return [(0, len(body), False)]  # the whole body may be one list
+                return [(0, len(body), "list")]  # the whole body may be one list
             return spans
         quotes += _unescaped_quotes(body, position, colon)
         position = colon + 1
         if quotes % 2:
             continue  # a colon inside a string
+        text = _base64_text(body, colon, lo) if base64 else None
+        if text is not None:
+            spans.append((*text, "base64"))
+            position = text[1]  # past both quotes: the count of quotes stays even
+            continue
         quote = body.find(b'"', position)
         end = len(body) if quote < 0 else quote
         brace = body.find(b"}", position, end)
         end = end if brace < 0 else brace
         if end - position >= lo:
-            spans.append((position, end, _is_tensor_key(body[max(0, colon - 32) : colon])))
+            spans.append((position, end, _list_kind(body[max(0, colon - 32) : colon])))
         position = end
     return None
+
+
+def _base64_text(body: bytes, colon: int, lo: int) -> tuple[int, int] | None:
+    """The span, quotes included, of the string after `colon` when its member is a base64 key
+    and the string is `lo` bytes or more with no backslash; else None."""
+    start = colon + 1
+    while start < len(body) and body[start] in _WHITESPACE:
+        start += 1
+    if body[start : start + 1] != b'"' or not _is_key(body[max(0, colon - 32) : colon], _BASE64):
+        return None
+    close = body.find(b'"', start + 1)
+    if close - start - 1 < lo or body.find(b"\\", start + 1, close) >= 0:
+        return None
+    return start, close + 1
 
 
 def _unescaped_quotes(body: bytes, start: int, end: int) -> int:
@@ -187,22 +228,28 @@ def _count(body: bytes, char: bytes, start: int, end: int) -> int:
     return found
 
 
-def _spans_by_scan(body: bytes, lo: int) -> list[tuple[int, int, bool]]:
+def _spans_by_scan(body: bytes, lo: int) -> list[Span]:
     """The candidate spans, from the positions of every byte that cannot be in a list."""
     data = np.frombuffer(body, np.uint8)
     other = np.flatnonzero(np.frombuffer(bytes(body).translate(_OTHER), np.bool_))
     if other.size == 0:
-        return [(0, data.size, False)] if data.size >= lo else []
+        return [(0, data.size, "list")] if data.size >= lo else []
     return [
-        (start, end, _is_tensor_key(body[max(0, start - 33) : start - 1]))
+        (start, end, _list_kind(body[max(0, start - 33) : start - 1]))
         for start, end in _member_values(data, other, lo)
     ]
 
 
-def _is_tensor_key(before_colon: bytes) -> bool:
-    """Whether the member whose name ends `before_colon` is ``"values"`` or ``"data"``."""
+def _list_kind(before_colon: bytes) -> SpanKind:
+    """A tensor's values when the member whose name ends `before_colon` is ``"values"`` or
+    ``"data"``, a list anywhere else."""
+    return "tensor" if _is_key(before_colon, _TENSOR) else "list"
+
+
+def _is_key(before_colon: bytes, names: tuple[bytes, ...]) -> bool:
+    """Whether the member whose name ends `before_colon` is one of `names` (quoted)."""
     text = before_colon.rstrip(_WHITESPACE)
-    for name in (b'"values"', b'"data"'):
+    for name in names:
         if text.endswith(name):
             return text[: -len(name)].rstrip(_WHITESPACE)[-1:] in (b"{", b",")
     return False

@@ -40,6 +40,12 @@ def png_writer() -> str:
     return "opencv" if fpng_module() is None else "fpng"
 
 
+def png_writer_holds_gil() -> bool:
+    """Whether `encode_png` keeps the GIL while it writes: fpng's binding does (threads gain
+    nothing on it), OpenCV does not."""
+    return png_writer() == "fpng"
+
+
 def fpng_module() -> Any:
     """The ``fpng`` module, or None where it is not installed (an optional speed-up: OpenCV
     writes the same pixels). Imported by the first PNG rather than with this module: fpng's

@@ -81,7 +81,8 @@ def decode_request(
     """Parse a request body and decode every image to an ndarray (colour JPEG frames kept as
     their bytes with `keep_jpeg`). Raises `CodecError`."""
     wire = wire_for_content_type(content_type)
-    return decode_payload(loads(body, wire), wire, limits=limits, keep_jpeg=keep_jpeg)
+    payload = loads(body, wire, base64_bytes=True)
+    return decode_payload(payload, wire, limits=limits, keep_jpeg=keep_jpeg)
 
 
 def decode_payload(
@@ -198,9 +199,17 @@ def _decode_images(
     names = list(values)
     # Only encoded images (bytes, base64 text) decode without the GIL; for arrays and lists
     # the hop to a thread and back costs more than it could save.
-    if any(isinstance(value, bytes | str) for _, value in values.values()):
+    if any(_is_encoded(value) for _, value in values.values()):
         return dict(zip(names, map_frames(decode, names), strict=True))
     return {name: decode(name) for name in names}
+
+
+def _is_encoded(value: Any) -> bool:
+    """Whether an image value is encoded bytes: raw bytes (msgpack) or base64 text (a string,
+    or its ASCII bytes) in a ``{"b64_json": ...}`` / ``{"base64": ...}`` payload."""
+    if isinstance(value, dict):
+        return isinstance(value.get("b64_json", value.get("base64")), str | bytes)
+    return isinstance(value, bytes | str)
 
 
 def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
@@ -208,7 +217,7 @@ def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
     checked; None for anything else (decoded as usual, which reports what is wrong with it)."""
     if isinstance(value, dict):
         encoded = value.get("b64_json", value.get("base64"))
-        data = b64decode_text(encoded, field=where) if isinstance(encoded, str) else None
+        data = b64decode_text(encoded, field=where) if isinstance(encoded, str | bytes) else None
     else:
         data = bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
     if data is None or not data.startswith(_JPEG_START):

@@ -23,7 +23,7 @@ import numpy as np
 
 from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
 from vla_client.observation import Observation
-from vla_client.protocol.image_forms import Encoding, encode_image_value
+from vla_client.protocol.image_forms import Encoding, encode_image_value, encodes_in_parallel
 from vla_client.protocol.layouts import FLAT, LayoutFunction, OpenpiLayout
 from vla_client.protocol.models import (
     ActionInput,
@@ -109,23 +109,18 @@ def build_openpi_request(
 def encode_images(
     observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
 ) -> dict[str, Any]:
-    """Each camera's frame as its wire value, encoded in parallel (see `map_frames`).
-
-    Raw frames on msgpack are their own wire value (the packer writes their buffers): there is
-    nothing to do in parallel, and handing them to the pool's threads and back would cost more
-    than the work, so they stay in this thread.
-    """
-    if encoding == "raw" and wire == "msgpack":
-        return {name: encode_image_value(frame, encoding, wire)
-                for name, frame in observation.images.items()}  # fmt: skip
+    """Each camera's frame as its wire value, in parallel threads where that is faster (see
+    `encodes_in_parallel`)."""
     names = list(observation.images)
-    values = map_frames(
-        lambda name: encode_image_value(
+
+    def encode(name: str) -> Any:
+        return encode_image_value(
             observation.images[name], encoding, wire, jpeg_quality=jpeg_quality
-        ),
-        names,
-    )
-    return dict(zip(names, values, strict=True))
+        )
+
+    if encodes_in_parallel(encoding, wire):
+        return dict(zip(names, map_frames(encode, names), strict=True))
+    return {name: encode(name) for name in names}
 
 
 def encode_request(

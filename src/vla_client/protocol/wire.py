@@ -60,14 +60,16 @@ def _fragment(value: Any) -> orjson.Fragment:
     raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
 
 
-def loads(body: bytes | memoryview, wire: Wire) -> Any:
+def loads(body: bytes | memoryview, wire: Wire, *, base64_bytes: bool = False) -> Any:
     """Parse a body; raises `CodecError` for malformed JSON or msgpack.
 
     JSON bodies that carry pixel lists (``image.tolist()``, or a tensor payload's flat
     ``values``) take a fast path: the lists are cut out of the raw bytes as uint8 arrays before
     parsing, so millions of Python ints are never built; what is left is a small document.
     Irregular lists stay in the body and reach `pixel_list_to_array` or
-    `tensor_payload_to_array` like any other value.
+    `tensor_payload_to_array` like any other value. With `base64_bytes` (request decoding) the
+    long strings of ``b64_json`` / ``base64`` members come back as their ASCII bytes, which the
+    base64 decoder reads as it reads the text (`vla_client.codecs.pixel_json`).
     """
     if wire == "msgpack":
         return msgpack_numpy.unpackb(body)
@@ -75,7 +77,7 @@ def loads(body: bytes | memoryview, wire: Wire) -> Any:
         body = body.tobytes()
     arrays: dict[str, Any] = {}
     if len(body) > _PIXEL_SCAN_MIN_BYTES:
-        body, arrays = extract_pixel_lists(body)
+        body, arrays = extract_pixel_lists(body, base64=base64_bytes)
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -66,7 +66,8 @@ async def _read_into(request: Request, buffer: memoryview) -> memoryview:
     size = 0
     try:
         async for chunk in request.stream():  # with `body_into`, only the end of the body
-            assert body_into is None or not chunk, "the protocol handed the app body it took"
+            if body_into is not None and chunk:  # a check, not an assert: -O must keep it
+                raise RuntimeError("the HTTP protocol handed the app body it had taken")
             end = size + len(chunk)
             if end > len(buffer):  # the HTTP layer holds bodies to their Content-Length
                 raise HTTPException(400, f"body is longer than its Content-Length of {len(buffer)}")
