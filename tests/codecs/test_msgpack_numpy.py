@@ -428,3 +428,35 @@ def test_packb_writes_the_bytes_openpi_clients_msgpack_writes():
         "flags": [True, None],
     }
     assert packb(document) == openpi.packb(document)
+
+
+def test_the_frames_of_a_big_body_are_never_copied_into_msgpacks_buffer():
+    """The unpacker is fed the document a piece at a time and steps over the frames: of three
+    360x640 frames (2 MB), it is fed a few kilobytes, and the arrays are the body's bytes."""
+    from vla_client.codecs.msgpack_numpy import _Walk
+
+    frames = {f"cam{i}": np.full((360, 640, 3), i, np.uint8) for i in range(3)}
+    body = packb({"input": {"task": "t", "observation": {"images": frames}}})
+    walk = _Walk(memoryview(body).toreadonly())
+    out = walk.document()
+    fed = len(body) - walk.stepped_over
+    assert fed <= 4 * 4096 and fed < len(body) / 100, fed  # a 4 KB piece per value read, at most
+    for name, frame in frames.items():
+        image = out["input"]["observation"]["images"][name]
+        np.testing.assert_array_equal(image, frame)
+        assert np.shares_memory(image, np.frombuffer(body, np.uint8))
+
+
+@pytest.mark.parametrize("offset", [4000, 4090, 4093, 4096, 4100, 8191, 12_300])
+@pytest.mark.parametrize("after", [b"", b"s" * 9000])
+def test_values_across_the_pieces_fed_to_msgpack_read_as_plain_msgpack_reads_them(offset, after):
+    """A frame that starts inside the first piece fed, or just past it, and a value after it
+    longer than the pieces (fed twice as much each time it runs short)."""
+    frame = np.arange(VIEW_MIN_BYTES * 2, dtype=np.uint8)
+    document = {"a": "x" * offset, "frame": frame, "b": after.decode(), "c": list(range(3000))}
+    body = packb(document)
+    plain = msgpack.unpackb(body, object_hook=_unpack_hook, raw=False, strict_map_key=False)
+    assert_same(unpackb(body), plain)
+    for cut in (len(body) - 1, len(body) - 3000, body.index(frame.tobytes()) + 10):
+        with pytest.raises(CodecError, match="malformed msgpack"):
+            unpackb(body[:cut])
