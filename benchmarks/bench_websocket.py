@@ -23,13 +23,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import uvicorn
 from websockets.sync.client import ClientConnection, connect
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import msgpack_numpy
 from vla_client.observation import Observation
-from vla_client.protocol.request import build_flat_request
+from vla_client.protocol.request import build_openpi_request
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.config import uvicorn_options
 
@@ -50,7 +51,10 @@ def deflating_server() -> Iterator[int]:
     try:
         while not server.started:
             time.sleep(0.01)
-        yield server.servers[0].sockets[0].getsockname()[1]
+        port = server.servers[0].sockets[0].getsockname()[1]
+        while httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code != 200:
+            time.sleep(0.05)  # started, but the policy still loading: it would answer so
+        yield port
     finally:
         server.should_exit = True
         thread.join(15)
@@ -66,7 +70,7 @@ def round_trip_ms(ws: ClientConnection, body: bytes) -> float:
 def websocket_round_trips(repeats: int) -> dict[str, float]:
     """Median round trip (ms) of each client, sent in alternation; see the module docstring."""
     observation = Observation(synthetic_frames(3, 360, 640), task="pick")
-    body = msgpack_numpy.packb(build_flat_request(observation))
+    body = msgpack_numpy.packb(build_openpi_request(observation))
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(LocalServer(create_app(ReferencePolicy())))
         baseline_port = stack.enter_context(deflating_server())
