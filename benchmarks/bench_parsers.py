@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
-from bench_server import round_trip, stop
+from bench_server import round_trip, start, stop
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
@@ -50,24 +48,6 @@ def serve(parser: str, port: int) -> None:
                 access_log=False, **options)  # fmt: skip
 
 
-def start(parser: str) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    command = [sys.executable, __file__, "--serve", str(PARSERS.index(parser)), str(port)]
-    process = subprocess.Popen(command, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/health", timeout=1)
-            return process, url
-        except httpx.TransportError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"the bare endpoint under {parser} did not start")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -86,7 +66,8 @@ def main() -> None:
     processes, urls = [], {}
     try:
         for name in PARSERS:
-            process, urls[name] = start(name)
+            command = [sys.executable, __file__, "--serve", str(PARSERS.index(name))]
+            process, urls[name] = start(command)  # the port is appended
             processes.append(process)
         samples: dict[str, list[float]] = {name: [] for name in PARSERS}
         with httpx.Client(timeout=60) as client:
