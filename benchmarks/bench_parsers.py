@@ -15,6 +15,7 @@ alternate between the three, in an order reversed each round. httptools must be 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -58,9 +59,7 @@ def main() -> None:
     if args.serve:
         serve(PARSERS[args.serve[0]], args.serve[1])
         return
-    try:
-        import httptools  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("httptools") is None:
         sys.exit("httptools is not installed: pip install httptools")
     observation = Observation(images=synthetic_frames(3, 360, 640), task="bench")
     processes, urls = [], {}
