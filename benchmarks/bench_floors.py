@@ -11,8 +11,9 @@ reads the body and answers a fixed action (`bench_server.py --bare`), and a bare
 negotiates permessage-deflate either, see `vla_client.server.config.uvicorn_options`). Every
 measurement below takes one turn per round, in an order shuffled each round (seeded), so a noisy
 neighbour hits every side alike and no measurement always follows the same one (a rotation
-would keep every neighbour: the SDK's request always came after the raw/json decode, whose
-13 ms of allocation left it a cold cache). Rows, each ``ours / floor``:
+keeps every neighbour: the SDK's HTTP request always came after the same two measurements, and
+read 1.35x the bare endpoint where a strict alternation of the two read under 1.0). Rows, each
+``ours / floor``:
 
 - raw/msgpack HTTP end to end: ``ActionClient.infer`` against the server, vs the same client
   work (`bench_server.round_trip`: encode, POST with httpx, read the actions) against the bare

@@ -35,10 +35,10 @@ import numpy as np
 
 from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
 from vla_client.codecs.msgpack_numpy import packb, unpackb
-from vla_client.codecs.png_write import png_writer_holds_gil
 from vla_client.errors import CodecError, PayloadTooLargeError, RecordingError
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits
+from vla_client.protocol.image_forms import encodes_in_parallel
 from vla_client.validation import check_at_least, check_choice
 
 MAGIC = b"\x89VLAOBS\n"
@@ -101,7 +101,8 @@ def encode_step(
 
     Encoding apart from writing lets a caller see a step's size before choosing the file it goes
     to. `parallel=False` encodes the frames one after another on the calling thread instead of
-    the shared codec threads (a background recorder should not compete with request decoding).
+    the shared codec threads (a background recorder should not compete with request decoding);
+    with fpng writing the PNGs they go one after another anyway (`encodes_in_parallel`).
     `applied_action` (a finite 1-D numeric vector, stored as float32) and `episode` (an integer
     >= 0) are a control loop's; anything else is a `ValueError`.
     """
@@ -113,7 +114,7 @@ def encode_step(
     values: list[Any]
     if image_format == "png":
         frames = [observation.images[name] for name in names]
-        threads = parallel and not png_writer_holds_gil()  # fpng's frames take turns anyway
+        threads = parallel and encodes_in_parallel("png", "msgpack")
         values = map_frames(encode_png, frames) if threads else [encode_png(f) for f in frames]
     else:
         values = [observation.images[name] for name in names]
