@@ -10,7 +10,9 @@ deadline on a silent server, the reply cap, and error replies as typed errors.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 
 from gr00t_server import Gr00tServer, from_bytes, to_bytes
 from vla_client import ActionClient, AsyncActionClient, Observation
+from vla_client.control import ChunkExecutor, ControlLoop
 from vla_client.errors import (
     ConnectError,
     ContractError,
@@ -291,3 +294,43 @@ def test_options_that_do_not_fit_gr00t_are_refused(
 ) -> None:
     with pytest.raises(ValueError, match=match):
         ActionClient(url, **options)
+
+
+def test_a_control_loop_resets_the_server_as_each_run_starts() -> None:
+    with Gr00tServer() as server, ActionClient(server.url, state_split=SPLIT) as client:
+        executor = ChunkExecutor(client.infer)
+        loop = ControlLoop(
+            observe=observation, executor=executor, apply_action=lambda action: None,
+            rate_hz=50, reset=client.reset,
+        )  # fmt: skip
+        for _ in range(2):
+            loop.run(ticks=1)
+            assert executor.join(timeout=5)
+        executor.close()
+    assert server.endpoints[0] == "reset"
+    assert server.endpoints.count("reset") == 2
+    assert server.endpoints.index("get_action") > 0
+
+
+@pytest.mark.parametrize("endpoint", ["realtime", "openpi"])
+def test_reset_is_a_no_op_where_the_server_keeps_no_episode(server_url: str, endpoint: str) -> None:
+    """The action API and openpi's websocket have no reset: nothing is sent, no connection
+    opened."""
+    port = server_url.rsplit(":", 1)[1]
+    with ActionClient(f"ws://127.0.0.1:{port}", endpoint=endpoint) as client:
+        client.reset()
+        assert client.transport.stats.connects == 0
+        assert client.stats.sent == 0
+
+
+def test_the_gr00t_snippet_of_the_docs_runs() -> None:
+    """docs/real-servers.md's GR00T example, against the test server (its URL replaced)."""
+    page = (Path(__file__).parents[2] / "docs" / "real-servers.md").read_text()
+    pattern = r"<!-- run against a GR00T server: [^>]+ -->\n```python\n(.*?)```"
+    (code,) = re.findall(pattern, page, flags=re.S)
+    with Gr00tServer(api_token="secret") as server:
+        code = re.sub(r'URL = "[^"]+"', f'URL = "{server.url}"', code)
+        namespace: dict[str, Any] = {}
+        exec(compile(code, "real-servers.md", "exec"), namespace)
+    assert namespace["arm"].shape == (4, 6)
+    assert server.endpoints == ["get_modality_config", "reset", "get_action"]

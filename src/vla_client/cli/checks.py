@@ -19,6 +19,7 @@ INSTALL = {
     # in the 'notebooks' extra; the 'server' extra of the README's install leaves it out
     "matplotlib": "pip install matplotlib (or 'vla-client[notebooks]')",
     "websockets": "pip install 'vla-client[websocket]'",
+    "zmq": "pip install 'vla-client[gr00t]'",
 }
 
 

@@ -47,7 +47,7 @@ from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import transport_kind
+from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import BEHAVIOURS, Watchdog
 from vla_client.errors import ContractError, ServerError, VLAClientError
@@ -232,7 +232,7 @@ def _check_args(args: argparse.Namespace) -> None:
         check_output_file(args.plot, "--plot")
     if args.record:
         check_output_folder(args.record, "--record")
-    check_transport_installed(args.url)
+    check_transport_installed(args.url, args.layout, args.endpoint)
     if args.transport == "websocket":
         require_module("websockets", "--transport websocket")
     client_options(args)  # its usage errors now, before any work
@@ -292,7 +292,7 @@ def _run_matrix(
             **options,
             "encoding": probe.options.encoding,
             "wire": probe.options.wire,
-            "transport": "websocket" if _is_websocket(args) else "http",
+            "transport": _transport_kind(args),
         }
     gate = SafetyGate.from_metadata(metadata) if metadata is not None else SafetyGate()
     prefetch_at = args.prefetch_at if args.prefetch_at is not None else (horizon or 10) // 2
@@ -345,6 +345,7 @@ def _run_cell(
                     gate=gate,
                     make_watchdog=make_watchdog,
                     record=record,
+                    reset=client.reset,
                 )
             )
             bar.advance()
@@ -360,10 +361,9 @@ def _watchdog_factory(
     return lambda clock: Watchdog(timeout, behaviour, clock=clock)
 
 
-def _is_websocket(args: argparse.Namespace) -> bool:
-    scheme = urlsplit(args.url).scheme
-    endpoint = "openpi" if getattr(args, "layout", None) is not None else None
-    return transport_kind(scheme, args.transport, endpoint) == "websocket"
+def _transport_kind(args: argparse.Namespace) -> TransportKind:
+    endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
+    return transport_kind(urlsplit(args.url).scheme, args.transport, endpoint)
 
 
 @contextlib.contextmanager
@@ -372,9 +372,16 @@ def _client(
 ) -> Iterator[ActionClient]:
     """A client for `args.url`; with `delay`, its transport sleeps that delay both ways."""
     transport: Transport | Literal["http", "websocket"] | None = args.transport
+    if delay is not None and _transport_kind(args) == "zmq":
+        if delay.delay_s or delay.jitter_s:
+            raise ValueError(
+                f"--time real adds its --delay-ms over HTTP and websockets only, not to GR00T's "
+                f"server at {args.url}; use --time simulated"
+            )
+        delay = None  # nothing to add
     if delay is not None:
         inner: Transport
-        if _is_websocket(args):
+        if _transport_kind(args) == "websocket":
             from vla_client.transports.websocket import WebSocketTransport
 
             inner = WebSocketTransport(

@@ -64,7 +64,7 @@ class Gr00tSession:
         """The policy's modality config, and its metadata, read once per connection."""
         if self._config is None:
             config = read_modality_config((yield from self._call("get_modality_config")))
-            self._config = (config, config.metadata())
+            self._config = (config, config.metadata(self._book.options.state_split))
         return self._config
 
     def metadata(self) -> Steps[ActionMetadata]:

@@ -39,7 +39,7 @@ import numpy as np
 from vla_client.errors import ContractError, OptionFix, ProtocolError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol.metadata_fields import MAX_METADATA_CAMERAS, MAX_METADATA_DIM
-from vla_client.protocol.models import ActionMetadata, MetadataInput, MetadataOutput
+from vla_client.protocol.models import ActionMetadata
 
 GR00T_PORT = 5555
 """The port GR00T's server binds unless told otherwise."""
@@ -149,13 +149,24 @@ class Gr00tConfig:
     state_steps: int
     action_horizon: int
 
-    def metadata(self) -> ActionMetadata:
-        """The config as the action API's metadata: the cameras to fit frames to and the
-        chunk's horizon (GR00T announces no image size and no action sizes)."""
-        return ActionMetadata(
-            policy_family="gr00t",
-            input=MetadataInput(image_keys=list(self.video_keys)),
-            output=MetadataOutput(action_horizon=self.action_horizon),
+    def metadata(self, state_split: Mapping[str, int] | None = None) -> ActionMetadata:
+        """The config as the action API's metadata: the cameras to fit frames to, the state
+        length a `state_split` for the config's state keys gives, and the chunk's horizon
+        (GR00T announces no image size and no action sizes). The keys themselves are kept
+        under ``gr00t``, for people to read."""
+        fits = state_split is not None and sorted(state_split) == sorted(self.state_keys)
+        state_dim = sum(state_split.values()) if state_split and fits else None
+        return ActionMetadata.model_validate(
+            {
+                "policy_family": "gr00t",
+                "input": {"image_keys": list(self.video_keys), "state_dim": state_dim},
+                "output": {"action_horizon": self.action_horizon},
+                "gr00t": {
+                    "state_keys": list(self.state_keys),
+                    "action_keys": list(self.action_keys),
+                    "language_key": self.language_key,
+                },
+            }
         )
 
 

@@ -142,6 +142,7 @@ def run_episode(
     gate: SafetyGate | None = None,
     make_watchdog: Callable[[Callable[[], float]], Watchdog] | None = None,
     record: Path | None = None,
+    reset: Callable[[], object] | None = None,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
 
@@ -149,9 +150,12 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it).
+    tick's observation to (``vla-client view`` shows it). `reset` starts the server's episode
+    (`ActionClient.reset`), after the world's.
     """
     world.reset(seed)
+    if reset is not None:
+        reset()
     results: list[ActionResult] = []
 
     def collecting(observation: Observation) -> ActionResult:
