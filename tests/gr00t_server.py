@@ -102,7 +102,7 @@ class Gr00tServer:
     `state_keys`, `video_keys` and `language_key` the config. `api_token` requires a key.
     `reply` may replace the answer to ``get_action`` (given the decoded request), and
     `delay_s` holds every answer back that long (a silent server, to a client with a shorter
-    deadline).
+    deadline). `port` binds that port rather than a free one (a server restarted in place).
     """
 
     def __init__(
@@ -117,6 +117,7 @@ class Gr00tServer:
         api_token: str | None = None,
         reply: Callable[[dict[str, Any]], Any] | None = None,
         delay_s: float = 0.0,
+        port: int | None = None,
     ) -> None:
         self.action_dims = action_dims or {"arm": 6, "gripper": 1}
         self.horizon = horizon
@@ -136,7 +137,10 @@ class Gr00tServer:
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.REP)
         self._socket.setsockopt(zmq.LINGER, 0)
-        port = self._socket.bind_to_random_port("tcp://127.0.0.1")
+        if port is None:
+            port = self._socket.bind_to_random_port("tcp://127.0.0.1")
+        else:
+            self._socket.bind(f"tcp://127.0.0.1:{port}")
         self.url = f"tcp://127.0.0.1:{port}"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)

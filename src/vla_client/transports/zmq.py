@@ -19,6 +19,8 @@ with pyzmq's blocking or asyncio sockets. pyzmq comes with the ``gr00t`` extra.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from functools import partial
 from typing import Any
@@ -87,10 +89,12 @@ class _ReqLink:
         end = time.monotonic() + wait_s
         socket, monitor = self._opened()
         poller = self.poller_type()
-        poller.register(socket, zmq.POLLIN)
         poller.register(monitor, zmq.POLLIN)
         dropped_at: float | None = None
         try:
+            while (yield partial(poller.poll, 0)):  # events from before this exchange: stale
+                yield monitor.recv_multipart
+            poller.register(socket, zmq.POLLIN)
             yield partial(socket.send, body, copy=False)
             while True:
                 until = end if dropped_at is None else min(end, dropped_at + DROP_GRACE_S)
@@ -116,24 +120,40 @@ class _ReqLink:
 
 class ZmqTransport(_ReqLink):
     """Blocking ZeroMQ REQ transport. `timeout_s` bounds each exchange; `max_reply_bytes`
-    (default 1 MiB) each reply."""
+    (default 1 MiB) each reply. Calls from several threads are served one at a time."""
 
     poller_type = zmq.Poller
+    _lock: threading.Lock
+
+    def __init__(
+        self, url: str, *, timeout_s: float = 10.0, max_reply_bytes: int | None = None
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes)
+        self._lock = threading.Lock()
 
     def call(self, body: bytes, *, timeout_s: float | None = None) -> bytes:
         """Send `body`, return the reply's bytes, within `timeout_s` when given."""
-        return drive(self._steps(body, timeout_s))
+        with self._lock:
+            return drive(self._steps(body, timeout_s))
 
     def close(self) -> None:
         """Close the socket."""
-        self._close()
+        with self._lock:
+            self._close()
 
 
 class AsyncZmqTransport(_ReqLink):
-    """asyncio ZeroMQ REQ transport, as `ZmqTransport`. Calls are meant one at a time (a REQ
-    socket takes one request at a time); the client serves them so."""
+    """asyncio ZeroMQ REQ transport, as `ZmqTransport`; concurrent calls are served one at a
+    time."""
 
     poller_type = zmq.asyncio.Poller
+    _lock: asyncio.Lock
+
+    def __init__(
+        self, url: str, *, timeout_s: float = 10.0, max_reply_bytes: int | None = None
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes)
+        self._lock = asyncio.Lock()
 
     @staticmethod
     def _context() -> zmq.Context[Any]:
@@ -142,8 +162,10 @@ class AsyncZmqTransport(_ReqLink):
 
     async def call(self, body: bytes, *, timeout_s: float | None = None) -> bytes:
         """Send `body`, return the reply's bytes, within `timeout_s` when given."""
-        return await adrive(self._steps(body, timeout_s))
+        async with self._lock:
+            return await adrive(self._steps(body, timeout_s))
 
     async def close(self) -> None:
         """Close the socket."""
-        self._close()
+        async with self._lock:
+            self._close()
