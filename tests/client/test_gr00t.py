@@ -28,6 +28,7 @@ from vla_client.errors import (
     ReplyTooLargeError,
     ServerError,
 )
+from vla_client.protocol.gr00t import flat_state
 
 pytest.importorskip("zmq")
 
@@ -334,3 +335,22 @@ def test_the_gr00t_snippet_of_the_docs_runs() -> None:
         exec(compile(code, "real-servers.md", "exec"), namespace)
     assert namespace["arm"].shape == (4, 6)
     assert server.endpoints == ["get_modality_config", "reset", "get_action"]
+
+
+@BOTH
+def test_a_state_given_as_named_parts_reaches_the_server_as_those_parts(kind: str) -> None:
+    arm, gripper = np.linspace(0, 1, 6), np.array([0.25], np.float32)
+    state, split = flat_state({"gripper": gripper, "arm": arm})  # any order: the split keeps it
+    base = observation()
+    obs = Observation(base.images, state=state, task=TASK)
+    with Gr00tServer() as server:
+        infer(kind, server.url, obs, state_split=split)
+    sent = from_bytes(server.frames[1])["data"]["observation"]["state"]
+    np.testing.assert_array_equal(sent["arm"], arm.astype(np.float32)[None, None])
+    np.testing.assert_array_equal(sent["gripper"], gripper[None, None])
+
+
+@pytest.mark.parametrize("parts", [{}, {"arm": []}, {"arm": [[1.0]]}, {"arm": ["a"]}])
+def test_flat_state_refuses_what_is_not_named_vectors(parts: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"flat_state|vector"):
+        flat_state(parts)

@@ -217,6 +217,22 @@ def check_state_split(split: Mapping[str, int] | None) -> dict[str, int] | None:
     return dict(split)
 
 
+def flat_state(parts: Mapping[str, Any]) -> tuple[np.ndarray, dict[str, int]]:
+    """A state given as named parts (state key -> a vector of numbers) as the one vector an
+    `Observation` holds and the `state_split` that cuts it back into them: pass the vector as
+    ``Observation(state=...)`` and the split as ``ActionClient(state_split=...)``.
+    `ValueError` for an empty map or a part that is not a non-empty 1-D vector of numbers."""
+    if not isinstance(parts, Mapping) or not parts:
+        raise ValueError(f"flat_state takes state key -> vector, got {parts!r}")
+    vectors = {key: np.asarray(value) for key, value in parts.items()}
+    for key, vector in vectors.items():
+        if vector.ndim != 1 or not vector.size or vector.dtype.kind not in "fiu":
+            raise ValueError(f"state part {key!r} must be a 1-D vector of numbers, got {vector!r}")
+    split = check_state_split({key: int(vector.size) for key, vector in vectors.items()})
+    assert split is not None  # parts is not empty
+    return np.concatenate(list(vectors.values())), split
+
+
 def _one_step(config: Gr00tConfig) -> None:
     for name, steps in (("video", config.video_steps), ("state", config.state_steps)):
         if steps != 1:
