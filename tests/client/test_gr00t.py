@@ -354,3 +354,10 @@ def test_a_state_given_as_named_parts_reaches_the_server_as_those_parts(kind: st
 def test_flat_state_refuses_what_is_not_named_vectors(parts: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"flat_state|vector"):
         flat_state(parts)
+
+
+def test_a_control_loop_refuses_a_reset_it_cannot_call() -> None:
+    executor = ChunkExecutor(lambda observation: None)  # type: ignore[arg-type, return-value]
+    with pytest.raises(ValueError, match="reset must be a callable"):
+        ControlLoop(observe=observation, executor=executor, apply_action=lambda action: None,
+                    rate_hz=10, reset="yes")  # type: ignore[arg-type]  # fmt: skip
