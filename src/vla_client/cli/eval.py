@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from vla_client.cli.checks import check_output_file, check_output_folder, file_type, require_module
 from vla_client.cli.common import (
     add_connection_options,
@@ -52,7 +54,15 @@ from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import BEHAVIOURS, Watchdog
 from vla_client.errors import ContractError, ServerError, VLAClientError
 from vla_client.observation import Observation
-from vla_client.sim.episode import MODES, EpisodeResult, EvalConfig, Mode, World, run_episode
+from vla_client.sim.episode import (
+    MODES,
+    RATE_RANGE_HZ,
+    EpisodeResult,
+    EvalConfig,
+    Mode,
+    World,
+    run_episode,
+)
 from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_round_trip
 from vla_client.tasks.reach import ReachSettings, ReachTask
 from vla_client.transports.base import Transport
@@ -88,16 +98,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--mode", choices=MODES, nargs="+", default=["aligned"],
         help="how a chunk that arrives late is played; several run one after the other",
     )  # fmt: skip
-    run_group.add_argument("--rate", type=positive_float, default=10.0, metavar="HZ",
-                           help="control ticks per second")  # fmt: skip
+    run_group.add_argument("--rate", type=rate_hz, default=10.0, metavar="HZ",
+                           help="control ticks per second (0.1..1000)")  # fmt: skip
     run_group.add_argument("--episodes", type=positive_int, default=10, metavar="N",
                            help="episodes per delay and mode")  # fmt: skip
     run_group.add_argument("--seed", type=non_negative_int, default=0,
                            help="the first episode's seed; episode i has seed + i")  # fmt: skip
     run_group.add_argument(
         "--prefetch-at", type=non_negative_int, default=None, metavar="N",
-        help="ask for the next chunk when N actions are left (default: half the server's "
-        "action horizon)",
+        help="ask for the next chunk when N actions are left, below the server's action horizon "
+        "(default: half of it)",
     )  # fmt: skip
     run_group.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
                            help="steps cross-faded in --mode blended")  # fmt: skip
@@ -159,6 +169,18 @@ def delay_ms(text: str) -> float:
     limit = MAX_DELAY_S * 1e3
     if not math.isfinite(value) or not 0 <= value <= limit:
         raise argparse.ArgumentTypeError(f"must be 0..{limit:g} ms, got {text!r}")
+    return value
+
+
+def rate_hz(text: str) -> float:
+    """An argparse type: a control rate in `RATE_RANGE_HZ` (1e300 or 1e-300 Hz is a typo)."""
+    low, high = RATE_RANGE_HZ
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a rate in Hz, got {text!r}") from None
+    if not low <= value <= high:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be {low:g}..{high:g} Hz, got {text!r}")
     return value
 
 
@@ -284,10 +306,12 @@ def _run_matrix(
     delay_jitter = args.jitter_ms / 1e3
     with _client(args, options, NetworkDelay(0.0, 0.0)) as probe:
         metadata = server_metadata(probe)
-        horizon = metadata.output.action_horizon if metadata is not None else None
         world.reset(args.seed)
         first = _observation(world)
-        round_trip_s = _preflight(args, probe, first)
+        round_trip_s, served = _preflight(args, probe, first)
+        horizon = metadata.output.action_horizon if metadata is not None else None
+        horizon = horizon or len(served)
+        _check_action_dim(args, world, served.shape[1])
         options = {
             **options,
             "encoding": probe.options.encoding,
@@ -295,7 +319,13 @@ def _run_matrix(
             "transport": "websocket" if _is_websocket(args) else "http",
         }
     gate = SafetyGate.from_metadata(metadata) if metadata is not None else SafetyGate()
-    prefetch_at = args.prefetch_at if args.prefetch_at is not None else (horizon or 10) // 2
+    prefetch_at = args.prefetch_at if args.prefetch_at is not None else horizon // 2
+    if prefetch_at >= horizon:
+        raise argparse.ArgumentError(
+            None,
+            f"--prefetch-at {prefetch_at} is not below the server's action horizon of {horizon}: "
+            f"give 0..{horizon - 1} (actions left when the next chunk is asked for)",
+        )
     cells = []
     for mode in args.mode:
         for delay in args.delay_ms:
@@ -397,14 +427,23 @@ def _observation(world: World) -> Observation:
     return Observation(images, state=world.state(), task=world.task)
 
 
-def _preflight(args: argparse.Namespace, client: ActionClient, first: Observation) -> float | None:
-    """One real request before the run, so a server that cannot take the robot's observation
-    stops it with one line; with simulated time, the round trip the run charges."""
+def _preflight(
+    args: argparse.Namespace, client: ActionClient, first: Observation
+) -> tuple[float | None, np.ndarray]:
+    """Real requests before the run, so a server that cannot take the robot's observation
+    stops it with one line. Returns, with simulated time, the round trip the run charges, and
+    the last chunk the server answered (what it gives: its horizon and action dim)."""
+    answered: list[ActionResult] = []
+
+    def infer(observation: Observation) -> ActionResult:
+        answered.append(client.infer(observation))
+        return answered[-1]
+
     try:
         if args.time == "real":
-            client.infer(first)
-            return None
-        measured = measure_round_trip(client.infer, first)
+            infer(first)
+            return None, answered[-1].actions
+        measured = measure_round_trip(infer, first)
     except ContractError as exc:  # said in flags: --camera-map wrist=top, --resize pad
         raise argparse.ArgumentError(None, failure_line(exc, args)) from None
     except ServerError as exc:
@@ -413,7 +452,22 @@ def _preflight(args: argparse.Namespace, client: ActionClient, first: Observatio
                 None, f"the server refuses the observation: {exc}"
             ) from None
         raise
-    return args.round_trip_ms / 1e3 if args.round_trip_ms is not None else measured
+    charged = args.round_trip_ms / 1e3 if args.round_trip_ms is not None else measured
+    return charged, answered[-1].actions
+
+
+def _check_action_dim(args: argparse.Namespace, world: World, served: int) -> None:
+    """Refuse, before the first episode, a server whose actions the robot cannot take: every
+    episode would fail on the first chunk."""
+    if served == world.action_dim:
+        return
+    robot = f"the environment {args.env}" if args.env else "the built-in reach task"
+    raise argparse.ArgumentError(
+        None,
+        f"{robot} takes actions of {world.action_dim} values, the server at {args.url} gives "
+        f"{served}: serve a policy whose actions have {world.action_dim} (for the reference "
+        f"policy, vla-client serve --action-dim {world.action_dim})",
+    )
 
 
 def _title(args: argparse.Namespace, options: dict[str, Any]) -> str:
