@@ -48,6 +48,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
+from vla_client.cli.send import human_bytes
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import transport_kind
 from vla_client.control.safety import SafetyGate
@@ -69,6 +70,8 @@ from vla_client.transports.base import Transport
 from vla_client.transports.http import HTTPTransport
 
 TIMES = ("simulated", "real")
+RECORD_HINT_BYTES = 100e6
+"""Past this much, the line saying what `--record` wrote suggests `--record-every`."""
 PLOT_STYLES = {"naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":")}
 """Marker and line per mode, so modes with the same rates stay told apart."""
 
@@ -155,7 +158,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )  # fmt: skip
     out_group.add_argument(
         "--record", metavar="DIR",
-        help="write each episode's frames to DIR/<mode>-<delay>ms-seed<N>.vlaobs",
+        help="write each episode's frames to DIR/<mode>-<delay>ms-seed<N>.vlaobs (PNG, about "
+        "0.1 MB a tick for the reach task's two cameras)",
+    )  # fmt: skip
+    out_group.add_argument(
+        "--record-every", type=positive_int, default=1, metavar="N",
+        help="with --record, write every Nth tick's frames only (default: every tick)",
     )  # fmt: skip
     parser.set_defaults(func=run)
 
@@ -191,6 +199,8 @@ class Cell:
     mode: Mode
     delay_ms: float
     episodes: list[EpisodeResult] = field(default_factory=list)
+    recordings: list[Path] = field(default_factory=list)
+    """The files `--record` wrote, one per episode."""
 
     @property
     def success_rate(self) -> float:
@@ -254,6 +264,8 @@ def _check_args(args: argparse.Namespace) -> None:
         check_output_file(args.plot, "--plot")
     if args.record:
         check_output_folder(args.record, "--record")
+    elif args.record_every != 1:
+        raise argparse.ArgumentError(None, "--record-every needs --record")
     check_transport_installed(args.url)
     if args.transport == "websocket":
         require_module("websockets", "--transport websocket")
@@ -365,6 +377,7 @@ def _run_cell(
                 folder = Path(args.record)
                 folder.mkdir(parents=True, exist_ok=True)
                 record = folder / f"{config.mode}-{cell.delay_ms:g}ms-seed{seed}.vlaobs"
+                cell.recordings.append(record)
             cell.episodes.append(
                 run_episode(
                     world,
@@ -375,6 +388,7 @@ def _run_cell(
                     gate=gate,
                     make_watchdog=make_watchdog,
                     record=record,
+                    record_every=args.record_every,
                 )
             )
             bar.advance()
@@ -516,6 +530,8 @@ def _report(
     results: Sequence[ActionResult],
 ) -> None:
     stages = stage_percentiles(results)
+    recorded = [path for cell in cells for path in cell.recordings if path.exists()]
+    recorded_bytes = sum(path.stat().st_size for path in recorded)
     if args.json:
         print_json({
             "url": args.url,
@@ -529,6 +545,10 @@ def _report(
             "round_trip_ms": None if round_trip_s is None else round_trip_s * 1e3,
             "cells": [cell.summary() for cell in cells],
             "timings_ms": {name: {"p50": a, "p90": b, "p99": c} for name, a, b, c in stages},
+            "recorded": None if not args.record else {
+                "folder": args.record, "files": len(recorded), "bytes": recorded_bytes,
+                "every_ticks": args.record_every,
+            },
         })  # fmt: skip
         return
     rows = []
@@ -560,7 +580,14 @@ def _report(
             if episode.error:
                 print(f"{cell.mode} {cell.delay_ms:g} ms seed {episode.seed}: {episode.error}")
     if args.record:
-        print(f"recorded every episode in {args.record} (see 'vla-client view FILE')")
+        every = "every tick" if args.record_every == 1 else f"every {args.record_every} ticks"
+        hint = ""
+        if args.record_every == 1 and recorded_bytes > RECORD_HINT_BYTES:
+            hint = "; --record-every N writes every Nth tick only"
+        print(
+            f"recorded {len(recorded)} episode(s) in {args.record}, {every}: "
+            f"{human_bytes(recorded_bytes)} (see 'vla-client view FILE'){hint}"
+        )
 
 
 def _mean(values: Iterable[float]) -> float:

@@ -154,6 +154,7 @@ def run_episode(
     gate: SafetyGate | None = None,
     make_watchdog: Callable[[Callable[[], float]], Watchdog] | None = None,
     record: Path | None = None,
+    record_every: int = 1,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
 
@@ -161,9 +162,11 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it). An exception from `world` (its
-    reset, frames, state or step) ends the episode with the reason in `EpisodeResult.error`.
+    tick's observation to (``vla-client view`` shows it), or only every `record_every` ticks'.
+    An exception from `world` (its reset, frames, state or step) ends the episode with the
+    reason in `EpisodeResult.error`.
     """
+    check_at_least("record_every", record_every, 1, integer=True)
     results: list[ActionResult] = []
 
     def collecting(observation: Observation) -> ActionResult:
@@ -219,7 +222,7 @@ def run_episode(
             else:
                 _sleep_until(started + tick * config.period_s)
             current = None
-            if writer is not None:
+            if writer is not None and tick % record_every == 0:
                 writer.write(observe(), wall_time=wall_start + clock() - started)
             action = _action(executor, observe, watchdog, gate)
             in_world(world.step, action)
