@@ -36,9 +36,9 @@ MALFORMED: dict[str, Answer] = {
 }
 
 
-def scripted_app(answer: Answer) -> Starlette:
-    """The action API over HTTP: metadata announcing a horizon of 10, good chunks for the
-    preflight, then what `answer` says (each echoes its request's id)."""
+def scripted_app(answer: Answer, good: int = PREFLIGHT) -> Starlette:
+    """The action API over HTTP: metadata announcing a horizon of 10, `good` chunks (for the
+    preflight), then what `answer` says (each echoes its request's id)."""
     served = 0
 
     async def metadata(request: Request) -> JSONResponse:
@@ -47,7 +47,7 @@ def scripted_app(answer: Answer) -> Starlette:
     async def generations(request: Request) -> JSONResponse:
         nonlocal served
         index, served = served, served + 1
-        actions = GOOD.tolist() if index < PREFLIGHT else answer(index)
+        actions = GOOD.tolist() if index < good else answer(index)
         body = await request.json()
         return JSONResponse({"request_id": body["request_id"], "actions": actions})
 
@@ -87,6 +87,14 @@ def test_the_table_names_the_reason(cli):
         run = cli("eval", server.url, "--episodes", "1", *FIXED)
     assert run.code == 1
     assert "seed 0: no chunk for" in run.out and "ProtocolError: actions must be" in run.out
+
+
+def test_a_batch_from_the_first_request_stops_the_run_with_one_line(cli, error_line):
+    with LocalServer(scripted_app(lambda index: GOOD[None].tolist(), good=0)) as server:  # type: ignore[arg-type]
+        run = cli("eval", server.url, *FIXED)
+    assert run.code == 1 and run.out == ""
+    line = error_line(run.err)
+    assert f"the server at {server.url} answers actions of shape [1, 10, 2], not one chunk" in line
 
 
 GYM = importlib.util.find_spec("gymnasium") is not None

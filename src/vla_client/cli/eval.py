@@ -53,7 +53,7 @@ from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import transport_kind
 from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import BEHAVIOURS, Watchdog
-from vla_client.errors import ContractError, ServerError, VLAClientError
+from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.sim.episode import (
     MODES,
@@ -456,7 +456,7 @@ def _preflight(
     try:
         if args.time == "real":
             infer(first)
-            return None, answered[-1].actions
+            return None, _one_chunk(args, answered[-1].actions)
         measured = measure_round_trip(infer, first)
     except ContractError as exc:  # said in flags: --camera-map wrist=top, --resize pad
         raise argparse.ArgumentError(None, failure_line(exc, args)) from None
@@ -467,7 +467,18 @@ def _preflight(
             ) from None
         raise
     charged = args.round_trip_ms / 1e3 if args.round_trip_ms is not None else measured
-    return charged, answered[-1].actions
+    return charged, _one_chunk(args, answered[-1].actions)
+
+
+def _one_chunk(args: argparse.Namespace, actions: np.ndarray) -> np.ndarray:
+    """`actions` when they are one chunk [H, D], as the executor plays; else `ProtocolError`
+    (a batch, say): every episode would drop every reply."""
+    if actions.ndim != 2:
+        raise ProtocolError(
+            f"the server at {args.url} answers actions of shape {list(actions.shape)}, not one "
+            "chunk [H, D]: eval plays one chunk per request"
+        )
+    return actions
 
 
 def _check_action_dim(args: argparse.Namespace, world: World, served: int) -> None:
