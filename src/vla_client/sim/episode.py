@@ -257,7 +257,7 @@ def run_episode(
         requests=stats.requests_sent,
         chunks=stats.chunks_received,
         starved_ticks=stats.starved_ticks,
-        failed_requests=failed_requests(stats),
+        failed_requests=_failed_requests(stats),
         staleness_ticks=float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan,
         observation_to_action_ms=stats.observation_to_action_ms().p50,
         last_failure=None if executor.last_error is None else _one_line(executor.last_error),
@@ -265,7 +265,7 @@ def run_episode(
     )
 
 
-def failed_requests(stats: ExecutorStats) -> int:
+def _failed_requests(stats: ExecutorStats) -> int:
     """Requests that gave no chunk to play: retryable errors, late or mismatched replies, and
     replies that broke the action API (a malformed chunk reads as a failure, never as a
     policy that is slow to answer)."""
@@ -315,7 +315,7 @@ class _Patience:
         """Why to stop now, or None to go on."""
         executor = self._executor
         stats = executor.stats
-        failures = failed_requests(stats)
+        failures = _failed_requests(stats)
         if stats.chunks_received != self._chunks:
             self._chunks, self._failures_then = stats.chunks_received, failures
         last = self._started if executor.last_chunk_at is None else executor.last_chunk_at
