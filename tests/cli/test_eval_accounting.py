@@ -153,6 +153,25 @@ def test_an_environment_that_raises_fails_its_episode_and_the_run_goes_on(cli, t
     assert episodes[0]["steps"] == episodes[2]["steps"] == 6
 
 
+@needs_gym
+def test_an_environment_that_fails_before_the_first_episode_is_one_line(
+    cli, error_line, two_dim_url
+):
+    import gymnasium
+
+    gymnasium.register(RAISING, entry_point=lambda: raising_env(0, "reset"))
+    try:
+        run = cli("eval", two_dim_url, "--env", RAISING, *FIXED)
+    finally:
+        gymnasium.registry.pop(RAISING)
+    assert run.code == 1 and run.out == ""
+    line = error_line(run.err)
+    assert line.endswith(
+        f"the environment {RAISING} failed before the first episode: RuntimeError: camera "
+        "driver lost"
+    )
+
+
 @pytest.fixture(scope="module")
 def seven_dim_url() -> Iterator[str]:
     """What a plain ``vla-client serve`` gives: the reference policy's 7-value actions."""

@@ -318,8 +318,7 @@ def _run_matrix(
     delay_jitter = args.jitter_ms / 1e3
     with _client(args, options, NetworkDelay(0.0, 0.0)) as probe:
         metadata = server_metadata(probe)
-        world.reset(args.seed)
-        first = _observation(world)
+        first = _first_observation(args, world)
         round_trip_s, served = _preflight(args, probe, first)
         horizon = metadata.output.action_horizon if metadata is not None else None
         horizon = horizon or len(served)
@@ -436,9 +435,22 @@ def _client(
         yield client
 
 
-def _observation(world: World) -> Observation:
-    images = world.frames()
-    return Observation(images, state=world.state(), task=world.task)
+def _robot(args: argparse.Namespace) -> str:
+    """The robot, as a line names it: the environment, or the built-in task."""
+    return f"the environment {args.env}" if args.env else "the built-in reach task"
+
+
+def _first_observation(args: argparse.Namespace, world: World) -> Observation:
+    """What the robot sees at the start of the first episode, for the preflight; an
+    environment that fails here stops the run with one line (`ValueError`)."""
+    try:
+        world.reset(args.seed)
+        images = world.frames()
+        return Observation(images, state=world.state(), task=world.task)
+    except Exception as exc:  # the environment's own error, whatever its type
+        raise ValueError(
+            f"{_robot(args)} failed before the first episode: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _preflight(
@@ -486,12 +498,11 @@ def _check_action_dim(args: argparse.Namespace, world: World, served: int) -> No
     episode would fail on the first chunk."""
     if served == world.action_dim:
         return
-    robot = f"the environment {args.env}" if args.env else "the built-in reach task"
     raise argparse.ArgumentError(
         None,
-        f"{robot} takes actions of {world.action_dim} values, the server at {args.url} gives "
-        f"{served}: serve a policy whose actions have {world.action_dim} (for the reference "
-        f"policy, vla-client serve --action-dim {world.action_dim})",
+        f"{_robot(args)} takes actions of {world.action_dim} values, the server at {args.url} "
+        f"gives {served}: serve a policy whose actions have {world.action_dim} (for the "
+        f"reference policy, vla-client serve --action-dim {world.action_dim})",
     )
 
 
