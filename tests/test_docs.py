@@ -277,6 +277,8 @@ def test_every_exported_name_is_in_the_api_reference() -> None:
 # at a line's end continues it) runs as written; one ending in "&" is a server, started as a
 # process on a free port that replaces the page's 8000 in the commands after it.
 AS_WRITTEN = re.compile(r"<!-- run as written: tests/test_docs.py -->\n```console\n(.*?)```", re.S)
+NEEDS = {"--env": "gymnasium", "gym_pusht/PushT-v0": "gym_pusht"}
+"""Words of a command, and the package it needs (the test is skipped where it is missing)."""
 
 
 def commands_as_written() -> list[tuple[str, list[str]]]:
@@ -306,11 +308,8 @@ def test_documented_commands_run_as_written(
     finally:
         del sys.path[:2]
     for command in commands:
-        words = shlex.split(command)
-        needs = {"gym_pusht/PushT-v0": "gym_pusht", "--env": "gymnasium"}
-        for word, module in needs.items():
-            if word in words:
-                pytest.importorskip(module)
+        for word in set(shlex.split(command)) & set(NEEDS):
+            pytest.importorskip(NEEDS[word])
     monkeypatch.chdir(tmp_path)
     servers = []
     port = 8000
