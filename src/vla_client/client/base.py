@@ -7,6 +7,7 @@ websocket transports follow.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import fields
@@ -53,10 +54,32 @@ def check_base_url(base_url: str) -> None:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
 
 
-def keywords_given(asked: ClientOptions) -> list[str]:
-    """The option keywords in `asked` that differ from their defaults (so were given)."""
-    defaults = ClientOptions()
-    return [f.name for f in fields(asked) if getattr(asked, f.name) != getattr(defaults, f.name)]
+OPTION_KEYWORDS = tuple(f.name for f in fields(ClientOptions))
+"""The constructor keywords that `ClientOptions` also holds: each is set in one place."""
+
+InitT = TypeVar("InitT", bound=Callable[..., None])
+
+
+def options_in_one_place(init: InitT) -> InitT:
+    """Refuse a constructor call that gives ``options=`` and any `OPTION_KEYWORDS` as well.
+
+    What counts is whether a keyword was given, not its value: ``options=ClientOptions(
+    check_contract=False), check_contract=True`` names the default value, and would otherwise
+    be dropped without a word.
+    """
+
+    @functools.wraps(init)
+    def checked(*args: Any, **kwargs: Any) -> None:
+        if kwargs.get("options") is not None:
+            given = [name for name in OPTION_KEYWORDS if name in kwargs]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} given as keywords beside options=; "
+                    "set each in one place (ClientOptions fields or keywords)"
+                )
+        init(*args, **kwargs)
+
+    return cast("InitT", checked)
 
 
 class ClientBase(ABC, Generic[TransportT, StreamT]):
@@ -69,6 +92,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     @renamed_keywords(  # the 0.1.0 names
         timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s"
     )
+    @options_in_one_place
     def __init__(
         self,
         base_url: str,
@@ -112,11 +136,6 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         if options is not None:
             if not isinstance(options, ClientOptions):
                 raise TypeError(f"options must be a ClientOptions, got {type(options).__name__}")
-            if given := keywords_given(asked):
-                raise ValueError(
-                    f"{', '.join(given)} given as keywords beside options=; "
-                    "set each in one place (ClientOptions fields or keywords)"
-                )
             asked = options
         endpoint = chosen_endpoint(endpoint, asked.layout)
         if retry is not None and not isinstance(retry, RetryPolicy):

@@ -72,8 +72,10 @@ class ClientOptions:
     """How a client fits and encodes an observation, and when it gives up.
 
     Pass one as ``ActionClient(url, options=ClientOptions(...))`` (to keep a robot's settings
-    in one value), or give the same names as keywords; `ActionClient.options` is what the
-    client then uses, resolved for its transport (`for_transport`).
+    in one value), or give the same names as keywords, not both: a keyword given beside
+    ``options=`` is a `ValueError`, even one that repeats its default (``check_contract=True``
+    would otherwise be dropped without a word). `ActionClient.options` is what the client then
+    uses, resolved for its transport (`for_transport`).
 
     Fitting (see `FramePreprocessor`): `camera_map` renames the robot's cameras to the
     server's, frames are resized to the server's image size with `resize` (or to `image_size`

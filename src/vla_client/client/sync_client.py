@@ -42,7 +42,7 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
         options: The fitting, encoding and time-limit options in one `ClientOptions` value
             (``encoding`` through ``check_contract``), instead of as keywords; giving one both
-            ways is a `ValueError`.
+            ways is a `ValueError`, even when the keyword repeats its default.
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
         timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
