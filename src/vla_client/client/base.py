@@ -22,6 +22,7 @@ from vla_client.client.core import (
     transport_kind,
 )
 from vla_client.client.gr00t import Gr00tSession
+from vla_client.client.vllm_omni import OmniSession
 from vla_client.protocol import (
     ActionMetadata,
     Encoding,
@@ -148,14 +149,22 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             cast("StreamT", transport) if isinstance(transport, self._stream_type) else None
         )
         gr00t = isinstance(transport, MessageTransport)
+        omni = getattr(transport, "endpoint", None) == "vllm_omni"
         self._book = RequestBook(
             asked,
             websocket=self._stream is not None,
             openpi=getattr(transport, "endpoint", None) == "openpi",
             gr00t=gr00t,
+            omni=omni,
         )
-        self._gr00t = Gr00tSession(self._book, transport, api_key) if gr00t else None
-        """GR00T's calls, for a ZeroMQ transport; None for the action API's transports."""
+        self._session: Gr00tSession | OmniSession | None = None
+        """The server family's own calls: GR00T's over a ZeroMQ transport, vLLM-Omni's on its
+        robot endpoint; None for the action API's and openpi's, which `RequestBook.run`
+        drives."""
+        if gr00t:
+            self._session = Gr00tSession(self._book, transport, api_key)
+        elif omni:
+            self._session = OmniSession(self._book, transport)
         self.options = self._book.options
         self.stats = self._book.stats
         self._http_metadata: ActionMetadata | None = None
