@@ -12,7 +12,10 @@ as `ServerErrorFrame` with their code, on a connection that stays in use.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +23,7 @@ import pytest
 from openpi_client import msgpack_numpy
 
 from vla_client import ActionClient, AsyncActionClient, Observation
+from vla_client.cli import main
 from vla_client.errors import ProtocolError, ServerErrorFrame
 from vla_client.protocol import websocket_url
 from vllm_omni_server import OmniServer, Refusal, keyed_actions
@@ -229,3 +233,36 @@ def test_parameters_are_refused_before_sending() -> None:
     ):
         client.infer(observation(), seed=3)
     assert omni.frames == []
+
+
+def test_the_vllm_omni_snippet_of_the_docs_runs() -> None:
+    """docs/real-servers.md's vLLM-Omni example, against the test server (its URL replaced)."""
+    page = (Path(__file__).parents[2] / "docs" / "real-servers.md").read_text()
+    pattern = r"<!-- run against a vLLM-Omni server: [^>]+ -->\n```python\n(.*?)```"
+    (code,) = re.findall(pattern, page, flags=re.S)
+    config = {**CONFIG, "image_resolution": [180, 320]}
+    with server(config) as omni:
+        code = re.sub(r'URL = "[^"]+"', f'URL = "{omni.url}"', code)
+        namespace: dict[str, Any] = {}
+        exec(compile(code, "real-servers.md", "exec"), namespace)
+    assert namespace["joints"].shape == (HORIZON, 7)
+    assert msgpack_numpy.unpackb(omni.frames[0])["endpoint"] == "reset"
+    assert len(omni.served) == 1
+
+
+def test_the_cli_reads_the_config_and_sends_to_the_url_as_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``vla-client metadata|send`` with the robot endpoint's URL: no path appended, the frames
+    padded to the announced resolution."""
+    with server() as omni:
+        assert main(["metadata", omni.url]) == 0
+        document = json.loads(capsys.readouterr().out)
+        assert main(["send", omni.url, "--json"]) == 0
+        sent = json.loads(capsys.readouterr().out)
+    assert document["policy_family"] == "vllm_omni"
+    assert document["client_checks"]["image_size"] == [24, 32]
+    assert sent["action_shape"] == [HORIZON, 17]
+    request = msgpack_numpy.unpackb(omni.frames[0])
+    assert {frame.shape for frame in request["images"]} == {(24, 32, 3)}
+    assert request["prompt"] and request["session_id"]
