@@ -21,8 +21,8 @@ from vla_client.client.core import (
     chosen_endpoint,
     transport_kind,
 )
+from vla_client.client.dialect import Dialect, DialectSession
 from vla_client.client.gr00t import Gr00tSession
-from vla_client.client.vllm_omni import OmniSession
 from vla_client.protocol import (
     ActionMetadata,
     Encoding,
@@ -31,6 +31,8 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     read_metadata,
+    roboarena,
+    vllm_omni,
 )
 from vla_client.transports.base import MessageTransport
 from vla_client.transports.retry import RetryPolicy
@@ -41,6 +43,8 @@ StreamT = TypeVar("StreamT")
 
 
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
+DIALECTS: dict[str, Dialect] = {"vllm_omni": vllm_omni, "roboarena": roboarena}
+"""The websocket endpoints whose server family has its own dialect, and its module."""
 
 
 def check_base_url(base_url: str) -> None:
@@ -149,22 +153,22 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             cast("StreamT", transport) if isinstance(transport, self._stream_type) else None
         )
         gr00t = isinstance(transport, MessageTransport)
-        omni = getattr(transport, "endpoint", None) == "vllm_omni"
+        dialect = DIALECTS.get(getattr(transport, "endpoint", None) or "")
         self._book = RequestBook(
             asked,
             websocket=self._stream is not None,
             openpi=getattr(transport, "endpoint", None) == "openpi",
             gr00t=gr00t,
-            omni=omni,
+            dialect=dialect.NAME if dialect else None,
         )
-        self._session: Gr00tSession | OmniSession | None = None
-        """The server family's own calls: GR00T's over a ZeroMQ transport, vLLM-Omni's on its
-        robot endpoint; None for the action API's and openpi's, which `RequestBook.run`
-        drives."""
+        self._session: Gr00tSession | DialectSession | None = None
+        """The server family's own calls: GR00T's over a ZeroMQ transport, vLLM-Omni's and
+        RoboArena's on their websockets; None for the action API's and openpi's, which
+        `RequestBook.run` drives."""
         if gr00t:
             self._session = Gr00tSession(self._book, transport, api_key)
-        elif omni:
-            self._session = OmniSession(self._book, transport)
+        elif dialect is not None:
+            self._session = DialectSession(self._book, transport, dialect)
         self.options = self._book.options
         self.stats = self._book.stats
         self._http_metadata: ActionMetadata | None = None

@@ -139,16 +139,17 @@ class ClientOptions:
             check_positive(name, getattr(self, name), allow_none=True)
 
     def for_transport(
-        self, *, websocket: bool, openpi: bool, gr00t: bool = False, omni: bool = False
+        self, *, websocket: bool, openpi: bool, gr00t: bool = False, dialect: str | None = None
     ) -> ClientOptions:
         """These options with the transport's defaults filled in: websockets carry msgpack,
         openpi's endpoint raw arrays in the flat layout (a layout name becomes its
-        `OpenpiLayout`), GR00T's server and vLLM-Omni's robot endpoint raw arrays in their
-        msgpack, and nothing else. Raises `ValueError` for what the transport cannot carry."""
+        `OpenpiLayout`), GR00T's server and the servers with a `dialect` of their own (named)
+        raw arrays in their msgpack, and nothing else. Raises `ValueError` for what the
+        transport cannot carry."""
         if self.state_split is not None and not gr00t:
             raise ValueError("state_split is for GR00T's server; pass endpoint='gr00t' as well")
-        if gr00t or omni:
-            server = "GR00T's server" if gr00t else "vLLM-Omni's robot endpoint"
+        if gr00t or dialect:
+            server = "GR00T's server" if gr00t else dialect
             given = [name for name in ("encoding", "wire", "layout") if getattr(self, name)]
             if given:
                 raise ValueError(
@@ -274,10 +275,10 @@ class RequestBook:
         websocket: bool = False,
         openpi: bool = False,
         gr00t: bool = False,
-        omni: bool = False,
+        dialect: str | None = None,
     ) -> None:
         self.options = options = options.for_transport(
-            websocket=websocket, openpi=openpi, gr00t=gr00t, omni=omni
+            websocket=websocket, openpi=openpi, gr00t=gr00t, dialect=dialect
         )
         self.stats = ClientStats()
         layout = options.layout

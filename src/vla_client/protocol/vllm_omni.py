@@ -19,11 +19,11 @@ openpi's: binary msgpack frames with numpy arrays as openpi's ``__ndarray__`` ma
 - A request it cannot serve is answered ``{"type": "error", "message": ..., "code": ...}``
   (``code`` only from some servers) and the connection stays open for the next one.
 
-This module does no I/O: `read_config` reads the handshake into `OmniConfig` (and from it the
-`ActionMetadata` the client fits frames to), `request_document` builds a request,
+This module does no I/O: `read_config` reads the handshake into `OmniConfig` (and `metadata`
+from it the `ActionMetadata` the client fits frames to), `request_document` builds a request,
 `reset_document` the reset, `read_answer` raises an error frame as `ServerErrorFrame`,
 `read_actions` flattens the reply into one ``[H, D]`` chunk in the announced key order and
-`read_reset` checks the reset's answer. `vla_client.client.vllm_omni` drives them.
+`read_reset` checks the reset's answer. `vla_client.client.dialect` drives them.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ from vla_client.observation import Observation
 from vla_client.protocol.metadata_fields import MAX_METADATA_CAMERAS, MAX_METADATA_DIM
 from vla_client.protocol.models import ActionMetadata
 
+NAME = "vLLM-Omni's robot endpoint"
+TEXT_ANSWERS: frozenset[str] = frozenset()
+"""vLLM-Omni answers in msgpack only: a text frame would be an error."""
 RESET_ANSWER = "reset successful"
 
 
@@ -57,23 +60,6 @@ class OmniConfig:
     image_size: tuple[int, int] | None
     needs_session_id: bool
     document: Mapping[str, Any]
-
-    def metadata(self) -> ActionMetadata:
-        """The config as the action API's metadata: the image size frames are padded to (as
-        openpi's clients resize with padding) and the horizon; the config itself is kept
-        under ``vllm_omni``."""
-        inputs: dict[str, Any] = {}
-        if self.image_size is not None:
-            inputs = {"image_size": list(self.image_size), "image_size_required": True}
-        outputs = {} if self.action_horizon is None else {"action_horizon": self.action_horizon}
-        return ActionMetadata.model_validate(
-            {
-                "policy_family": "vllm_omni",
-                "input": inputs,
-                "output": outputs,
-                "vllm_omni": dict(self.document),
-            }
-        )
 
 
 def _count(value: Any) -> bool:
@@ -114,6 +100,29 @@ def read_config(document: Any) -> OmniConfig:
     )
 
 
+def metadata(config: OmniConfig) -> ActionMetadata:
+    """The config as the action API's metadata: the image size frames are padded to (as
+    openpi's clients resize with padding) and the horizon; the config itself is kept under
+    ``vllm_omni``."""
+    inputs: dict[str, Any] = {}
+    if config.image_size is not None:
+        inputs = {"image_size": list(config.image_size), "image_size_required": True}
+    outputs = {} if config.action_horizon is None else {"action_horizon": config.action_horizon}
+    return ActionMetadata.model_validate(
+        {
+            "policy_family": "vllm_omni",
+            "input": inputs,
+            "output": outputs,
+            "vllm_omni": dict(config.document),
+        }
+    )
+
+
+def cameras(config: OmniConfig) -> None:
+    """None: vLLM-Omni's pipelines read every camera sent."""
+    return None
+
+
 def request_document(
     observation: Observation, config: OmniConfig, session_id: str
 ) -> dict[str, Any]:
@@ -129,7 +138,7 @@ def request_document(
     return document
 
 
-def reset_document(session_id: str) -> dict[str, Any]:
+def reset_document(config: OmniConfig, session_id: str) -> dict[str, Any]:
     """The reset request: the server ends the connection's session (the id says which)."""
     return {"endpoint": "reset", "session_id": session_id}
 
