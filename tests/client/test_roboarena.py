@@ -11,6 +11,7 @@ followed by a fresh connection.
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from openpi_client import msgpack_numpy
 
 from roboarena_server import ArenaServer
 from vla_client import ActionClient, AsyncActionClient, Observation
+from vla_client.cli import main
 from vla_client.errors import ContractError, ProtocolError, ServerError
 
 TASK = "put the marker in the cup"
@@ -184,3 +186,23 @@ def test_the_url_is_used_as_given() -> None:
         assert client.transport.url == "ws://h:8000/"
     with ActionClient("http://h:8000/policy", endpoint="roboarena") as client:
         assert client.transport.url == "ws://h:8000/policy"
+
+
+def test_the_cli_names_its_cameras_and_sizes_its_state_as_the_server_asks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``vla-client metadata|send|bench --endpoint roboarena``: the synthetic cameras are the
+    ones the server asks for, the state its 8 values; bench measures the one path it takes."""
+    with ArenaServer(CONFIG) as server:
+        assert main(["metadata", server.url, "--endpoint", "roboarena"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        assert main(["send", server.url, "--endpoint", "roboarena", "--json"]) == 0
+        sent = json.loads(capsys.readouterr().out)
+        assert main(["bench", server.url, "--endpoint", "roboarena", "--repeat", "2"]) == 0
+        ranking = capsys.readouterr().out
+    assert document["client_checks"]["cameras"] == list(NAMES)
+    assert sent["action_shape"] == [3, 8]
+    assert "raw/msgpack/ws" in ranking
+    request = msgpack_numpy.unpackb(server.frames[0])
+    assert request["observation/joint_position"].shape == (7,)
+    assert request["observation/wrist_image_left"].shape == (24, 32, 3)

@@ -253,13 +253,15 @@ def test_the_vllm_omni_snippet_of_the_docs_runs() -> None:
 def test_the_cli_reads_the_config_and_sends_to_the_url_as_given(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``vla-client metadata|send`` with the robot endpoint's URL: no path appended, the frames
-    padded to the announced resolution."""
+    """``vla-client metadata|send|bench`` with the robot endpoint's URL: no path appended, the
+    frames padded to the announced resolution, the one path the endpoint takes measured."""
     with server() as omni:
         assert main(["metadata", omni.url]) == 0
         document = json.loads(capsys.readouterr().out)
         assert main(["send", omni.url, "--json"]) == 0
         sent = json.loads(capsys.readouterr().out)
+        assert main(["bench", omni.url, "--repeat", "2"]) == 0
+        assert "raw/msgpack/ws" in capsys.readouterr().out
     assert document["policy_family"] == "vllm_omni"
     assert document["client_checks"]["image_size"] == [24, 32]
     assert sent["action_shape"] == [HORIZON, 17]
