@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -206,3 +208,19 @@ def test_the_cli_names_its_cameras_and_sizes_its_state_as_the_server_asks(
     request = msgpack_numpy.unpackb(server.frames[0])
     assert request["observation/joint_position"].shape == (7,)
     assert request["observation/wrist_image_left"].shape == (24, 32, 3)
+
+
+def test_the_roboarena_snippet_of_the_docs_runs() -> None:
+    """docs/real-servers.md's RoboArena example, against the test server (its URL replaced)."""
+    page = (Path(__file__).parents[2] / "docs" / "real-servers.md").read_text()
+    pattern = r"<!-- run against a RoboArena server: [^>]+ -->\n```python\n(.*?)```"
+    (code,) = re.findall(pattern, page, flags=re.S)
+    config = {"image_resolution": [224, 224], "n_external_cameras": 1, "needs_session_id": True}
+    with ArenaServer(config) as server:
+        code = re.sub(r'URL = "[^"]+"', f'URL = "{server.url}"', code)
+        namespace: dict[str, Any] = {}
+        exec(compile(code, "real-servers.md", "exec"), namespace)
+    assert namespace["chunk"].shape == (3, 8)
+    reset, request = (msgpack_numpy.unpackb(frame) for frame in server.frames)
+    assert reset["endpoint"] == "reset"
+    assert request["endpoint"] == "infer"
