@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from openpi_client import msgpack_numpy
 
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.cli import main
-from vla_client.errors import ProtocolError, ServerErrorFrame
+from vla_client.errors import DeadlineExceededError, ProtocolError, ServerErrorFrame
 from vla_client.protocol import websocket_url
 from vllm_omni_server import OmniServer, Refusal, keyed_actions
 
@@ -268,3 +269,26 @@ def test_the_cli_reads_the_config_and_sends_to_the_url_as_given(
     request = msgpack_numpy.unpackb(omni.frames[0])
     assert {frame.shape for frame in request["images"]} == {(24, 32, 3)}
     assert request["prompt"] and request["session_id"]
+
+
+@BOTH
+def test_a_silent_server_ends_at_the_deadline_and_its_late_reply_is_never_read(kind: str) -> None:
+    """The connection whose reply timed out is closed: the next request's answer is its own."""
+    delays = [1.0, 0.0]
+
+    def slow_then_quick(obs: dict[str, Any]) -> Any:
+        time.sleep(delays.pop(0))
+        return keyed_actions(KEYS, HORIZON)(obs)
+
+    def twice(client: Any) -> Any:
+        client.metadata()
+        with pytest.raises(DeadlineExceededError):
+            client.infer(observation())
+        return client.infer(observation(task="second")), client.stats.late_replies
+
+    with server(policy=slow_then_quick) as omni:
+        result, late = call(kind, omni.url, twice, deadline_s=0.3, timeout_s=5)
+    assert result.actions.shape == (HORIZON, 17)
+    assert late == 1
+    assert omni.connections == 2
+    assert msgpack_numpy.unpackb(omni.frames[-1])["prompt"] == "second"

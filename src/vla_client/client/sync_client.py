@@ -49,7 +49,10 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
         jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
-        endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.
+        endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``; ``vllm_omni``
+            (vLLM-Omni's ``/v1/realtime/robot/openpi``, which its URL path also selects) or
+            ``roboarena`` (RoboArena's policy server) for those servers' own dialects;
+            ``gr00t`` for GR00T's ZeroMQ server.
         max_observation_age_s: Older observations raise `StaleObservationError`, unsent.
         deadline_s: Seconds from `infer`; no reply by then raises `DeadlineExceededError`,
             whatever the transport, retries, connecting and a slow body included.
