@@ -104,7 +104,8 @@ class DialectSession:
         try:
             document = msgpack_numpy.unpackb(reply.content)
         except CodecError as exc:
-            raise ProtocolError(f"{self._dialect.NAME}'s answer is not msgpack: {exc}") from None
+            name = self._dialect.NAME
+            raise ProtocolError(f"an answer from {name} is not msgpack: {exc}") from None
         return self._dialect.read_answer(document), len(reply.content)
 
     def reset(self) -> Steps[None]:
