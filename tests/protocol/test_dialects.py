@@ -11,6 +11,7 @@ import pytest
 from vla_client.errors import ContractError, ProtocolError, ServerErrorFrame
 from vla_client.observation import Observation
 from vla_client.protocol import roboarena, vllm_omni
+from vla_client.protocol.metadata_fields import MAX_METADATA_DIM
 
 
 @pytest.mark.parametrize(
@@ -176,3 +177,54 @@ def test_roboarena_takes_only_its_reset_text() -> None:
     roboarena.read_reset("reset successful")
     with pytest.raises(ProtocolError, match="reset"):
         roboarena.read_reset({"status": "reset successful"})
+
+
+def test_vllm_omni_reads_every_field_it_announces() -> None:
+    document = {
+        "action_keys": ("arm", "grip"),
+        "action_horizon": MAX_METADATA_DIM,
+        "image_resolution": (1, MAX_METADATA_DIM),
+        "needs_session_id": True,
+        "embodiment_tag": "X",
+    }
+    config = vllm_omni.read_config(document)
+    assert config == vllm_omni.OmniConfig(
+        ("arm", "grip"), MAX_METADATA_DIM, (1, MAX_METADATA_DIM), True, document
+    )
+    assert vllm_omni.metadata(config).model_dump(include={"policy_family", "vllm_omni"}) == {
+        "policy_family": "vllm_omni",
+        "vllm_omni": document,
+    }
+    inputs = vllm_omni.metadata(config).input
+    assert (inputs.image_size, inputs.image_size_required) == ([1, MAX_METADATA_DIM], True)
+    assert vllm_omni.metadata(config).output.action_horizon == MAX_METADATA_DIM
+    for name, over in (("action_horizon", MAX_METADATA_DIM + 1), ("image_resolution", [1, -1])):
+        with pytest.raises(ProtocolError, match=name):
+            vllm_omni.read_config({name: over})
+
+
+def test_vllm_omni_requests_carry_frames_state_prompt_and_session() -> None:
+    frames = {"b": np.zeros((8, 8, 3), np.uint8), "a": np.ones((8, 8, 3), np.uint8)}
+    obs = Observation(frames, state=np.arange(3, dtype=np.float64), task="t")
+    asks = vllm_omni.read_config({"needs_session_id": True})
+    document = vllm_omni.request_document(obs, asks, "s1")
+    assert list(document) == ["images", "state", "prompt", "session_id"]
+    assert [frame.tolist() for frame in document["images"]] == [frames["b"].tolist(),
+                                                                frames["a"].tolist()]  # fmt: skip
+    assert document["state"].dtype == np.float32 and document["state"].tolist() == [0, 1, 2]
+    assert (document["prompt"], document["session_id"]) == ("t", "s1")
+    assert vllm_omni.reset_document(asks, "s1") == {"endpoint": "reset", "session_id": "s1"}
+    assert vllm_omni.cameras(asks) is None
+
+
+def test_vllm_omni_error_frames_carry_message_and_code() -> None:
+    with pytest.raises(ServerErrorFrame) as refused:
+        vllm_omni.read_answer({"type": "error", "message": "no policy", "code": "unsupported"})
+    error = refused.value
+    assert (error.status_code, error.detail, error.code) == (500, "no policy", "unsupported")
+    assert str(error) == "server answered 500: no policy (unsupported)"
+    with pytest.raises(ServerErrorFrame) as numbered:
+        vllm_omni.read_answer({"type": "error", "message": "m", "code": 7})
+    assert numbered.value.code == "7" and str(numbered.value) == "server answered 500: m (7)"
+    chunk = np.zeros((2, 2))
+    assert vllm_omni.read_answer(chunk) is chunk
