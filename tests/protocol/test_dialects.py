@@ -228,3 +228,70 @@ def test_vllm_omni_error_frames_carry_message_and_code() -> None:
     assert numbered.value.code == "7" and str(numbered.value) == "server answered 500: m (7)"
     chunk = np.zeros((2, 2))
     assert vllm_omni.read_answer(chunk) is chunk
+
+
+def test_roboarena_reads_its_config_into_metadata() -> None:
+    document = {
+        "image_resolution": [1, MAX_METADATA_DIM],
+        "n_external_cameras": 2,
+        "needs_session_id": True,
+        "action_space": "joint_velocity",
+    }
+    config = roboarena.read_config(document)
+    assert (config.image_size, config.action_space) == ((1, MAX_METADATA_DIM), "joint_velocity")
+    assert roboarena.cameras(config) == (*roboarena.EXTERIOR, roboarena.WRIST)
+    dumped = roboarena.metadata(config).model_dump()
+    assert dumped["policy_family"] == "roboarena" and dumped["roboarena"] == document
+    assert {
+        k: dumped["input"][k]
+        for k in ("image_keys", "image_size", "image_size_required", "state_dim")
+    } == {
+        "image_keys": list(config.cameras),
+        "image_size": [1, MAX_METADATA_DIM],
+        "image_size_required": True,
+        "state_dim": 8,
+    }
+    assert dumped["output"]["action_dim"] == 8
+    with pytest.raises(ProtocolError, match=r"must be a map, got list"):
+        roboarena.read_config([])
+    with pytest.raises(ProtocolError, match="image_resolution"):
+        roboarena.read_config({"image_resolution": [1, MAX_METADATA_DIM + 1]})
+
+
+def test_roboarena_requests_are_its_evaluators_observation() -> None:
+    config = roboarena.read_config({"n_external_cameras": 0, "needs_session_id": True})
+    frame = np.zeros((8, 8, 3), np.uint8)
+    state = np.arange(8, dtype=np.float64)
+    document = roboarena.request_document(
+        Observation({"wrist_image_left": frame}, state=state, task="t"), config, "s2"
+    )
+    assert list(document) == [
+        "observation/wrist_image_left", "observation/joint_position",
+        "observation/gripper_position", "prompt", "session_id", "endpoint",
+    ]  # fmt: skip
+    assert document["observation/joint_position"].tolist() == list(range(7))
+    assert document["observation/joint_position"].dtype == np.float64  # as the robot read it
+    assert document["observation/gripper_position"].tolist() == [7]
+    assert (document["prompt"], document["session_id"], document["endpoint"]) == (
+        "t",
+        "s2",
+        "infer",
+    )
+    assert roboarena.reset_document(config, "s2") == {"endpoint": "reset", "session_id": "s2"}
+    with pytest.raises(ContractError) as refused:
+        roboarena.request_document(Observation({"wrist_image_left": frame}, state=state[:7]),
+                                   config, "s")  # fmt: skip
+    assert (refused.value.field, refused.value.given) == ("state", "7 values")
+    with pytest.raises(ContractError) as missing:
+        roboarena.request_document(Observation({"x": frame}, state=state), config, "s")
+    assert (missing.value.field, missing.value.given) == ("cameras", ["x"])
+
+
+def test_roboarena_names_what_it_got_instead_of_a_chunk() -> None:
+    config = roboarena.read_config({})
+    with pytest.raises(ProtocolError, match=r"got \(2, 7\)"):
+        roboarena.read_actions(np.zeros((2, 7)), config)
+    with pytest.raises(ProtocolError, match="got str"):
+        roboarena.read_actions("text", config)
+    with pytest.raises(ProtocolError, match=r"\(N, 8\)"):
+        roboarena.read_actions(np.array([["a"] * 8]), config)
