@@ -11,7 +11,7 @@ import pytest
 from vla_client.errors import ContractError, ProtocolError, ServerErrorFrame
 from vla_client.observation import Observation
 from vla_client.protocol import roboarena, vllm_omni
-from vla_client.protocol.metadata_fields import MAX_METADATA_DIM
+from vla_client.protocol.metadata_fields import MAX_METADATA_CAMERAS, MAX_METADATA_DIM
 
 
 @pytest.mark.parametrize(
@@ -295,3 +295,26 @@ def test_roboarena_names_what_it_got_instead_of_a_chunk() -> None:
         roboarena.read_actions("text", config)
     with pytest.raises(ProtocolError, match=r"\(N, 8\)"):
         roboarena.read_actions(np.array([["a"] * 8]), config)
+
+
+def test_vllm_omni_slices_each_of_many_keys_and_takes_one_to_the_bound() -> None:
+    keys = [f"k{i}" for i in range(MAX_METADATA_CAMERAS)]
+    config = vllm_omni.read_config({"action_keys": keys})
+    answer = {key: np.full((2, 2), i, np.float32) for i, key in enumerate(keys)}
+    actions, slices = vllm_omni.read_actions(answer, config)
+    assert slices == {key: slice(2 * i, 2 * i + 2) for i, key in enumerate(keys)}
+    assert actions[:, slices[keys[-1]]].tolist() == [[len(keys) - 1] * 2] * 2
+    assert vllm_omni.read_config({"action_keys": ["one"]}).action_keys == ("one",)
+    with pytest.raises(ProtocolError, match="action_keys"):
+        vllm_omni.read_config({"action_keys": [*keys, "over"]})
+    with pytest.raises(ProtocolError, match=r"per-key actions \['k0'\] but its config announced"):
+        vllm_omni.read_actions({"k0": np.zeros((2, 2))}, vllm_omni.read_config({}))
+    with pytest.raises(ProtocolError, match=r"different horizons: \[3, 2\]"):
+        vllm_omni.read_actions(
+            {"k0": np.zeros((3, 2)), "k1": np.zeros((2, 2))},
+            vllm_omni.read_config({"action_keys": ["k0", "k1"]}),
+        )
+    with pytest.raises(ProtocolError, match=r"actions must be \[H, D\]"):
+        vllm_omni.read_actions(np.zeros((1, 2, 3, 4)), vllm_omni.read_config({}))
+    with pytest.raises(ProtocolError, match=r"action 'k0' is not a number array: list"):
+        vllm_omni.read_actions({"k0": [1.0]}, vllm_omni.read_config({"action_keys": ["k0"]}))
