@@ -78,6 +78,8 @@ MODULES: dict[str, list[str]] = {
                             "tests/transports/test_empty_chunks.py::test_read_actions_refuses_an_empty_action_array",
                             "tests/transports/test_empty_chunks.py::test_read_actions_takes_the_smallest_chunk"],
     "protocol/decode": ["tests/protocol/test_decode.py", "tests/protocol/test_request.py"],
+    "protocol/vllm_omni": ["tests/protocol/test_dialects.py"],
+    "protocol/roboarena": ["tests/protocol/test_dialects.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from vla_client.errors import ReplyTooLargeError as ReplyTooLargeError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError
     from vla_client.errors import ServerError as ServerError
+    from vla_client.errors import ServerErrorFrame as ServerErrorFrame
     from vla_client.errors import ServerSilentError as ServerSilentError
     from vla_client.errors import StaleFrameError as StaleFrameError
     from vla_client.errors import StaleObservationError as StaleObservationError
@@ -73,6 +74,7 @@ _FACE = {
     "RecordingError": "vla_client.errors",
     "RequestTimeoutError": "vla_client.errors",
     "ServerError": "vla_client.errors",
+    "ServerErrorFrame": "vla_client.errors",
     "ServerSilentError": "vla_client.errors",
     "StaleFrameError": "vla_client.errors",
     "StaleObservationError": "vla_client.errors",

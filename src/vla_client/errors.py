@@ -17,6 +17,7 @@
     │   └── RequestTimeoutError                 no reply within the timeout
     │       └── DeadlineExceededError           no usable reply within the request's deadline
     ├── ServerError                             the server answered with an error status
+    │   └── ServerErrorFrame                    an error message on a connection kept open
     ├── CameraError                             a camera cannot be opened or read
     │   ├── CameraSettingError (ValueError)     a camera or rig option out of range
     │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
@@ -233,6 +234,26 @@ class ServerError(VLAClientError):
     def retryable(self) -> bool:
         """A 503 with ``Retry-After``: the policy did not run, and will take the request later."""
         return self.status_code == 503 and self.retry_after is not None
+
+
+class ServerErrorFrame(ServerError):
+    """An error the server sent as a message on a connection it keeps open (vLLM-Omni's
+    ``{"type": "error", "message", "code"}``); `code` is the frame's code (such as
+    ``unsupported``), None when it sent none. The next request goes on the same connection."""
+
+    def __init__(
+        self,
+        status_code: int,
+        detail: str,
+        *,
+        code: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            status_code, detail if code is None else f"{detail} ({code})", request_id=request_id
+        )
+        self.code = code
+        self.detail = detail
 
 
 class CameraError(VLAClientError):

@@ -30,6 +30,7 @@ from vla_client.cli.checks import check_output_file, file_type, require_module
 from vla_client.cli.common import (
     add_connection_options,
     add_state_split_option,
+    dialect,
     is_gr00t,
     server_metadata,
     stage_samples,
@@ -41,6 +42,7 @@ from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
 from vla_client.client import ActionClient, ActionResult
+from vla_client.client.base import DIALECTS
 from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
@@ -113,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
         _check_outputs(args, paths)
         split = state_split(args)
         fit: dict[str, Any] = {"state_split": split} if split else {}
+        if family := dialect(args):
+            fit["endpoint"] = family
         with _server(args.url) as url:
             with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key, **fit) as probe:
                 plan = synthetic_plan(args, server_metadata(probe))
@@ -166,15 +170,16 @@ def run_matrix(
     options: dict[str, Any] | None = None,
 ) -> list[PathResult]:
     """Measure each path; a path that fails is kept with its error, the others still run.
-    `options` go to every client (GR00T's ``state_split``); the ``zmq`` path is GR00T's
-    server, which takes its own encoding."""
+    `options` go to every client (GR00T's ``state_split``, the ``endpoint`` of a server with
+    its own dialect); the ``zmq`` path is GR00T's server and an ``endpoint`` names a dialect,
+    each of which takes its own encoding."""
     results = []
     with Progress(len(paths) * (repeat + warmup), label="bench") as bar:
         for encoding, wire, transport in paths:
             result = PathResult(encoding, wire, transport)
             try:
                 codec: dict[str, Any] = {"encoding": encoding, "wire": wire}
-                if transport == "zmq":
+                if transport == "zmq" or "endpoint" in (options or {}):
                     codec = {}
                 with ActionClient(_transport_url(url, transport), **codec, timeout_s=timeout,
                                   api_key=api_key, **(options or {})) as client:  # fmt: skip
@@ -318,12 +323,15 @@ def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str
 
 
 def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
-    if args.endpoint not in (None, "gr00t"):
+    if args.endpoint not in (None, "gr00t", *DIALECTS):
         raise argparse.ArgumentError(
-            None, "bench measures every path of the action API; --endpoint takes gr00t only"
-        )
+            None, "bench measures every path of the action API; --endpoint takes "
+            f"{', '.join(('gr00t', *DIALECTS))} only",
+        )  # fmt: skip
     if is_gr00t(args):  # one path: GR00T's raw arrays in its msgpack, over ZeroMQ
         return [("raw", "msgpack", "zmq")]
+    if dialect(args):  # one path: raw arrays in the family's msgpack, over its websocket
+        return [("raw", "msgpack", "ws")]
     if args.state_split:
         raise argparse.ArgumentError(None, "--state-split is for GR00T's server (tcp:// URLs)")
     encodings = cast(list[Encoding], args.encodings)

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
+from vla_client.client.base import DIALECTS
 from vla_client.client.core import RESIZES, chosen_endpoint, transport_kind
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
@@ -27,6 +28,7 @@ from vla_client.protocol import (
     Wire,
     dumps,
     encode_image_value,
+    websocket_url,
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -115,6 +117,18 @@ def is_gr00t(args: argparse.Namespace) -> bool:
     url = args.url or ""
     endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
     return transport_kind(urlsplit(url).scheme, None, endpoint) == "zmq"
+
+
+def dialect(args: argparse.Namespace) -> str | None:
+    """The server family with a websocket dialect of its own that the command's URL or
+    ``--endpoint`` names (``vllm_omni``, ``roboarena``), else None."""
+    if args.endpoint in DIALECTS:
+        return str(args.endpoint)
+    url = args.url or ""
+    if args.endpoint is None and urlsplit(url).scheme in ("http", "https", "ws", "wss"):
+        named = websocket_url(url)[1]
+        return named if named in DIALECTS else None
+    return None
 
 
 def server_url(text: str) -> str:

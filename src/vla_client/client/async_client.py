@@ -45,8 +45,8 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
 
     async def metadata(self) -> ActionMetadata:
         """The server's policy description."""
-        if self._gr00t is not None:
-            return await adrive(self._gr00t.metadata())
+        if self._session is not None:
+            return await adrive(self._session.metadata())
         return read_metadata(await self._transport.metadata())
 
     async def infer(
@@ -59,10 +59,10 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
         **parameters: Any,
     ) -> ActionResult:
         """One inference, as `ActionClient.infer`."""
-        if self._gr00t is not None:
+        if self._session is not None:
             if runtime or return_digest:
-                raise ValueError("GR00T's server takes no runtime options or digests")
-            return await adrive(self._gr00t.infer(observation, parameters, request_id))
+                raise ValueError("this server takes no runtime options or digests")
+            return await adrive(self._session.infer(observation, parameters, request_id))
         return await self._book.arun(
             observation,
             parameters,
@@ -138,12 +138,13 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
             raise
 
     async def reset(self) -> None:
-        """Start a new episode: GR00T's server resets its policy. The action API (SGLang's and
+        """Start a new episode: GR00T's server resets its policy; vLLM-Omni's robot endpoint
+        ends the session and the next request starts a new one. The action API (SGLang's and
         the reference server's) and openpi's websocket keep no episode state between
         requests, so there it does nothing. `ControlLoop` and ``vla-client eval`` call it at
         each episode's start."""
-        if self._gr00t is not None:
-            await adrive(self._gr00t.reset())
+        if self._session is not None:
+            await adrive(self._session.reset())
 
     async def close(self) -> None:
         """Close the connection (pool)."""

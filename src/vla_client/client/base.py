@@ -22,6 +22,7 @@ from vla_client.client.core import (
     chosen_endpoint,
     transport_kind,
 )
+from vla_client.client.dialect import Dialect, DialectSession
 from vla_client.client.gr00t import Gr00tSession
 from vla_client.protocol import (
     ActionMetadata,
@@ -31,6 +32,8 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     read_metadata,
+    roboarena,
+    vllm_omni,
 )
 from vla_client.transports.base import MessageTransport
 from vla_client.transports.retry import RetryPolicy
@@ -41,6 +44,8 @@ StreamT = TypeVar("StreamT")
 
 
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
+DIALECTS: dict[str, Dialect] = {"vllm_omni": vllm_omni, "roboarena": roboarena}
+"""The websocket endpoints whose server family has its own dialect, and its module."""
 
 
 def check_base_url(base_url: str) -> None:
@@ -167,14 +172,22 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             cast("StreamT", transport) if isinstance(transport, self._stream_type) else None
         )
         gr00t = isinstance(transport, MessageTransport)
+        dialect = DIALECTS.get(getattr(transport, "endpoint", None) or "")
         self._book = RequestBook(
             asked,
             websocket=self._stream is not None,
             openpi=getattr(transport, "endpoint", None) == "openpi",
             gr00t=gr00t,
+            dialect=dialect.NAME if dialect else None,
         )
-        self._gr00t = Gr00tSession(self._book, transport, api_key) if gr00t else None
-        """GR00T's calls, for a ZeroMQ transport; None for the action API's transports."""
+        self._session: Gr00tSession | DialectSession | None = None
+        """The server family's own calls: GR00T's over a ZeroMQ transport, vLLM-Omni's and
+        RoboArena's on their websockets; None for the action API's and openpi's, which
+        `RequestBook.run` drives."""
+        if gr00t:
+            self._session = Gr00tSession(self._book, transport, api_key)
+        elif dialect is not None:
+            self._session = DialectSession(self._book, transport, dialect)
         self.options = self._book.options
         self.stats = self._book.stats
         self._http_metadata: ActionMetadata | None = None

@@ -140,18 +140,22 @@ class ClientOptions:
         for name in ("max_observation_age_s", "deadline_s"):
             check_positive(name, getattr(self, name), allow_none=True)
 
-    def for_transport(self, *, websocket: bool, openpi: bool, gr00t: bool = False) -> ClientOptions:
+    def for_transport(
+        self, *, websocket: bool, openpi: bool, gr00t: bool = False, dialect: str | None = None
+    ) -> ClientOptions:
         """These options with the transport's defaults filled in: websockets carry msgpack,
         openpi's endpoint raw arrays in the flat layout (a layout name becomes its
-        `OpenpiLayout`), GR00T's server raw arrays in its msgpack, and nothing else. Raises
-        `ValueError` for what the transport cannot carry."""
+        `OpenpiLayout`), GR00T's server and the servers with a `dialect` of their own (named)
+        raw arrays in their msgpack, and nothing else. Raises `ValueError` for what the
+        transport cannot carry."""
         if self.state_split is not None and not gr00t:
             raise ValueError("state_split is for GR00T's server; pass endpoint='gr00t' as well")
-        if gr00t:
+        if gr00t or dialect:
+            server = "GR00T's server" if gr00t else dialect
             given = [name for name in ("encoding", "wire", "layout") if getattr(self, name)]
             if given:
                 raise ValueError(
-                    f"GR00T's server takes raw arrays in its own msgpack; leave {given} unset"
+                    f"{server} takes raw arrays in its own msgpack; leave {given} unset"
                 )
             return replace(self, encoding="raw", wire="msgpack")
         if websocket and self.wire == "json":
@@ -273,9 +277,10 @@ class RequestBook:
         websocket: bool = False,
         openpi: bool = False,
         gr00t: bool = False,
+        dialect: str | None = None,
     ) -> None:
         self.options = options = options.for_transport(
-            websocket=websocket, openpi=openpi, gr00t=gr00t
+            websocket=websocket, openpi=openpi, gr00t=gr00t, dialect=dialect
         )
         self.stats = ClientStats()
         layout = options.layout

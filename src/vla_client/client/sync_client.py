@@ -49,7 +49,10 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
         jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
-        endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.
+        endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``; ``vllm_omni``
+            (vLLM-Omni's ``/v1/realtime/robot/openpi``, which its URL path also selects) or
+            ``roboarena`` (RoboArena's policy server) for those servers' own dialects;
+            ``gr00t`` for GR00T's ZeroMQ server.
         max_observation_age_s: Older observations raise `StaleObservationError`, unsent.
         deadline_s: Seconds from `infer`; no reply by then raises `DeadlineExceededError`,
             whatever the transport, retries, connecting and a slow body included.
@@ -76,8 +79,8 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
-        if self._gr00t is not None:
-            return drive(self._gr00t.metadata())
+        if self._session is not None:
+            return drive(self._session.metadata())
         return read_metadata(self._transport.metadata())
 
     def infer(
@@ -94,10 +97,10 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         The reply is always the one for this request (`request_id`, or a fresh id): on a
         websocket a reply to another request is skipped and the next one read.
         """
-        if self._gr00t is not None:
+        if self._session is not None:
             if runtime or return_digest:
-                raise ValueError("GR00T's server takes no runtime options or digests")
-            return drive(self._gr00t.infer(observation, parameters, request_id))
+                raise ValueError("this server takes no runtime options or digests")
+            return drive(self._session.infer(observation, parameters, request_id))
         return self._book.run(
             observation,
             parameters,
@@ -173,12 +176,13 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
             raise
 
     def reset(self) -> None:
-        """Start a new episode: GR00T's server resets its policy. The action API (SGLang's and
+        """Start a new episode: GR00T's server resets its policy; vLLM-Omni's robot endpoint
+        ends the session and the next request starts a new one. The action API (SGLang's and
         the reference server's) and openpi's websocket keep no episode state between
         requests, so there it does nothing. `ControlLoop` and ``vla-client eval`` call it at
         each episode's start."""
-        if self._gr00t is not None:
-            drive(self._gr00t.reset())
+        if self._session is not None:
+            drive(self._session.reset())
 
     def close(self) -> None:
         """Close the connection (pool)."""

@@ -6,8 +6,11 @@ websockets keep a connection open instead: ``/v1/actions/realtime`` takes the sa
 documents as HTTP, and ``/openpi/policy`` takes openpi's flat observation dicts. openpi's own
 client connects to ``/`` unless given a path, so a server speaking openpi answers there too.
 
-One endpoint is not the action API's: ``gr00t``, NVIDIA Isaac GR00T's policy server, which
-listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.gr00t`).
+Two endpoints are not the action API's: ``gr00t``, NVIDIA Isaac GR00T's policy server, which
+listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.gr00t`), and
+``vllm_omni``, vLLM-Omni's robot websocket at ``/v1/realtime/robot/openpi``
+(`vla_client.protocol.vllm_omni`); and ``roboarena``, RoboArena's policy server, which takes
+its requests on any path (`vla_client.protocol.roboarena`): name it with ``endpoint``.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ GENERATIONS_PATH = "/v1/actions/generations"
 METADATA_PATH = "/v1/actions/metadata"
 HEALTH_PATH = "/health"
 
-Endpoint = Literal["realtime", "openpi", "gr00t"]
-ENDPOINTS: tuple[Endpoint, ...] = ("realtime", "openpi", "gr00t")
+Endpoint = Literal["realtime", "openpi", "gr00t", "vllm_omni", "roboarena"]
+ENDPOINTS: tuple[Endpoint, ...] = ("realtime", "openpi", "gr00t", "vllm_omni", "roboarena")
 ENDPOINT_PATHS: dict[Endpoint, str] = {
     "realtime": "/v1/actions/realtime",
     "openpi": "/openpi/policy",
+    "vllm_omni": "/v1/realtime/robot/openpi",
 }
 OPENPI_ROOT_PATH = "/"
 
@@ -57,6 +61,8 @@ def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str,
             raise ValueError(f"URL path {path!r} is the {named[0]} endpoint, not {endpoint}")
         return urlunsplit((scheme, parts.netloc, path, parts.query, "")), named[0]
     chosen: Endpoint = endpoint or "realtime"
+    if chosen == "roboarena":  # any path: the URL as given
+        return urlunsplit((scheme, parts.netloc, path or "/", parts.query, "")), chosen
     url = urlunsplit((scheme, parts.netloc, path + ENDPOINT_PATHS[chosen], parts.query, ""))
     return url, chosen
 

@@ -171,6 +171,9 @@ class _Link(Generic[ConnectionT, LockT]):
         self.gate = ReconnectGate(backoff or Backoff())
         self.stats = WebSocketStats()
         self.server_metadata: Any = None
+        self.text_answers: frozenset[str] = frozenset()
+        """Text frames that answer a request (RoboArena's ``reset successful``): returned as
+        a reply, the connection kept. Any other text frame is the server's error."""
         self._conn: ConnectionT | None = None
         self._lock: LockT = self._new_lock()
 
@@ -349,6 +352,8 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
             raise error from exc
         if isinstance(frame, bytes):
             return frame_reply(frame)
+        if frame in self.text_answers:
+            return Reply(200, "text/plain", frame.encode())
         closed = None
         try:
             conn.recv(timeout=CLOSE_TIMEOUT_S)
@@ -434,6 +439,8 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
             raise error from exc
         if isinstance(frame, bytes):
             return frame_reply(frame)
+        if frame in self.text_answers:
+            return Reply(200, "text/plain", frame.encode())
         closed = None
         try:
             await asyncio.wait_for(conn.recv(), CLOSE_TIMEOUT_S)

@@ -1,0 +1,200 @@
+"""Websocket server families with their own dialect (vLLM-Omni's robot endpoint, RoboArena's
+policy server) as steps: the client's fitting, limits and counters around their messages.
+
+`DialectSession` is written once for every such family and both clients, as generators of I/O
+steps (see `vla_client.transports.drive`), as `vla_client.client.gr00t` is: `ActionClient`
+drives them blocking, `AsyncActionClient` under asyncio, over the websocket transport. The
+messages are the family's module's (a `Dialect`: `vla_client.protocol.vllm_omni`,
+`vla_client.protocol.roboarena`); the fitting (camera map, resize), the age check, the
+deadline and the counters are the client's `RequestBook`, as on every endpoint.
+
+The server's config is the first frame of each connection, so it is read again whenever the
+transport has connected anew. The session id is the client's: made when the client is, and
+made again by `reset`, so each episode is a new session at the server.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
+from typing import Any, Protocol
+
+from vla_client.client.core import PreparedRequest, RequestBook
+from vla_client.client.fit import FramePreprocessor
+from vla_client.client.result import ActionResult, Timings
+from vla_client.codecs import msgpack_numpy
+from vla_client.errors import CodecError, ContractError, ProtocolError
+from vla_client.observation import Observation
+from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata, Reply, new_request_id
+from vla_client.protocol.reply_read import read_reply
+from vla_client.transports.drive import Offload, Steps
+
+TEXT = "text/plain"
+
+
+class Dialect(Protocol):
+    """What a family's protocol module gives (see `vla_client.protocol.vllm_omni`): its
+    `NAME`, and functions that read its config, build its requests and read its answers."""
+
+    NAME: str
+    TEXT_ANSWERS: frozenset[str]
+    """Text frames that answer a request; any other text frame is the server's error."""
+
+    def read_config(self, document: Any) -> Any: ...
+    def metadata(self, config: Any) -> ActionMetadata: ...
+    def cameras(self, config: Any) -> tuple[str, ...] | None: ...
+    def request_document(
+        self, observation: Observation, config: Any, session_id: str
+    ) -> dict[str, Any]: ...
+    def reset_document(self, config: Any, session_id: str) -> dict[str, Any]: ...
+    def read_answer(self, document: Any) -> Any: ...
+    def read_actions(self, answer: Any, config: Any) -> tuple[Any, dict[str, slice] | None]: ...
+    def read_reset(self, answer: Any) -> None: ...
+
+
+def new_session_id() -> str:
+    """A session id no other client shares."""
+    return uuid.uuid4().hex
+
+
+class DialectSession:
+    """One client's calls to a server speaking `dialect` over `transport` (a websocket
+    transport), whose text frames in ``dialect.TEXT_ANSWERS`` are answers, not errors."""
+
+    def __init__(self, book: RequestBook, transport: Any, dialect: Dialect) -> None:
+        self._book = book
+        self._transport = transport
+        self._dialect = dialect
+        transport.text_answers = dialect.TEXT_ANSWERS
+        self.session_id = new_session_id()
+        """The id sent with each request when the server asks for one; new after `reset`."""
+        self._config: tuple[Any, Any, ActionMetadata] | None = None
+        self._dropped: set[str] = set()
+        """The cameras already warned about as dropped (each is named once)."""
+
+    def config(self, deadline_at: float | None) -> Steps[tuple[Any, ActionMetadata]]:
+        """The current connection's config (connecting if needed), and its metadata."""
+        timeout_s = self._book.wait_until(deadline_at)
+        document = yield partial(self._transport.metadata, timeout_s=timeout_s)
+        if self._config is None or self._config[0] is not document:
+            config = self._dialect.read_config(document)
+            self._config = (document, config, self._dialect.metadata(config))
+        return self._config[1], self._config[2]
+
+    def metadata(self) -> Steps[ActionMetadata]:
+        """The server's config as the action API's metadata (image size, horizon)."""
+        return (yield from self.config(self._book.deadline_at()))[1]
+
+    def _exchange(self, body: bytes, timeout_s: float | None) -> Steps[tuple[Any, int]]:
+        """Send `body`; the answer's document (a text answer as its text) and size. A text
+        frame that is no answer is `ServerError` (the transport has dropped the connection, as
+        the server closes it); the dialect's error messages are raised by its `read_answer`."""
+        reply: Reply = yield partial(
+            self._transport.exchange,
+            body, MSGPACK_CONTENT_TYPE, MSGPACK_CONTENT_TYPE, timeout_s=timeout_s,
+        )  # fmt: skip
+        if reply.status != 200:
+            read_reply(reply)  # raises the server's error
+        if reply.content_type == TEXT:
+            return reply.content.decode(), len(reply.content)
+        try:
+            document = msgpack_numpy.unpackb(reply.content)
+        except CodecError as exc:
+            name = self._dialect.NAME
+            raise ProtocolError(f"an answer from {name} is not msgpack: {exc}") from None
+        return self._dialect.read_answer(document), len(reply.content)
+
+    def reset(self) -> Steps[None]:
+        """End the server's session and start a new one: the next request is a new episode."""
+        deadline_at = self._book.deadline_at()
+        config, _ = yield from self.config(deadline_at)  # connected, its config read
+        body = msgpack_numpy.packb(self._dialect.reset_document(config, self.session_id))
+        answer, _ = yield from self._exchange(body, self._book.wait_until(deadline_at))
+        self._dialect.read_reset(answer)
+        self.session_id = new_session_id()
+
+    def infer(
+        self, observation: Observation, options: Mapping[str, Any], request_id: str | None
+    ) -> Steps[ActionResult]:
+        """One request: `observation` fitted to the config and sent, the reply's actions
+        flattened as `read_actions` does. The endpoint takes no parameters."""
+        if options:
+            raise ValueError(
+                f"{self._dialect.NAME} takes the observation only, not {sorted(options)}"
+            )
+        book = self._book
+        deadline_at = book.deadline_at()
+        config, metadata = yield from self.config(deadline_at)
+        fitter = book.fitter(metadata if book.options.check_contract else None)
+        observation = self._asked_cameras(observation, self._dialect.cameras(config))
+        prepared = yield Offload(partial(self._prepare, observation, config, fitter))
+        prepared = replace(prepared, request_id=request_id or prepared.request_id,
+                           deadline_at=deadline_at)  # fmt: skip
+        start = time.perf_counter()
+        with book.waiting(prepared) as timeout_s:
+            answer, bytes_received = yield from self._exchange(prepared.body, timeout_s)
+        round_trip_ms = (time.perf_counter() - start) * 1000
+        book.check_in_time(prepared)
+        read_start = time.perf_counter()
+        actions, action_keys = self._dialect.read_actions(answer, config)
+        return ActionResult(
+            actions=actions,
+            request_id=prepared.request_id,
+            timings=Timings(
+                fit_ms=prepared.fit_ms,
+                encode_ms=prepared.encode_ms,
+                round_trip_ms=round_trip_ms,
+                decode_ms=(time.perf_counter() - read_start) * 1000,
+                bytes_sent=len(prepared.body),
+                bytes_received=bytes_received,
+            ),
+            raw=dict(answer) if isinstance(answer, Mapping) else {"actions": answer},
+            action_keys=action_keys,
+        )
+
+    def _asked_cameras(
+        self, observation: Observation, asked: tuple[str, ...] | None
+    ) -> Observation:
+        """`observation` without the cameras the server does not ask for (named, after the
+        camera map, as the server names them), each dropped camera warned about once; as it is
+        when the server reads every camera (`asked` None)."""
+        if asked is None:
+            return observation
+        names = self._book.options.camera_map
+        kept = {name: frame for name, frame in observation.images.items()
+                if names.get(name, name) in asked}  # fmt: skip
+        dropped = sorted(set(observation.images) - set(kept) - self._dropped)
+        if dropped:
+            self._dropped.update(dropped)
+            warnings.warn(
+                f"{self._dialect.NAME} asks for cameras {list(asked)}; not sending {dropped}",
+                stacklevel=2,
+            )
+        if len(kept) == len(observation.images):
+            return observation
+        if not kept:
+            raise ContractError("cameras", list(asked), sorted(observation.images))
+        times = {name: t for name, t in observation.capture_times.items() if name in kept}
+        return Observation(kept, observation.state, observation.task, times)
+
+    def _prepare(
+        self, observation: Observation, config: Any, fitter: FramePreprocessor
+    ) -> PreparedRequest:
+        book = self._book
+        fitted, fit_ms = book.fitted(observation, fitter)
+        start = time.perf_counter()
+        document = self._dialect.request_document(fitted, config, self.session_id)
+        body = msgpack_numpy.packb(document)
+        book.stats.sent += 1
+        return PreparedRequest(
+            body=body,
+            content_type=MSGPACK_CONTENT_TYPE,
+            accept=MSGPACK_CONTENT_TYPE,
+            request_id=new_request_id(),
+            fit_ms=fit_ms,
+            encode_ms=(time.perf_counter() - start) * 1000,
+        )

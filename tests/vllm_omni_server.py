@@ -1,0 +1,112 @@
+"""vLLM-Omni's robot endpoint for the tests, written from its published protocol.
+
+vLLM-Omni's own server (``vllm_omni/entrypoints/openpi/connection.py``) cannot run here: it
+imports vLLM, its engine and a GPU stack at the top. This one follows what that code documents
+and does, and shares nothing with vla-client's vLLM-Omni code (it packs and unpacks with
+openpi-client's own ``msgpack_numpy``, the format vLLM-Omni's frames follow):
+
+- a websocket at ``/v1/realtime/robot/openpi`` (any other path is refused, 404); on connect the
+  server sends its ``PolicyServerConfig`` as one msgpack frame;
+- each binary frame is one map: ``{"endpoint": "reset"}`` ends the connection's session and
+  answers ``{"status": "reset successful"}``; anything else is an observation, whose session is
+  its ``session_id``, else the connection's, else ``"default"`` (a new one starts a new episode),
+  answered with the policy's actions;
+- a failure answers ``{"type": "error", "message": ...}`` (with ``code`` where the policy
+  raises `Refusal`, as newer servers send one) and the connection stays open.
+
+Every request's bytes are kept (`frames`), and each observation with the session it ran in and
+whether it started one (`served`), for the tests to check.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from openpi_client import msgpack_numpy
+from websockets.http11 import Request, Response
+from websockets.sync.server import ServerConnection, serve
+
+PATH = "/v1/realtime/robot/openpi"
+Policy = Callable[[dict[str, Any]], Any]
+
+
+class Refusal(Exception):
+    """Raised by a test policy: the error frame carries `code`."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def keyed_actions(keys: dict[str, int], horizon: int) -> Policy:
+    """A policy answering per-key float32 ``(1, H, D)`` actions in reverse key order (so a
+    client that trusts map order is caught): key ``k`` (its index), step ``t``, column ``d`` is
+    ``100 k + 10 t + d`` plus the sum of the state."""
+
+    def policy(obs: dict[str, Any]) -> Any:
+        offset = float(np.sum(obs.get("state", 0.0)))
+        actions = {}
+        for k, (key, dim) in reversed(list(enumerate(keys.items()))):
+            grid = 100 * k + 10 * np.arange(horizon)[:, None] + np.arange(dim)[None, :]
+            actions[key] = (grid + offset).astype(np.float32)[None]
+        return actions
+
+    return policy
+
+
+class OmniServer:
+    """The endpoint on 127.0.0.1 (a free port) in a thread; use as a context manager."""
+
+    def __init__(self, config: dict[str, Any], policy: Policy) -> None:
+        self.config = config
+        self.policy = policy
+        self.frames: list[bytes] = []
+        self.served: list[tuple[str, bool]] = []
+        self.connections = 0
+        self._server = serve(self._handle, "127.0.0.1", 0, process_request=self._route,
+                             compression=None, max_size=64 * 1024 * 1024)  # fmt: skip
+        self.url = f"ws://127.0.0.1:{self._server.socket.getsockname()[1]}{PATH}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> OmniServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
+
+    @staticmethod
+    def _route(connection: ServerConnection, request: Request) -> Response | None:
+        if request.path != PATH:
+            return connection.respond(404, "Not Found\n")
+        return None
+
+    def _handle(self, ws: ServerConnection) -> None:
+        self.connections += 1
+        ws.send(msgpack_numpy.packb(self.config))
+        session: str | None = None
+        for frame in ws:
+            assert isinstance(frame, bytes)
+            self.frames.append(frame)
+            try:
+                obs = msgpack_numpy.unpackb(frame)
+                if obs.pop("endpoint", "infer") == "reset":
+                    session = None
+                    ws.send(msgpack_numpy.packb({"status": "reset successful"}))
+                    continue
+                current = str(obs.get("session_id") or session or "default")
+                self.served.append((current, current != session))
+                session = current
+                ws.send(msgpack_numpy.packb(self.policy(obs)))
+            except Refusal as exc:
+                ws.send(
+                    msgpack_numpy.packb({"type": "error", "message": str(exc), "code": exc.code})
+                )
+            except Exception:
+                ws.send(
+                    msgpack_numpy.packb({"type": "error", "message": "Internal inference error"})
+                )
