@@ -95,8 +95,10 @@ def run(args: argparse.Namespace) -> int:
             None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
         )
     kind = source_kind(args)
-    if args.rate == RECORDED and kind != "obs":
-        raise argparse.ArgumentError(None, "--rate recorded needs a recording: add --obs FILE")
+    if args.rate == RECORDED and kind not in ("obs", "bag"):
+        raise argparse.ArgumentError(
+            None, "--rate recorded needs a recording: add --obs FILE or --bag PATH"
+        )
     try:
         if args.save_actions:
             check_output_file(args.save_actions, "--save-actions")
