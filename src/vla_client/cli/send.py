@@ -18,7 +18,7 @@ import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.common import (
@@ -36,6 +36,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
+from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.sources import (
     Source,
     add_source_options,
@@ -47,6 +48,9 @@ from vla_client.client import ActionClient, ActionResult, mismatched_cameras
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import save_action_chunks
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=file_type(".npz"),
         help="write every action chunk to FILE.npz ('actions', float32 [N, H, D])",
     )
+    add_rerun_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -102,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.save_actions:
             check_output_file(args.save_actions, "--save-actions")
+        check_rerun(args)
         check_transport_installed(args.url, args.layout)
         client = ActionClient(args.url, **client_options(args))
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
@@ -109,8 +115,10 @@ def run(args: argparse.Namespace) -> int:
             plan = None
             if kind == "synthetic":
                 plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
-            with open_source(args, plan) as source:
-                sent = _send(client, args, source)
+            # a chunk's rows drawn a request period apart (--rate's; 10 Hz when unpaced)
+            period_s = 1.0 / args.rate if isinstance(args.rate, float) else 0.1
+            with open_source(args, plan) as source, rerun_log(args, period_s=period_s) as log:
+                sent = _send(client, args, source, log)
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
         camera_bytes = bytes_per_camera(sent.first, args.encoding, args.wire, args.jpeg_quality)
@@ -120,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if sent.mismatched else 0
 
 
-def _send(client: ActionClient, args: argparse.Namespace, source: Source) -> Sent:
+def _send(
+    client: ActionClient, args: argparse.Namespace, source: Source, log: RerunLog | None = None
+) -> Sent:
     count = args.repeat or source.length or 1
     results: list[ActionResult] = []
     mismatched: set[str] = set()
@@ -138,6 +148,8 @@ def _send(client: ActionClient, args: argparse.Namespace, source: Source) -> Sen
             previous = time.monotonic()
             first = first or observation
             result = client.infer(observation, return_digest=args.verify)
+            if log is not None:
+                log.sent(previous, observation, result, fit=client.fit)
             if args.verify:
                 mismatched.update(mismatched_cameras(observation, result))
             results.append(result)

@@ -72,7 +72,9 @@ class _Sent:
     observation: Observation
     fit: Callable[[Observation], Observation] | None
     replied_at: float
-    result: ActionResult | None
+    actions: np.ndarray | None
+    """The chunk received, None when the request failed."""
+    latencies_ms: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,9 @@ class RerunLog:
     ``rerun+http://HOST:PORT/proxy`` URL streams to that viewer; a path ending in ``.rrd``
     writes the file. `gate` and `watchdog` are watched for interventions and trips.
     `period_s` is the time between a chunk's rows (a `ControlLoop` hands over its own period).
-    `prefix` goes before every entity path (one run of several in a file). Anything else is a
-    `ValueError`, and so is a missing ``rerun``.
+    `prefix` goes before every entity path (one run of several in a file). `block=True` waits
+    for room in the queue instead of dropping (converting a file, where nothing runs in real
+    time). Anything else is a `ValueError`, and so is a missing ``rerun``.
 
     A `ControlLoop` is given the log as ``log=`` and logs each tick; the frames sent, the chunks
     and the latencies come from wrapping the inference (`infer`), so the executor is built with
@@ -106,10 +109,13 @@ class RerunLog:
         period_s: float | None = None,
         prefix: str = "",
         queue_size: int = QUEUE_SIZE,
+        block: bool = False,
         application_id: str = "vla-client",
     ) -> None:
         check_positive("period_s", period_s, allow_none=True, finite=True)
         check_at_least("queue_size", queue_size, 1, integer=True)
+        if not isinstance(block, bool):
+            raise ValueError(f"block must be True or False; got {block!r}")
         try:
             import rerun as rr
         except ImportError:
@@ -124,6 +130,7 @@ class RerunLog:
         self.watchdog = watchdog
         self.period_s = period_s
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self._block = block
         self._clock: Callable[[], float] = time.monotonic
         self._origin: float | None = None
         self._seen = self._counts()
@@ -164,7 +171,7 @@ class RerunLog:
                 result = infer(observation)
                 return result
             finally:
-                self._put(_Sent(sent_at, observation, fit, self._clock(), result))
+                self.sent(sent_at, observation, result, fit=fit)
 
         return logged
 
@@ -172,12 +179,33 @@ class RerunLog:
         self,
         sent_at: float,
         observation: Observation,
-        result: ActionResult,
+        result: ActionResult | None,
         *,
         fit: Callable[[Observation], Observation] | None = None,
+        replied_at: float | None = None,
     ) -> None:
-        """Log one request sent at clock time `sent_at` and its reply, as `infer` does."""
-        self._put(_Sent(sent_at, observation, fit, self._clock(), result))
+        """Log one request sent at clock time `sent_at` and its reply (None: it failed), as
+        `infer` does; the reply came at `replied_at` (default: now)."""
+        latencies: dict[str, float] = {}
+        if result is not None:
+            latencies = {s: v for s, read in STAGES if (v := read(result)) is not None}
+        actions = None if result is None else result.actions
+        self.put_sent(sent_at, observation, actions, latencies, fit=fit, replied_at=replied_at)
+
+    def put_sent(
+        self,
+        sent_at: float,
+        observation: Observation,
+        actions: np.ndarray | None,
+        latencies_ms: dict[str, float],
+        *,
+        fit: Callable[[Observation], Observation] | None = None,
+        replied_at: float | None = None,
+    ) -> None:
+        """`sent` from its parts: the chunk (None: none came) and the latencies by stage name
+        (a recording's, say, which holds the server's timings only)."""
+        replied = self._clock() if replied_at is None else replied_at
+        self._put(_Sent(sent_at, observation, fit, replied, actions, latencies_ms))
 
     def event(self, t: float, text: str, *, level: str = "WARN") -> None:
         """A line in ``events`` at clock time `t`."""
@@ -216,7 +244,7 @@ class RerunLog:
         if self._origin is None:
             self._origin = item.t
         try:
-            self._queue.put_nowait(item)
+            self._queue.put(item, block=self._block)
         except queue.Full:
             self._full += 1
 
@@ -276,15 +304,12 @@ class RerunLog:
         observation = item.fit(item.observation) if item.fit is not None else item.observation
         for name, frame in observation.images.items():
             stream.log(f"{self.prefix}camera/{name}", rr.Image(frame))
-        result = item.result
-        if result is None:
+        if item.actions is None:
             return
         stream.set_time(TIMELINE, duration=self._since(item.replied_at))
-        for stage, read in STAGES:
-            value = read(result)
-            if value is not None:
-                stream.log(f"{self.prefix}latency/{stage}", rr.Scalars(value))
-        actions = np.asarray(result.actions, np.float64)
+        for stage, value in item.latencies_ms.items():
+            stream.log(f"{self.prefix}latency/{stage}", rr.Scalars(value))
+        actions = np.asarray(item.actions, np.float64)
         if actions.ndim != 2 or self.period_s is None:
             return  # a batch, or no period to place the rows at
         entity = f"plan/{self._plans}"
