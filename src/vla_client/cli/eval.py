@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from vla_client.cli.checks import check_output_file, check_output_folder, file_type, require_module
@@ -46,6 +47,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
+from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import transport_kind
 from vla_client.control.safety import SafetyGate
@@ -57,6 +59,9 @@ from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_r
 from vla_client.tasks.reach import ReachSettings, ReachTask
 from vla_client.transports.base import Transport
 from vla_client.transports.http import HTTPTransport
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
 
 TIMES = ("simulated", "real")
 PLOT_STYLES = {"naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":")}
@@ -147,6 +152,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--record", metavar="DIR",
         help="write each episode's frames to DIR/<mode>-<delay>ms-seed<N>.vlaobs",
     )  # fmt: skip
+    add_rerun_option(out_group)
     parser.set_defaults(func=run)
 
 
@@ -232,6 +238,7 @@ def _check_args(args: argparse.Namespace) -> None:
         check_output_file(args.plot, "--plot")
     if args.record:
         check_output_folder(args.record, "--record")
+    check_rerun(args)
     check_transport_installed(args.url)
     if args.transport == "websocket":
         require_module("websockets", "--transport websocket")
@@ -297,8 +304,8 @@ def _run_matrix(
     gate = SafetyGate.from_metadata(metadata) if metadata is not None else SafetyGate()
     prefetch_at = args.prefetch_at if args.prefetch_at is not None else (horizon or 10) // 2
     cells = []
-    for mode in args.mode:
-        for delay in args.delay_ms:
+    with rerun_log(args) as log:
+        for mode, delay in itertools.product(args.mode, args.delay_ms):
             network = NetworkDelay(delay / 1e3, delay_jitter)
             config = EvalConfig(
                 mode=mode,
@@ -309,7 +316,7 @@ def _run_matrix(
                 delay=network,
                 give_up_s=args.give_up_s,
             )
-            cells.append(_run_cell(args, world, config, gate, round_trip_s, options))
+            cells.append(_run_cell(args, world, config, gate, round_trip_s, options, log))
     return cells, round_trip_s, options
 
 
@@ -320,6 +327,7 @@ def _run_cell(
     gate: SafetyGate,
     round_trip_s: float | None,
     options: dict[str, Any],
+    log: RerunLog | None = None,
 ) -> Cell:
     cell = Cell(config.mode, config.delay.delay_s * 1e3)
     label = f"{config.mode} {cell.delay_ms:g} ms"
@@ -345,6 +353,7 @@ def _run_cell(
                     gate=gate,
                     make_watchdog=make_watchdog,
                     record=record,
+                    log=log,
                 )
             )
             bar.advance()

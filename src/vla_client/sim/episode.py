@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
 from vla_client.sim.network import NetworkDelay, SimulatedTime
 from vla_client.validation import check_at_least, check_choice, check_positive
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
 
 Mode = Literal["naive", "aligned", "blended"]
 MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
@@ -142,6 +145,7 @@ def run_episode(
     gate: SafetyGate | None = None,
     make_watchdog: Callable[[Callable[[], float]], Watchdog] | None = None,
     record: Path | None = None,
+    log: RerunLog | None = None,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
 
@@ -149,7 +153,8 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it).
+    tick's observation to (``vla-client view`` shows it). `log` logs the episode to Rerun under
+    ``MODE-DELAYms-seedN/``, on the episode's clock.
     """
     world.reset(seed)
     results: list[ActionResult] = []
@@ -161,10 +166,10 @@ def run_episode(
 
     simulated = None
     clock: Callable[[], float] = time.monotonic
-    fetch: InferFn = collecting
+    fetch: InferFn = collecting if log is None else log.infer(collecting)
     if not config.realtime:
         simulated = SimulatedTime(round_trip_s, config.delay.sampler(seed))
-        clock, fetch = simulated.clock, simulated.link(collecting)
+        clock, fetch = simulated.clock, simulated.link(fetch)
     executor = ChunkExecutor(
         fetch,
         prefetch_at=config.prefetch_at,
@@ -176,6 +181,10 @@ def run_episode(
     if gate is not None:
         gate.reset()
     watchdog = make_watchdog(clock) if make_watchdog is not None else None
+    if log is not None:
+        log.start(f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}", gate=gate,
+                  watchdog=watchdog)  # fmt: skip
+        log.use_clock(clock, config.period_s)
     writer = _writer(record, world, seed, config)
     wall_start = time.time()
     started = clock()
@@ -205,7 +214,10 @@ def run_episode(
             current = None
             if writer is not None:
                 writer.write(observe(), wall_time=wall_start + clock() - started)
-            world.step(_action(executor, observe, watchdog, gate))
+            action = _action(executor, observe, watchdog, gate)
+            world.step(action)
+            if log is not None:
+                log.tick(clock(), observe(), action)
             if world.done:
                 break
             error = patience.exhausted(clock())

@@ -59,6 +59,16 @@ _URL_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")
 
 
 @dataclass(frozen=True)
+class _Scope:
+    """Where an item goes, fixed when it is put: its entity prefix, the clock time that is 0 on
+    the timeline, and the period a chunk's rows are apart (None: plans are not drawn)."""
+
+    prefix: str
+    origin: float | None
+    period_s: float | None
+
+
+@dataclass(frozen=True)
 class _Tick:
     t: float
     state: np.ndarray | None
@@ -82,6 +92,9 @@ class _Event:
     t: float
     text: str
     level: str
+
+
+_Item = _Tick | _Sent | _Event
 
 
 class RerunLog:
@@ -128,29 +141,47 @@ class RerunLog:
         self.target = _open(self._stream, target)
         self.gate = gate
         self.watchdog = watchdog
-        self.period_s = period_s
-        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self._scope = _Scope(_prefix(prefix), None, period_s)
         self._block = block
         self._clock: Callable[[], float] = time.monotonic
-        self._origin: float | None = None
         self._seen = self._counts()
-        self._plans = 0
+        self._plans: dict[str, int] = {}  # chunks logged, by prefix
         self._named: set[str] = set()
         self._full = 0  # counted by the control thread
         self._lost = 0  # counted by the logging thread, once Rerun has failed
         self.failure: Exception | None = None
         """What made Rerun fail, after which nothing more is logged."""
-        self._queue: queue.Queue[_Tick | _Sent | _Event | None] = queue.Queue(queue_size)
+        self._queue: queue.Queue[tuple[_Scope, _Item] | None] = queue.Queue(queue_size)
         self._thread = threading.Thread(target=self._drain, name="vla-rerun-log", daemon=True)
         self._thread.start()
 
     # What the control thread calls: each only puts an item on the queue.
 
+    @property
+    def period_s(self) -> float | None:
+        """The time between a chunk's rows; None until a loop or the constructor gives it."""
+        return self._scope.period_s
+
+    @property
+    def prefix(self) -> str:
+        """What goes before the entity paths of what is logged now."""
+        return self._scope.prefix
+
     def use_clock(self, clock: Callable[[], float], period_s: float) -> None:
-        """Time everything on `clock` from now on, and plan chunk rows `period_s` apart."""
+        """Time everything on `clock` from now on (its reading now is 0 on the timeline), and
+        plan chunk rows `period_s` apart."""
         check_positive("period_s", period_s, finite=True)
-        self._clock, self.period_s = clock, period_s
-        self._origin = clock()
+        self._clock = clock
+        self._scope = _Scope(self._scope.prefix, clock(), period_s)
+
+    def start(
+        self, prefix: str, *, gate: SafetyGate | None = None, watchdog: Watchdog | None = None
+    ) -> None:
+        """Log what comes next under `prefix` (an episode of several, say), watching `gate`
+        and `watchdog`; its time starts from 0 again when a loop hands over its clock."""
+        self._scope = _Scope(_prefix(prefix), None, self._scope.period_s)
+        self.gate, self.watchdog = gate, watchdog
+        self._seen = self._counts()
 
     def tick(self, t: float, observation: Observation, action: Action | None) -> None:
         """Log the state and the applied action at clock time `t`, and what the gate and
@@ -240,11 +271,11 @@ class RerunLog:
         """Items not logged: the queue was full, or Rerun had failed."""
         return self._full + self._lost
 
-    def _put(self, item: _Tick | _Sent | _Event) -> None:
-        if self._origin is None:
-            self._origin = item.t
+    def _put(self, item: _Item) -> None:
+        if self._scope.origin is None:
+            self._scope = _Scope(self._scope.prefix, item.t, self._scope.period_s)
         try:
-            self._queue.put(item, block=self._block)
+            self._queue.put((self._scope, item), block=self._block)
         except queue.Full:
             self._full += 1
 
@@ -275,64 +306,69 @@ class RerunLog:
     # The logging thread.
 
     def _drain(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while (entry := self._queue.get()) is not None:
             if self.failure is not None:
                 self._lost += 1
                 continue
             try:
-                self._write(item)
+                self._write(*entry)
             except Exception as exc:  # a viewer gone, a full disk: say so once, never raise
                 self.failure = exc
                 self._lost += 1
                 log.warning("Rerun log %s failed, logging no more: %s", self.target, exc)
 
-    def _write(self, item: _Tick | _Sent | _Event) -> None:
+    def _write(self, scope: _Scope, item: _Item) -> None:
         rr, stream = self._rr, self._stream
-        stream.set_time(TIMELINE, duration=self._since(item.t))
+        assert scope.origin is not None  # set by the first item put
+        stream.set_time(TIMELINE, duration=item.t - scope.origin)
         if isinstance(item, _Tick):
             for entity, values in (("robot/state", item.state), ("robot/action", item.action)):
                 if values is not None:
-                    self._series(entity, len(values))
-                    stream.log(self.prefix + entity, rr.Scalars(np.asarray(values, np.float64)))
+                    path = scope.prefix + entity
+                    self._series(path, len(values))
+                    stream.log(path, rr.Scalars(np.asarray(values, np.float64)))
         elif isinstance(item, _Event):
-            stream.log(self.prefix + "events", rr.TextLog(item.text, level=item.level))
+            stream.log(scope.prefix + "events", rr.TextLog(item.text, level=item.level))
         else:
-            self._write_sent(item)
+            self._write_sent(scope, item, scope.origin)
 
-    def _write_sent(self, item: _Sent) -> None:
+    def _write_sent(self, scope: _Scope, item: _Sent, origin: float) -> None:
         rr, stream = self._rr, self._stream
         observation = item.fit(item.observation) if item.fit is not None else item.observation
         for name, frame in observation.images.items():
-            stream.log(f"{self.prefix}camera/{name}", rr.Image(frame))
+            stream.log(f"{scope.prefix}camera/{name}", rr.Image(frame))
         if item.actions is None:
             return
-        stream.set_time(TIMELINE, duration=self._since(item.replied_at))
+        stream.set_time(TIMELINE, duration=item.replied_at - origin)
         for stage, value in item.latencies_ms.items():
-            stream.log(f"{self.prefix}latency/{stage}", rr.Scalars(value))
+            stream.log(f"{scope.prefix}latency/{stage}", rr.Scalars(value))
         actions = np.asarray(item.actions, np.float64)
-        if actions.ndim != 2 or self.period_s is None:
+        if actions.ndim != 2 or scope.period_s is None:
             return  # a batch, or no period to place the rows at
-        entity = f"plan/{self._plans}"
-        self._plans += 1
-        self._series(entity, actions.shape[1])
-        times = self._since(item.t) + self.period_s * np.arange(len(actions))
+        number = self._plans.get(scope.prefix, 0)
+        self._plans[scope.prefix] = number + 1
+        path = f"{scope.prefix}plan/{number}"
+        self._series(path, actions.shape[1])
+        times = item.t - origin + scope.period_s * np.arange(len(actions))
         stream.send_columns(
-            self.prefix + entity,
+            path,
             indexes=[rr.TimeColumn(TIMELINE, duration=times)],
             columns=rr.Scalars.columns(scalars=actions),
         )
 
-    def _series(self, entity: str, joints: int) -> None:
+    def _series(self, path: str, joints: int) -> None:
         """Name an entity's series ``joint 0``, ``joint 1``, ... once."""
-        if entity in self._named:
+        if path in self._named:
             return
-        self._named.add(entity)
+        self._named.add(path)
         names = [f"joint {j}" for j in range(joints)]
-        self._stream.log(self.prefix + entity, self._rr.SeriesLines(names=names), static=True)
+        self._stream.log(path, self._rr.SeriesLines(names=names), static=True)
 
-    def _since(self, t: float) -> float:
-        assert self._origin is not None  # set by the first item put
-        return t - self._origin
+
+def _prefix(text: str) -> str:
+    """``episode 3`` -> ``episode 3/``; empty stays empty."""
+    text = text.strip("/")
+    return text + "/" if text else ""
 
 
 def _open(stream: Any, target: str | Path | None) -> str:
