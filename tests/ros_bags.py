@@ -45,7 +45,10 @@ def write_bag(
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_HUMBLE)
-    Image, Compressed = store.types["sensor_msgs/msg/Image"], store.types["sensor_msgs/msg/CompressedImage"]
+    Image, Compressed = (
+        store.types["sensor_msgs/msg/Image"],
+        store.types["sensor_msgs/msg/CompressedImage"],
+    )
     JointState = store.types["sensor_msgs/msg/JointState"]
     Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
 
@@ -62,7 +65,9 @@ def write_bag(
             for frame, stamp in zip(images, stamps, strict=True):
                 if kind is Compressed:
                     message = Compressed(
-                        header=header(stamp, topic), format=encoding, data=_compressed(frame, encoding)
+                        header=header(stamp, topic),
+                        format=encoding,
+                        data=_compressed(frame, encoding),
                     )
                 else:
                     message = _raw(Image, header(stamp, topic), frame, encoding, row_padding)
@@ -90,7 +95,7 @@ def _raw(Image: type, header: object, frame: np.ndarray, encoding: str, padding:
         pixels = frame[:, :, ::-1]
     elif encoding in ("rgba8", "bgra8"):
         colour = frame if encoding == "rgba8" else frame[:, :, ::-1]
-        alpha = np.full(frame.shape[:2] + (1,), 200, np.uint8)
+        alpha = np.full((*frame.shape[:2], 1), 200, np.uint8)
         pixels = np.concatenate([colour, alpha], axis=2)
     else:
         pixels = frame

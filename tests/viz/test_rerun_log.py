@@ -77,7 +77,9 @@ def test_a_control_loop_logs_every_entity_with_exact_values(server_url, tmp_path
     assert ticks[0] >= 0 and ticks[-1] == pytest.approx(29 * 0.05, abs=0.05)
 
 
-def run_loop(server_url: str, log: RerunLog, ticks: int = 12, **infer_options: object) -> ControlLoop:
+def run_loop(
+    server_url: str, log: RerunLog, ticks: int = 12, **infer_options: object
+) -> ControlLoop:
     robot = SimRobot(7, 0.05, frames=lambda t: synthetic_frames(1, 32, 32, t=t), task="stack")
     with ActionClient(server_url) as client:
         executor = ChunkExecutor(log.infer(client.infer, **infer_options), prefetch_at=4)  # type: ignore[arg-type]

@@ -137,19 +137,16 @@ def _read(path: str, topics: Mapping[str, str]) -> dict[str, list[_Message]]:
         from rosbags.typesys import Stores, get_typestore
     except ImportError:
         raise ValueError(
-            "reading a ROS bag needs rosbags, which is not installed: "
-            "pip install 'vla-client[ros]'"
+            "reading a ROS bag needs rosbags, which is not installed: pip install 'vla-client[ros]'"
         ) from None
     messages: dict[str, list[_Message]] = {topic: [] for topic in topics}
     try:
-        with AnyReader(
-            [Path(path)], default_typestore=get_typestore(Stores.ROS2_HUMBLE)
-        ) as reader:
+        with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as reader:
             available = {c.topic: c.msgtype for c in reader.connections}
             _check_topics(path, topics, available)
             chosen = [c for c in reader.connections if c.topic in topics]
             for connection, _, raw in reader.messages(connections=chosen):
-                message = reader.deserialize(raw, connection.msgtype)
+                message: Any = reader.deserialize(raw, connection.msgtype)
                 stamp = message.header.stamp.sec + message.header.stamp.nanosec * 1e-9
                 messages[connection.topic].append(_Message(stamp, message))
     except RecordingError:
@@ -223,7 +220,8 @@ def _frame(message: Any, topic: str, path: str) -> np.ndarray:
     encoding = message.encoding.lower()
     if encoding not in _CHANNELS:
         raise RecordingError(
-            f"bag {path}: {topic} has encoding {message.encoding!r}; read are {', '.join(ENCODINGS)}"
+            f"bag {path}: {topic} has encoding {message.encoding!r}; "
+            f"read are {', '.join(ENCODINGS)}"
         )
     height, width, channels = int(message.height), int(message.width), _CHANNELS[encoding]
     data = np.asarray(message.data, np.uint8)

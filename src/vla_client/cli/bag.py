@@ -44,7 +44,9 @@ def topic_pair(text: str) -> tuple[str, str]:
     """An argparse type: ``/camera/image_raw=wrist``."""
     topic, sep, name = text.rpartition("=")
     if not sep or not topic or not name:
-        raise argparse.ArgumentTypeError(f"takes TOPIC=NAME, such as /camera/image_raw=wrist; got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"takes TOPIC=NAME, such as /camera/image_raw=wrist; got {text!r}"
+        )
     return topic, name
 
 

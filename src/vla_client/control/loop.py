@@ -64,7 +64,9 @@ class ControlLoop:
                 f"record must be a callable taking (observation, action), or None; got {record!r}"
             )
         if log is not None and not callable(getattr(log, "tick", None)):
-            raise ValueError(f"log must be a TickLog (vla_client.viz.RerunLog, say), or None; got {log!r}")
+            raise ValueError(
+                f"log must be a TickLog (vla_client.viz.RerunLog, say), or None; got {log!r}"
+            )
         if clock is None:
             clock = executor.clock
         elif clock != executor.clock:

@@ -296,7 +296,9 @@ class RerunLog:
         if clipped > was_clipped:
             self.event(t, f"safety gate clipped {clipped - was_clipped} action(s)")
         if rejected > was_rejected:
-            self.event(t, f"safety gate rejected {rejected - was_rejected} action(s)", level="ERROR")
+            self.event(
+                t, f"safety gate rejected {rejected - was_rejected} action(s)", level="ERROR"
+            )
         if trips > was_trips and watchdog is not None:
             self.event(t, f"watchdog tripped: server silent, {watchdog.behaviour}", level="ERROR")
         elif was_tripped and not tripped:
@@ -383,7 +385,9 @@ def _open(stream: Any, target: str | Path | None) -> str:
     if text.lower().endswith(".rrd"):
         folder = Path(text).parent
         if not folder.is_dir():
-            raise ValueError(f"cannot write the Rerun log {text}: the folder {folder} does not exist")
+            raise ValueError(
+                f"cannot write the Rerun log {text}: the folder {folder} does not exist"
+            )
         stream.save(text)
         return text
     raise ValueError(
