@@ -97,6 +97,35 @@ class _Event:
 _Item = _Tick | _Sent | _Event
 
 
+def layout(prefix: str, cameras: list[str]) -> Any:
+    """The viewer's layout, for the run under `prefix` (the first, where there are several):
+    the cameras side by side; below, every plan with the applied action in one plot (a seam is
+    a jump from one plan to the next), the state, the latencies and the events."""
+    import rerun.blueprint as rrb
+
+    root = f"/{prefix}"
+    return rrb.Blueprint(
+        rrb.Vertical(
+            rrb.Horizontal(
+                *(rrb.Spatial2DView(name=name, origin=f"{root}camera/{name}") for name in cameras)
+            ),
+            rrb.Horizontal(
+                rrb.TimeSeriesView(
+                    name="plans and applied action",
+                    contents=[f"+ {root}plan/**", f"+ {root}robot/action"],
+                ),
+                rrb.TimeSeriesView(name="state", contents=f"+ {root}robot/state"),
+            ),
+            rrb.Horizontal(
+                rrb.TimeSeriesView(name="latency (ms)", contents=f"+ {root}latency/**"),
+                rrb.TextLogView(name="events", contents=f"+ {root}events"),
+            ),
+            row_shares=[2, 2, 1],
+        ),
+        collapse_panels=True,
+    )
+
+
 class RerunLog:
     """A Rerun log of a robot run; a context manager (or call `close`).
 
@@ -147,6 +176,7 @@ class RerunLog:
         self._seen = self._counts()
         self._plans: dict[str, int] = {}  # chunks logged, by prefix
         self._named: set[str] = set()
+        self._laid_out = False
         self._full = 0  # counted by the control thread
         self._lost = 0  # counted by the logging thread, once Rerun has failed
         self.failure: Exception | None = None
@@ -337,6 +367,9 @@ class RerunLog:
     def _write_sent(self, scope: _Scope, item: _Sent, origin: float) -> None:
         rr, stream = self._rr, self._stream
         observation = item.fit(item.observation) if item.fit is not None else item.observation
+        if not self._laid_out:
+            self._laid_out = True
+            stream.send_blueprint(layout(scope.prefix, list(observation.images)))
         for name, frame in observation.images.items():
             stream.log(f"{scope.prefix}camera/{name}", rr.Image(frame))
         if item.actions is None:
