@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from vla_client.client.result import ActionResult, Timings
 from vla_client.cameras.scene import synthetic_frames
+from vla_client.client.result import ActionResult, Timings
 from vla_client.control import (
     ChunkExecutor,
     ControlLoop,
@@ -179,11 +179,15 @@ def compare_rerun(args: argparse.Namespace) -> None:
                 jitter["with Rerun"] += run_loop(args, log, cameras=2)[4].jitter_s
             dropped += log.dropped
             size = (Path(scratch) / f"run{round_}.rrd").stat().st_size
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, python "
-          f"{platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, load "
-          f"{load_before:.2f} -> {os.getloadavg()[0]:.2f}")  # fmt: skip
-    print(f"{args.rounds} x {args.seconds:g} s at {args.rate:g} Hz each, 2 cameras 224x224, "
-          f"{args.infer_ms:g} ms inference; last .rrd {size / 1e6:.1f} MB, {dropped} dropped")  # fmt: skip
+    now = datetime.datetime.now(datetime.timezone.utc)
+    print(
+        f"{now:%Y-%m-%d %H:%M} UTC, python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, load {load_before:.2f} -> {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{args.rounds} x {args.seconds:g} s at {args.rate:g} Hz each, 2 cameras 224x224, "
+        f"{args.infer_ms:g} ms inference; last .rrd {size / 1e6:.1f} MB, {dropped} dropped"
+    )
     for mode, samples in jitter.items():
         summary: Percentiles = percentiles(j * 1e3 for j in samples)
         print(f"tick jitter ms, {mode:>10}: {summary}")

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import logging
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +21,7 @@ from vla_client.observation import Observation
 
 rr = pytest.importorskip("rerun")
 
-from vla_client.viz import RerunLog  # noqa: E402
+from vla_client.viz import RerunLog, rerun_log  # noqa: E402
 
 LATENCY = ("encode", "round_trip", "server_preprocess", "server_inference")
 
@@ -150,3 +156,77 @@ def test_a_loop_refuses_a_log_that_is_not_one(server_url):
             observe=lambda: None, executor=ChunkExecutor(lambda o: None), apply_action=print,  # type: ignore[arg-type,return-value]
             rate_hz=10, log="run.rrd",  # type: ignore[arg-type]
         )  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def viewer(tmp_path, monkeypatch):
+    """A real Rerun process listening where a viewer listens, saving what it receives to
+    ``received.rrd`` (``rerun --save``: a viewer without a window)."""
+    port = free_port()
+    monkeypatch.setattr(rerun_log, "VIEWER_PORT", port)
+    received = tmp_path / "received.rrd"
+    binary = Path(sys.executable).with_name("rerun")
+    process = subprocess.Popen(
+        [str(binary), "--port", str(port), "--save", str(received)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not rerun_log._listening("127.0.0.1", port):
+        assert process.poll() is None and time.monotonic() < deadline, "rerun did not start"
+        time.sleep(0.1)
+    yield process, received
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        process.wait(10)
+
+
+@pytest.mark.filterwarnings("ignore:RRD file has no footer")  # the viewer was stopped by ^C
+def test_without_a_file_the_log_streams_to_the_viewer_listening(server_url, viewer):
+    process, received = viewer
+    log = RerunLog()
+    loop = run_loop(server_url, log)
+    log.close()
+    time.sleep(1)  # the viewer writes what it was sent
+    process.send_signal(signal.SIGINT)
+    process.wait(10)
+    rows = read_rrd(received)
+    assert len(rows["/robot/state"]) == loop.stats.ticks == 12
+    assert len(rows["/robot/action"]) == loop.stats.applied
+
+
+def test_a_viewer_that_dies_mid_run_does_not_stop_the_loop(server_url, viewer):
+    process, _ = viewer
+    log = RerunLog()
+    robot = SimRobot(7, 0.05, frames=lambda t: synthetic_frames(1, 32, 32, t=t), task="stack")
+
+    def apply(action: np.ndarray) -> None:
+        robot.apply(action)
+        if robot.steps == 5:
+            process.kill()
+
+    with ActionClient(server_url) as client:
+        executor = ChunkExecutor(log.infer(client.infer), prefetch_at=4)
+        loop = ControlLoop(
+            observe=robot.observe, executor=executor, apply_action=apply, rate_hz=40, log=log
+        )
+        stats = loop.run(ticks=30)
+        executor.close(5)
+    started = time.monotonic()
+    log.close(timeout=2)
+    assert stats.ticks == 30 and robot.steps == stats.applied > 5
+    assert time.monotonic() - started < 30
+
+
+def test_with_no_display_and_no_viewer_the_log_is_refused_at_once(monkeypatch):
+    monkeypatch.setattr(rerun_log, "VIEWER_PORT", free_port())
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with pytest.raises(ValueError, match="no display to show a Rerun viewer on"):
+        RerunLog()

@@ -25,7 +25,10 @@ rest is dropped. ``rerun`` is imported when a `RerunLog` is made (``pip install
 from __future__ import annotations
 
 import logging
+import os
 import queue
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -273,12 +276,13 @@ class RerunLog:
         self._put(_Event(t, text, level))
 
     def close(self, timeout: float | None = 10.0) -> None:
-        """Log the last events, wait up to `timeout` s for the queue to empty, end the log."""
+        """Log the last events, wait up to `timeout` s for the queue to empty and as long again
+        for Rerun to write or send it (None: as long as it takes), end the log."""
         self._watch(self._clock())
         self._queue.put(None)
         self._thread.join(timeout)
         try:
-            self._stream.flush()
+            self._stream.flush(timeout_sec=1e38 if timeout is None else timeout)
             self._stream.disconnect()
         except Exception as exc:  # the log is over either way
             log.warning("could not finish the Rerun log %s: %s", self.target, exc)
@@ -406,10 +410,49 @@ def _prefix(text: str) -> str:
     return text + "/" if text else ""
 
 
+VIEWER_PORT = 9876
+"""Where a Rerun viewer listens by default (``rerun`` started by hand, or spawned)."""
+
+
+def _spawn(stream: Any) -> None:
+    """Stream to the Rerun viewer listening on its default port, else start one (the one
+    installed beside this Python, else the first on PATH). Where there is no display to show
+    a new viewer on (Linux without DISPLAY or WAYLAND_DISPLAY), that is a `ValueError` at once
+    rather than a viewer that dies unseen."""
+    import rerun as rr
+
+    if _listening("127.0.0.1", VIEWER_PORT):
+        stream.connect_grpc(f"rerun+http://127.0.0.1:{VIEWER_PORT}/proxy")
+        return
+    if sys.platform == "linux" and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        raise ValueError(
+            "no display to show a Rerun viewer on (DISPLAY is not set) and no viewer listening "
+            f"on port {VIEWER_PORT}: log to a .rrd file and open it where there is a screen"
+        )
+    beside = Path(sys.executable).with_name("rerun")
+    try:
+        rr.spawn(executable_path=str(beside) if beside.exists() else None, recording=stream)
+    except RuntimeError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise ValueError(
+            f"cannot start a Rerun viewer ({reason}); install one with rerun-sdk, or log to a "
+            ".rrd file and open it later"
+        ) from None
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts connections on `host`:`port`."""
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex((host, port)) == 0
+
+
 def _open(stream: Any, target: str | Path | None) -> str:
     """Point `stream` at `target`; returns how the target is named in messages."""
     if target is None:
-        stream.spawn()
+        _spawn(stream)
         return "viewer"
     text = str(target)
     if text.startswith(_URL_SCHEMES):
