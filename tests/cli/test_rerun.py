@@ -35,20 +35,32 @@ def test_send_logs_each_request_with_the_chunk_it_got(cli, server_url, tmp_path)
     assert len(rows["/latency/round_trip"]) == len(rows["/latency/server_inference"]) == 3
 
 
-def test_frames_are_logged_as_sent_after_the_camera_map(cli, server_url, tmp_path):
+def test_a_bag_replay_logs_frames_as_sent_its_states_and_plans_at_its_pace(
+    cli, server_url, tmp_path
+):
     images = frames(2, height=24, width=32)
-    bag = write_bag(tmp_path / "bag", "mcap", {"/cam": ("rgb8", images, [5.0, 5.1])})
+    joints = [np.array([0.5, -0.25, 1.0]), np.array([0.75, -0.5, 1.5])]
+    bag = write_bag(
+        tmp_path / "bag", "mcap", {"/cam": ("rgb8", images, [5.0, 5.25])},
+        ("/joints", joints, [5.0, 5.25]),
+    )  # fmt: skip
     path = tmp_path / "bag.rrd"
     run = cli(
-        "send", server_url, "--bag", str(bag), "--topic", "/cam=local",
-        "--camera-map", "local=wrist", "--rerun", str(path),
+        "send", server_url, "--bag", str(bag), "--topic", "/cam=local", "--topic",
+        "/joints=state", "--camera-map", "local=wrist", "--rate", "recorded",
+        "--rerun", str(path),
     )  # fmt: skip
     assert run.code == 0, run.err
-    logged = read_rrd(path)["/camera/wrist"]
-    assert len(logged) == 2
+    rows = read_rrd(path)
+    logged = rows["/camera/wrist"]  # after the fit: under the server's name
+    assert len(logged) == 2 and "/camera/local" not in rows
     for row, image in zip(logged, images, strict=True):
         pixels = np.asarray(row["Image:buffer"][0], np.uint8).reshape(image.shape)
         np.testing.assert_array_equal(pixels, image)
+    assert [row["Scalars:scalars"] for row in rows["/robot/state"]] == [j.tolist() for j in joints]
+    # --rate recorded: a chunk's rows a recorded step (0.25 s) apart
+    plan = [row["t"] for row in rows["/plan/1"]]
+    assert np.allclose(np.diff(plan), 0.25)
 
 
 def test_rerun_usage_and_output_checks(cli, counting_server, usage_error, error_line):

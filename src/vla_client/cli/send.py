@@ -115,9 +115,10 @@ def run(args: argparse.Namespace) -> int:
             plan = None
             if kind == "synthetic":
                 plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
-            # a chunk's rows drawn a request period apart (--rate's; 10 Hz when unpaced)
-            period_s = 1.0 / args.rate if isinstance(args.rate, float) else 0.1
-            with open_source(args, plan) as source, rerun_log(args, period_s=period_s) as log:
+            with (
+                open_source(args, plan) as source,
+                rerun_log(args, period_s=plan_period(args.rate, source)) as log,
+            ):
                 sent = _send(client, args, source, log)
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
@@ -150,6 +151,7 @@ def _send(
             result = client.infer(observation, return_digest=args.verify)
             if log is not None:
                 log.sent(previous, observation, result, fit=client.fit)
+                log.tick(previous, observation, None)  # the state sent
             if args.verify:
                 mismatched.update(mismatched_cameras(observation, result))
             results.append(result)
@@ -173,6 +175,15 @@ def pauses(rate: float | str | None, source: Source) -> Iterator[float]:
     gaps = [max(0.0, later - earlier) for earlier, later in itertools.pairwise(times)]
     back_to_start = statistics.median(gaps) if gaps else 0.0
     return itertools.chain([0.0], itertools.cycle([*gaps, back_to_start]))
+
+
+def plan_period(rate: float | str | None, source: Source) -> float:
+    """How far apart a chunk's rows are drawn in a Rerun log: a request period (``--rate``'s,
+    or the recording's median gap with ``recorded``), else 0.1 s."""
+    if rate == RECORDED:
+        gaps = [b - a for a, b in itertools.pairwise(source.wall_times) if b > a]
+        return statistics.median(gaps) if gaps else 0.1
+    return 1.0 / float(rate) if rate is not None else 0.1
 
 
 def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) -> None:
