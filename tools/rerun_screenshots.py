@@ -67,7 +67,7 @@ def screenshot(rrd: Path, png: Path, port: int) -> None:
     viewer = Path(sys.executable).with_name("rerun")
     raw = png.with_suffix(".raw.png")
     subprocess.run(
-        ["xvfb-run", "-a", "-s", "-screen 0 3200x2000x24",  # the pointer, at the screen's
+        ["xvfb-run", "-a", "-s", "-screen 0 6000x4000x24",  # the pointer, at the screen's
          str(viewer), str(rrd), "--renderer", "vulkan", "--port", str(port),  # centre, is off
          "--window-size", "1400x900", "--screenshot-to", str(raw)],  # the window
         check=True, capture_output=True, timeout=300,

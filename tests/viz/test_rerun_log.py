@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rrd import read_rrd
+from rrd import free_port, read_rrd, saving_viewer
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient, ActionResult
 from vla_client.control import ChunkExecutor, ControlLoop, SafetyGate, SimRobot, Watchdog
@@ -158,35 +155,17 @@ def test_a_loop_refuses_a_log_that_is_not_one(server_url):
         )  # fmt: skip
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def viewer(tmp_path, monkeypatch):
-    """A real Rerun process listening where a viewer listens, saving what it receives to
-    ``received.rrd`` (``rerun --save``: a viewer without a window)."""
+    """A real Rerun process listening where the log looks for a viewer, saving what it receives
+    to ``received.rrd``."""
     port = free_port()
     monkeypatch.setattr(rerun_log, "VIEWER_PORT", port)
     received = tmp_path / "received.rrd"
-    binary = Path(sys.executable).with_name("rerun")
-    process = subprocess.Popen(
-        [str(binary), "--port", str(port), "--save", str(received)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not rerun_log._listening("127.0.0.1", port):
-        assert process.poll() is None and time.monotonic() < deadline, "rerun did not start"
-        time.sleep(0.1)
-    yield process, received
-    if process.poll() is None:
-        process.send_signal(signal.SIGINT)
-        process.wait(10)
+    with saving_viewer(port, received) as process:
+        yield process, received
 
 
-@pytest.mark.filterwarnings("ignore:RRD file has no footer")  # the viewer was stopped by ^C
 def test_without_a_file_the_log_streams_to_the_viewer_listening(server_url, viewer):
     process, received = viewer
     log = RerunLog()
