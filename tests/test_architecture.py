@@ -30,7 +30,7 @@ from vla_client.observation import Observation
 from vla_client.server import LocalServer, ServerConfig, create_app
 
 SRC = Path(vla_client.__file__).parent
-HEAVY = ("torch", "fastapi", "starlette", "uvicorn", "jupyter", "IPython", "matplotlib")
+HEAVY = ("torch", "fastapi", "starlette", "uvicorn", "jupyter", "IPython", "matplotlib", "zmq")
 OPTIONAL_READERS = ("rerun", "rosbags", "pyarrow")
 """Rerun and ROS bags load when a command logs to Rerun or reads a bag, never on import."""
 HTTP_STACK = ("httpx", "fastapi", "starlette", "uvicorn", "websockets", "h11")

@@ -271,3 +271,59 @@ def test_every_exported_name_is_in_the_api_reference() -> None:
             if not places & rendered:
                 missing.append(f"{name}.{exported}")
     assert missing == []
+
+
+# Console blocks marked <!-- run as written: tests/test_docs.py -->: each "$ COMMAND" (a "\"
+# at a line's end continues it) runs as written; one ending in "&" is a server, started as a
+# process on a free port that replaces the page's 8000 in the commands after it.
+AS_WRITTEN = re.compile(r"<!-- run as written: tests/test_docs.py -->\n```console\n(.*?)```", re.S)
+NEEDS = {"--env": "gymnasium", "gym_pusht/PushT-v0": "gym_pusht"}
+"""Words of a command, and the package it needs (the test is skipped where it is missing)."""
+
+
+def commands_as_written() -> list[tuple[str, list[str]]]:
+    """(page, commands) for every marked block of the docs."""
+    found = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for block in AS_WRITTEN.findall(page.read_text()):
+            lines = block.replace("\\\n", " ").splitlines()
+            found.append((page.name, [line.removeprefix("$ ") for line in lines]))
+    assert "evaluation.md" in {page for page, _ in found}  # the PushT example (issue 34)
+    return found
+
+
+@pytest.mark.parametrize(("page", "commands"), commands_as_written(), ids=lambda v: str(v)[:20])
+def test_documented_commands_run_as_written(
+    page: str, commands: list[str], tmp_path: Path, monkeypatch
+) -> None:
+    import shlex
+
+    from vla_client.cli import main
+
+    sys.path.insert(0, str(ROOT / "tests" / "server"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from load_test import free_port
+        from serve_process import start_serve
+    finally:
+        del sys.path[:2]
+    for command in commands:
+        for word in set(shlex.split(command)) & set(NEEDS):
+            pytest.importorskip(NEEDS[word])
+    monkeypatch.chdir(tmp_path)
+    servers = []
+    port = 8000
+    try:
+        for command in commands:
+            words = shlex.split(command.replace(DOCS_URL, f"http://127.0.0.1:{port}"))
+            assert words[0] == "vla-client", command
+            if words[-1] == "&":
+                assert words[1] == "serve" and "--port" not in words, command
+                port = free_port()
+                servers.append(start_serve(port, *words[2:-1]))
+                continue
+            assert main(words[1:]) == 0, f"{page}: {command}"
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(30)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import threading
 from collections.abc import Iterator
 
 import pytest
 
+from vla_client.cli.send import human_bytes
 from vla_client.recording import ObservationReader
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policies import ReachPolicy
@@ -106,6 +108,30 @@ def test_the_table_plot_and_recording(cli, reach_url, tmp_path):
     assert view.code == 0 and (tmp_path / "s.png").exists()
 
 
+def test_a_recording_says_its_size_and_can_keep_every_nth_tick(cli, reach_url, tmp_path):
+    """330 MB for 12 episodes went by without a word (issue 34): the size is said, and
+    --record-every writes a tick in N."""
+    every, folder = tmp_path / "every", tmp_path / "fifth"
+    full = cli("eval", reach_url, "--episodes", "1", *FIXED, "--record", str(every))
+    assert full.code == 0, full.err
+    (path,) = every.iterdir()
+    size = human_bytes(path.stat().st_size)
+    assert f"recorded 1 episode(s) in {every}, every tick: {size} (see 'vla-client view" in full.out
+    run = cli("eval", reach_url, "--episodes", "1", *FIXED, "--record", str(folder),
+              "--record-every", "5", "--json")  # fmt: skip
+    assert run.code == 0, run.err
+    document = json.loads(run.out)
+    (episode,) = document["cells"][0]["episodes"]
+    (fifth,) = folder.iterdir()
+    assert document["recorded"] == {
+        "folder": str(folder), "files": 1, "bytes": fifth.stat().st_size, "every_ticks": 5
+    }  # fmt: skip
+    with ObservationReader(fifth) as reader:
+        assert len(list(reader)) == math.ceil(episode["steps"] / 5)
+    with ObservationReader(path) as reader:
+        assert len(list(reader)) == episode["steps"]  # the same episode, every tick
+
+
 def test_without_a_url_it_starts_the_reach_policy(cli):
     run = cli("eval", "--episodes", "1", *FIXED, "--json")
     assert run.code == 0, run.err
@@ -156,13 +182,19 @@ def test_a_server_that_dies_fails_its_episodes_and_the_run_goes_on(cli):
         (("--jitter-ms", "nan"), "--jitter-ms: must be 0..10000 ms, got 'nan'"),
         (("--round-trip-ms", "-1"), "--round-trip-ms: must be 0..10000 ms"),
         (("--mode", "fast"), "--mode: invalid choice: 'fast'"),
-        (("--rate", "0"), "--rate: must be a number above 0"),
+        (("--rate", "0"), "--rate: must be 0.1..1000 Hz, got '0'"),
+        (("--rate", "1e300"), "--rate: must be 0.1..1000 Hz, got '1e300'"),
+        (("--rate", "1e-300"), "--rate: must be 0.1..1000 Hz, got '1e-300'"),
+        (("--rate", "nan"), "--rate: must be 0.1..1000 Hz, got 'nan'"),
+        (("--rate", "fast"), "--rate: must be a rate in Hz, got 'fast'"),
         (("--episodes", "0"), "--episodes: must be at least 1"),
         (("--time", "real", *FIXED), "--round-trip-ms is for --time simulated"),
         (("--mode", "naive", "naive"), "--mode and --delay-ms name each value once"),
         (("--env-camera", "a=b"), "--env-camera and --env-state need --env"),
         (("--env", "gym_pusht/PushT-v0"), "--env needs a server URL"),
         (("--plot", "x.gif"), "--plot: the file must end in .png"),
+        (("--record-every", "5"), "--record-every needs --record"),
+        (("--record-every", "0"), "--record-every: must be at least 1"),
         (("--watchdog", "inf"), "--watchdog: must be a finite number"),
     ],
 )

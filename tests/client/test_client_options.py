@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any
 
 import pytest
@@ -104,6 +106,40 @@ def test_options_in_one_value_are_the_keywords_in_one_place(client: type) -> Non
 def test_options_given_both_ways_are_refused_naming_them() -> None:
     with pytest.raises(ValueError, match="deadline_s, resize given as keywords beside options="):
         ActionClient(URL, options=ClientOptions(), deadline_s=1.0, resize="pad")
+
+
+@pytest.mark.parametrize("client", [ActionClient, AsyncActionClient])
+@pytest.mark.parametrize(
+    ("keyword", "name"),
+    [
+        ({"check_contract": True}, "check_contract"),  # each its default value: given all the same
+        ({"resize": "auto"}, "resize"),
+        ({"jpeg_quality": 90}, "jpeg_quality"),
+        ({"encoding": None}, "encoding"),
+        ({"camera_map": {}}, "camera_map"),
+        ({"deadline": None}, "deadline_s"),  # the 0.1.0 name
+    ],
+)
+def test_a_keyword_beside_options_is_refused_whatever_its_value(
+    client: type, keyword: dict[str, Any], name: str
+) -> None:
+    """Giving a setting both ways is refused even when the keyword names the default, which
+    `options` would otherwise override without a word (hostile round 3)."""
+    with (
+        pytest.raises(ValueError, match=f"^{name} given as keywords beside options="),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", DeprecationWarning)
+        client(URL, options=ClientOptions(check_contract=False), **keyword)
+
+
+def test_a_keyword_passed_on_by_a_factory_is_refused_beside_options() -> None:
+    """A robot's factory that fills in keywords (here `functools.partial`) and a caller that
+    passes options: the two settings meet in one call, which is refused."""
+    make = functools.partial(ActionClient, URL, check_contract=True)
+    with pytest.raises(ValueError, match="check_contract given as keywords beside options="):
+        make(options=ClientOptions(check_contract=False))
+    assert make().options.check_contract is True
     with pytest.raises(TypeError, match="options must be a ClientOptions, got dict"):
         ActionClient(URL, options={"encoding": "png"})  # type: ignore[arg-type]
 

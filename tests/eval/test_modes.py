@@ -95,3 +95,6 @@ def test_the_eval_maps_modes_onto_the_executor() -> None:
         EvalConfig(mode="late")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="rate_hz"):
         EvalConfig(rate_hz=float("inf"))
+    for absurd in (1e300, 1e-300, float("nan")):  # a tick every 1e300 s, or 1e300 a second
+        with pytest.raises(ValueError, match=r"rate_hz must be in 0.1..1000 Hz"):
+            EvalConfig(rate_hz=absurd)

@@ -112,6 +112,23 @@ def test_an_error_without_retry_after_has_none():
     assert error.retry_after is None and not error.retryable and error.request_id is None
 
 
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b'{"error": "warming up"}', "warming up"),  # SGLang's action server
+        (b'{"error": {"message": "warming up", "code": 503}}', "warming up"),  # OpenAI's form
+        (b'{"error": {"code": 503}}', '{"code":503}'),  # no message: the object as JSON text
+        (b'{"detail": "first", "error": "second"}', "first"),
+        (b'{"detail": null, "error": "second"}', "second"),
+        (b'{"other": 1}', '{"other": 1}'),  # neither: the body as text
+        (b"[1]", "[1]"),
+        (b"", "HTTP 503"),
+    ],
+)
+def test_an_error_body_gives_its_detail_or_its_error_message(body: bytes, detail: str):
+    assert _error(Reply(503, JSON, body)).detail == detail
+
+
 def test_a_structured_detail_comes_back_as_its_json_text():
     detail = [{"loc": ["body", "input"], "msg": "field required"}]
     body = json.dumps({"detail": detail}).encode()

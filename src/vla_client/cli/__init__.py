@@ -19,7 +19,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import cv2
 from pydantic import ValidationError
@@ -95,19 +95,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+OPENCV_LOG_SILENT = 0
+"""OpenCV's ``LOG_LEVEL_SILENT``, the same number in every version."""
+
+
 @contextlib.contextmanager
 def _opencv_quiet(quiet: bool) -> Iterator[None]:
     """OpenCV's own log off while a command runs: probing a missing camera prints a dozen
     WARN and ERROR lines before the command's one-line error. ``-v`` keeps them."""
-    if not quiet:
+    log = _opencv_log_functions()
+    if not quiet or log is None:
         yield
         return
-    level = cv2.utils.logging.getLogLevel()
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    get_level, set_level = log
+    level = get_level()
+    set_level(OPENCV_LOG_SILENT)
     try:
         yield
     finally:
-        cv2.utils.logging.setLogLevel(level)
+        set_level(level)
+
+
+def _opencv_log_functions() -> tuple[Callable[[], int], Callable[[int], object]] | None:
+    """OpenCV's get and set of its log level: ``cv2.utils.logging``'s in OpenCV 5, the
+    top-level ``cv2.getLogLevel``/``setLogLevel`` of the 4.x wheels (which have no
+    ``cv2.utils.logging``); None where a build has neither."""
+    for module in (getattr(getattr(cv2, "utils", None), "logging", None), cv2):
+        get_level, set_level = (
+            getattr(module, "getLogLevel", None),
+            getattr(module, "setLogLevel", None),
+        )
+        if get_level is not None and set_level is not None:
+            return get_level, set_level
+    return None
 
 
 def _closed_pipe() -> int:

@@ -27,7 +27,14 @@ import orjson
 
 from vla_client.cameras.scene import SyntheticScene
 from vla_client.cli.checks import check_output_file, file_type, require_module
-from vla_client.cli.common import add_connection_options, server_metadata, stage_samples
+from vla_client.cli.common import (
+    add_connection_options,
+    add_state_split_option,
+    is_gr00t,
+    server_metadata,
+    stage_samples,
+    state_split,
+)
 from vla_client.cli.failures import failure_line, not_a_vla_server
 from vla_client.cli.output import fail, print_table
 from vla_client.cli.parser import non_negative_int, positive_int
@@ -89,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--warmup", type=non_negative_int, default=2, help="untimed requests per path"
     )
     add_synthetic_options(parser)
+    add_state_split_option(parser)
     parser.add_argument(
         "--save", metavar="FILE.json", type=file_type(".json"), help="write the report as JSON"
     )
@@ -103,12 +111,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         paths = _paths(args)
         _check_outputs(args, paths)
+        split = state_split(args)
+        fit: dict[str, Any] = {"state_split": split} if split else {}
         with _server(args.url) as url:
-            with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key) as probe:
+            with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key, **fit) as probe:
                 plan = synthetic_plan(args, server_metadata(probe))
             observations = bench_observations(plan)
-            results = run_matrix(url, paths, observations, repeat=args.repeat, warmup=args.warmup,
-                                 timeout=args.timeout, api_key=args.api_key)  # fmt: skip
+            results = run_matrix(
+                url, paths, observations, repeat=args.repeat, warmup=args.warmup,
+                timeout=args.timeout, api_key=args.api_key, options=fit,
+            )  # fmt: skip
         if all(result.error is not None for result in results):
             raise VLAClientError(
                 not_a_vla_server(args.url)
@@ -151,15 +163,21 @@ def run_matrix(
     warmup: int = 2,
     timeout: float = 60.0,
     api_key: str | None = None,
+    options: dict[str, Any] | None = None,
 ) -> list[PathResult]:
-    """Measure each path; a path that fails is kept with its error, the others still run."""
+    """Measure each path; a path that fails is kept with its error, the others still run.
+    `options` go to every client (GR00T's ``state_split``); the ``zmq`` path is GR00T's
+    server, which takes its own encoding."""
     results = []
     with Progress(len(paths) * (repeat + warmup), label="bench") as bar:
         for encoding, wire, transport in paths:
             result = PathResult(encoding, wire, transport)
             try:
-                with ActionClient(_transport_url(url, transport), encoding=encoding, wire=wire,
-                                  timeout_s=timeout, api_key=api_key) as client:  # fmt: skip
+                codec: dict[str, Any] = {"encoding": encoding, "wire": wire}
+                if transport == "zmq":
+                    codec = {}
+                with ActionClient(_transport_url(url, transport), **codec, timeout_s=timeout,
+                                  api_key=api_key, **(options or {})) as client:  # fmt: skip
                     frames = itertools.cycle(observations)
                     for _ in range(warmup):
                         client.infer(next(frames))
@@ -295,9 +313,19 @@ def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str
         require_module("matplotlib", "--plot")
     if any(transport == "ws" for _, _, transport in paths):
         require_module("websockets", "--transports ws")
+    if any(transport == "zmq" for _, _, transport in paths):
+        require_module("zmq", f"GR00T's server at {args.url}")
 
 
 def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
+    if args.endpoint not in (None, "gr00t"):
+        raise argparse.ArgumentError(
+            None, "bench measures every path of the action API; --endpoint takes gr00t only"
+        )
+    if is_gr00t(args):  # one path: GR00T's raw arrays in its msgpack, over ZeroMQ
+        return [("raw", "msgpack", "zmq")]
+    if args.state_split:
+        raise argparse.ArgumentError(None, "--state-split is for GR00T's server (tcp:// URLs)")
     encodings = cast(list[Encoding], args.encodings)
     wires = cast(list[Wire], args.wires)
     transports = args.transports or installed_transports()

@@ -21,6 +21,7 @@ INSTALL = {
     "websockets": "pip install 'vla-client[websocket]'",
     "rerun": "pip install 'vla-client[rerun]'",
     "rosbags": "pip install 'vla-client[ros]'",
+    "zmq": "pip install 'vla-client[gr00t]'",
 }
 
 

@@ -17,10 +17,12 @@ from vla_client.errors import ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import (
     ENCODINGS,
+    ENDPOINTS,
     LAYOUTS,
     WIRES,
     ActionMetadata,
     Encoding,
+    Endpoint,
     OpenpiLayout,
     Wire,
     dumps,
@@ -28,7 +30,7 @@ from vla_client.protocol import (
 )
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-URL_SCHEMES = ("http", "https", "ws", "wss")
+URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
 
 
 def add_connection_options(
@@ -44,7 +46,15 @@ def add_connection_options(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
     )  # fmt: skip
-    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    parser.add_argument(
+        "--api-key", default=None,
+        help="sent as 'Authorization: Bearer KEY' (to GR00T's server: as its api_token)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--endpoint", choices=ENDPOINTS, default=None,
+        help="the server's kind where the URL does not say: realtime or openpi (websockets), "
+        "gr00t (NVIDIA Isaac GR00T's ZeroMQ server; a tcp:// URL implies it)",
+    )  # fmt: skip
 
 
 def add_encoding_options(parser: argparse.ArgumentParser) -> None:
@@ -82,11 +92,29 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
         "--no-check", dest="check_contract", action="store_false",
         help="send without checking the observation against the server's metadata",
     )  # fmt: skip
+    add_state_split_option(group)
     group.add_argument(
         "--layout", choices=tuple(LAYOUTS), default=None,
         help="send openpi requests in this layout; implies openpi's websocket endpoint, "
         "on any URL (default there: flat)",
     )  # fmt: skip
+
+
+def add_state_split_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--state-split``: how GR00T's server takes the state vector."""
+    parser.add_argument(
+        "--state-split", type=state_part, action="append", default=[], metavar="KEY=DIM",
+        help="GR00T's server: the next DIM values of the state vector are its state KEY "
+        "(repeatable, in the vector's order; `vla-client metadata` lists the keys under "
+        "gr00t.state_keys)",
+    )  # fmt: skip
+
+
+def is_gr00t(args: argparse.Namespace) -> bool:
+    """Whether the command's URL and options name GR00T's ZeroMQ server."""
+    url = args.url or ""
+    endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
+    return transport_kind(urlsplit(url).scheme, None, endpoint) == "zmq"
 
 
 def server_url(text: str) -> str:
@@ -112,6 +140,25 @@ def server_url(text: str) -> str:
     return text
 
 
+def state_part(text: str) -> tuple[str, int]:
+    """An argparse type: ``KEY=DIM``, a state key and its length."""
+    key, sep, dim = text.partition("=")
+    if not sep or not key or not dim.isdigit() or int(dim) == 0:
+        raise argparse.ArgumentTypeError(
+            f"takes KEY=DIM with DIM a positive integer, as in arm=7; got {text!r}"
+        )
+    return key, int(dim)
+
+
+def state_split(args: argparse.Namespace) -> dict[str, int] | None:
+    """The ``--state-split`` pairs as one map in their order (None when none were given)."""
+    pairs = getattr(args, "state_split", [])
+    split = dict(pairs)
+    if len(split) != len(pairs):
+        raise argparse.ArgumentError(None, "--state-split names a state key twice")
+    return split or None
+
+
 def camera_pair(text: str) -> tuple[str, str]:
     """An argparse type: ``LOCAL=SERVER``."""
     local, sep, server = text.partition("=")
@@ -123,7 +170,8 @@ def camera_pair(text: str) -> tuple[str, str]:
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
     options: dict[str, Any] = {"timeout_s": args.timeout, "api_key": args.api_key}
-    for name in ("encoding", "wire", "jpeg_quality", "resize", "check_contract", "layout"):
+    names = ("encoding", "wire", "jpeg_quality", "resize", "check_contract", "layout", "endpoint")
+    for name in names:
         value = getattr(args, name, None)
         if value is not None:
             options[name] = value
@@ -133,6 +181,8 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
         if len(camera_map) != len(pairs):
             raise argparse.ArgumentError(None, "--camera-map names a camera twice")
         options["camera_map"] = camera_map
+    if split := state_split(args):
+        options["state_split"] = split
     return options
 
 
@@ -154,14 +204,22 @@ def announced_layout(client: ActionClient) -> OpenpiLayout | None:
     return layout if isinstance(layout, OpenpiLayout) else None
 
 
-def check_transport_installed(url: str | None, layout: str | None = None) -> None:
+def check_transport_installed(
+    url: str | None, layout: str | None = None, endpoint: Endpoint | None = None
+) -> None:
     """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
-    `ActionClient` decides) needs the websockets library: say so before any work starts."""
+    `ActionClient` decides) needs the websockets library, GR00T's ZeroMQ server pyzmq: say so
+    before any work starts. A URL and ``--endpoint`` that name no server is a usage error."""
     if url is None:
         return
-    endpoint = chosen_endpoint(None, layout)
-    if transport_kind(urlsplit(url).scheme, None, endpoint) == "websocket":
+    try:
+        kind = transport_kind(urlsplit(url).scheme, None, chosen_endpoint(endpoint, layout))
+    except ValueError as exc:
+        raise argparse.ArgumentError(None, str(exc)) from None
+    if kind == "websocket":
         require_module("websockets", f"the websocket URL {url}")
+    elif kind == "zmq":
+        require_module("zmq", f"GR00T's server at {url}")
 
 
 STAGES: tuple[tuple[str, Callable[[ActionResult], float | None]], ...] = (

@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from vla_client.cli.checks import check_output_file, check_output_folder, file_type, require_module
 from vla_client.cli.common import (
     add_connection_options,
@@ -48,13 +50,22 @@ from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
+from vla_client.cli.send import human_bytes
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import transport_kind
+from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import BEHAVIOURS, Watchdog
-from vla_client.errors import ContractError, ServerError, VLAClientError
+from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
-from vla_client.sim.episode import MODES, EpisodeResult, EvalConfig, Mode, World, run_episode
+from vla_client.sim.episode import (
+    MODES,
+    RATE_RANGE_HZ,
+    EpisodeResult,
+    EvalConfig,
+    Mode,
+    World,
+    run_episode,
+)
 from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_round_trip
 from vla_client.tasks.reach import ReachSettings, ReachTask
 from vla_client.transports.base import Transport
@@ -64,6 +75,8 @@ if TYPE_CHECKING:
     from vla_client.viz.rerun_log import RerunLog
 
 TIMES = ("simulated", "real")
+RECORD_HINT_BYTES = 100e6
+"""Past this much, the line saying what `--record` wrote suggests `--record-every`."""
 PLOT_STYLES = {"naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":")}
 """Marker and line per mode, so modes with the same rates stay told apart."""
 
@@ -93,16 +106,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--mode", choices=MODES, nargs="+", default=["aligned"],
         help="how a chunk that arrives late is played; several run one after the other",
     )  # fmt: skip
-    run_group.add_argument("--rate", type=positive_float, default=10.0, metavar="HZ",
-                           help="control ticks per second")  # fmt: skip
+    run_group.add_argument("--rate", type=rate_hz, default=10.0, metavar="HZ",
+                           help="control ticks per second (0.1..1000)")  # fmt: skip
     run_group.add_argument("--episodes", type=positive_int, default=10, metavar="N",
                            help="episodes per delay and mode")  # fmt: skip
     run_group.add_argument("--seed", type=non_negative_int, default=0,
                            help="the first episode's seed; episode i has seed + i")  # fmt: skip
     run_group.add_argument(
         "--prefetch-at", type=non_negative_int, default=None, metavar="N",
-        help="ask for the next chunk when N actions are left (default: half the server's "
-        "action horizon)",
+        help="ask for the next chunk when N actions are left, below the server's action horizon "
+        "(default: half of it)",
     )  # fmt: skip
     run_group.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
                            help="steps cross-faded in --mode blended")  # fmt: skip
@@ -150,7 +163,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )  # fmt: skip
     out_group.add_argument(
         "--record", metavar="DIR",
-        help="write each episode's frames to DIR/<mode>-<delay>ms-seed<N>.vlaobs",
+        help="write each episode's frames to DIR/<mode>-<delay>ms-seed<N>.vlaobs (PNG, about "
+        "0.1 MB a tick for the reach task's two cameras)",
+    )  # fmt: skip
+    out_group.add_argument(
+        "--record-every", type=positive_int, default=1, metavar="N",
+        help="with --record, write every Nth tick's frames only (default: every tick)",
     )  # fmt: skip
     add_rerun_option(out_group)
     parser.set_defaults(func=run)
@@ -168,6 +186,18 @@ def delay_ms(text: str) -> float:
     return value
 
 
+def rate_hz(text: str) -> float:
+    """An argparse type: a control rate in `RATE_RANGE_HZ` (1e300 or 1e-300 Hz is a typo)."""
+    low, high = RATE_RANGE_HZ
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a rate in Hz, got {text!r}") from None
+    if not low <= value <= high:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be {low:g}..{high:g} Hz, got {text!r}")
+    return value
+
+
 @dataclass
 class Cell:
     """The episodes of one mode at one delay."""
@@ -175,6 +205,8 @@ class Cell:
     mode: Mode
     delay_ms: float
     episodes: list[EpisodeResult] = field(default_factory=list)
+    recordings: list[Path] = field(default_factory=list)
+    """The files `--record` wrote, one per episode."""
 
     @property
     def success_rate(self) -> float:
@@ -238,8 +270,10 @@ def _check_args(args: argparse.Namespace) -> None:
         check_output_file(args.plot, "--plot")
     if args.record:
         check_output_folder(args.record, "--record")
+    elif args.record_every != 1:
+        raise argparse.ArgumentError(None, "--record-every needs --record")
     check_rerun(args)
-    check_transport_installed(args.url)
+    check_transport_installed(args.url, args.layout, args.endpoint)
     if args.transport == "websocket":
         require_module("websockets", "--transport websocket")
     client_options(args)  # its usage errors now, before any work
@@ -291,18 +325,25 @@ def _run_matrix(
     delay_jitter = args.jitter_ms / 1e3
     with _client(args, options, NetworkDelay(0.0, 0.0)) as probe:
         metadata = server_metadata(probe)
+        first = _first_observation(args, world)
+        round_trip_s, served = _preflight(args, probe, first)
         horizon = metadata.output.action_horizon if metadata is not None else None
-        world.reset(args.seed)
-        first = _observation(world)
-        round_trip_s = _preflight(args, probe, first)
+        horizon = horizon or len(served)
+        _check_action_dim(args, world, served.shape[1])
         options = {
             **options,
             "encoding": probe.options.encoding,
             "wire": probe.options.wire,
-            "transport": "websocket" if _is_websocket(args) else "http",
+            "transport": _transport_kind(args),
         }
     gate = SafetyGate.from_metadata(metadata) if metadata is not None else SafetyGate()
-    prefetch_at = args.prefetch_at if args.prefetch_at is not None else (horizon or 10) // 2
+    prefetch_at = args.prefetch_at if args.prefetch_at is not None else horizon // 2
+    if prefetch_at >= horizon:
+        raise argparse.ArgumentError(
+            None,
+            f"--prefetch-at {prefetch_at} is not below the server's action horizon of {horizon}: "
+            f"give 0..{horizon - 1} (actions left when the next chunk is asked for)",
+        )
     cells = []
     with rerun_log(args) as log:
         for mode, delay in itertools.product(args.mode, args.delay_ms):
@@ -343,6 +384,7 @@ def _run_cell(
                 folder = Path(args.record)
                 folder.mkdir(parents=True, exist_ok=True)
                 record = folder / f"{config.mode}-{cell.delay_ms:g}ms-seed{seed}.vlaobs"
+                cell.recordings.append(record)
             cell.episodes.append(
                 run_episode(
                     world,
@@ -353,6 +395,8 @@ def _run_cell(
                     gate=gate,
                     make_watchdog=make_watchdog,
                     record=record,
+                    record_every=args.record_every,
+                    reset=client.reset,
                     log=log,
                 )
             )
@@ -369,10 +413,9 @@ def _watchdog_factory(
     return lambda clock: Watchdog(timeout, behaviour, clock=clock)
 
 
-def _is_websocket(args: argparse.Namespace) -> bool:
-    scheme = urlsplit(args.url).scheme
-    endpoint = "openpi" if getattr(args, "layout", None) is not None else None
-    return transport_kind(scheme, args.transport, endpoint) == "websocket"
+def _transport_kind(args: argparse.Namespace) -> TransportKind:
+    endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
+    return transport_kind(urlsplit(args.url).scheme, args.transport, endpoint)
 
 
 @contextlib.contextmanager
@@ -381,9 +424,16 @@ def _client(
 ) -> Iterator[ActionClient]:
     """A client for `args.url`; with `delay`, its transport sleeps that delay both ways."""
     transport: Transport | Literal["http", "websocket"] | None = args.transport
+    if delay is not None and _transport_kind(args) == "zmq":
+        if delay.delay_s or delay.jitter_s:
+            raise ValueError(
+                f"--time real adds its --delay-ms over HTTP and websockets only, not to GR00T's "
+                f"server at {args.url}; use --time simulated"
+            )
+        delay = None  # nothing to add
     if delay is not None:
         inner: Transport
-        if _is_websocket(args):
+        if _transport_kind(args) == "websocket":
             from vla_client.transports.websocket import WebSocketTransport
 
             inner = WebSocketTransport(
@@ -401,19 +451,41 @@ def _client(
         yield client
 
 
-def _observation(world: World) -> Observation:
-    images = world.frames()
-    return Observation(images, state=world.state(), task=world.task)
+def _robot(args: argparse.Namespace) -> str:
+    """The robot, as a line names it: the environment, or the built-in task."""
+    return f"the environment {args.env}" if args.env else "the built-in reach task"
 
 
-def _preflight(args: argparse.Namespace, client: ActionClient, first: Observation) -> float | None:
-    """One real request before the run, so a server that cannot take the robot's observation
-    stops it with one line; with simulated time, the round trip the run charges."""
+def _first_observation(args: argparse.Namespace, world: World) -> Observation:
+    """What the robot sees at the start of the first episode, for the preflight; an
+    environment that fails here stops the run with one line (`ValueError`)."""
+    try:
+        world.reset(args.seed)
+        images = world.frames()
+        return Observation(images, state=world.state(), task=world.task)
+    except Exception as exc:  # the environment's own error, whatever its type
+        raise ValueError(
+            f"{_robot(args)} failed before the first episode: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _preflight(
+    args: argparse.Namespace, client: ActionClient, first: Observation
+) -> tuple[float | None, np.ndarray]:
+    """Real requests before the run, so a server that cannot take the robot's observation
+    stops it with one line. Returns, with simulated time, the round trip the run charges, and
+    the last chunk the server answered (what it gives: its horizon and action dim)."""
+    answered: list[ActionResult] = []
+
+    def infer(observation: Observation) -> ActionResult:
+        answered.append(client.infer(observation))
+        return answered[-1]
+
     try:
         if args.time == "real":
-            client.infer(first)
-            return None
-        measured = measure_round_trip(client.infer, first)
+            infer(first)
+            return None, _one_chunk(args, answered[-1].actions)
+        measured = measure_round_trip(infer, first)
     except ContractError as exc:  # said in flags: --camera-map wrist=top, --resize pad
         raise argparse.ArgumentError(None, failure_line(exc, args)) from None
     except ServerError as exc:
@@ -422,7 +494,32 @@ def _preflight(args: argparse.Namespace, client: ActionClient, first: Observatio
                 None, f"the server refuses the observation: {exc}"
             ) from None
         raise
-    return args.round_trip_ms / 1e3 if args.round_trip_ms is not None else measured
+    charged = args.round_trip_ms / 1e3 if args.round_trip_ms is not None else measured
+    return charged, _one_chunk(args, answered[-1].actions)
+
+
+def _one_chunk(args: argparse.Namespace, actions: np.ndarray) -> np.ndarray:
+    """`actions` when they are one chunk [H, D], as the executor plays; else `ProtocolError`
+    (a batch, say): every episode would drop every reply."""
+    if actions.ndim != 2:
+        raise ProtocolError(
+            f"the server at {args.url} answers actions of shape {list(actions.shape)}, not one "
+            "chunk [H, D]: eval plays one chunk per request"
+        )
+    return actions
+
+
+def _check_action_dim(args: argparse.Namespace, world: World, served: int) -> None:
+    """Refuse, before the first episode, a server whose actions the robot cannot take: every
+    episode would fail on the first chunk."""
+    if served == world.action_dim:
+        return
+    raise argparse.ArgumentError(
+        None,
+        f"{_robot(args)} takes actions of {world.action_dim} values, the server at {args.url} "
+        f"gives {served}: serve a policy whose actions have {world.action_dim} (for the "
+        f"reference policy, vla-client serve --action-dim {world.action_dim})",
+    )
 
 
 def _title(args: argparse.Namespace, options: dict[str, Any]) -> str:
@@ -471,6 +568,8 @@ def _report(
     results: Sequence[ActionResult],
 ) -> None:
     stages = stage_percentiles(results)
+    recorded = [path for cell in cells for path in cell.recordings if path.exists()]
+    recorded_bytes = sum(path.stat().st_size for path in recorded)
     if args.json:
         print_json({
             "url": args.url,
@@ -484,6 +583,10 @@ def _report(
             "round_trip_ms": None if round_trip_s is None else round_trip_s * 1e3,
             "cells": [cell.summary() for cell in cells],
             "timings_ms": {name: {"p50": a, "p90": b, "p99": c} for name, a, b, c in stages},
+            "recorded": None if not args.record else {
+                "folder": args.record, "files": len(recorded), "bytes": recorded_bytes,
+                "every_ticks": args.record_every,
+            },
         })  # fmt: skip
         return
     rows = []
@@ -515,7 +618,14 @@ def _report(
             if episode.error:
                 print(f"{cell.mode} {cell.delay_ms:g} ms seed {episode.seed}: {episode.error}")
     if args.record:
-        print(f"recorded every episode in {args.record} (see 'vla-client view FILE')")
+        every = "every tick" if args.record_every == 1 else f"every {args.record_every} ticks"
+        hint = ""
+        if args.record_every == 1 and recorded_bytes > RECORD_HINT_BYTES:
+            hint = "; --record-every N writes every Nth tick only"
+        print(
+            f"recorded {len(recorded)} episode(s) in {args.record}, {every}: "
+            f"{human_bytes(recorded_bytes)} (see 'vla-client view FILE'){hint}"
+        )
 
 
 def _mean(values: Iterable[float]) -> float:

@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     try:
-        check_transport_installed(args.url, args.layout)
+        check_transport_installed(args.url, args.layout, args.endpoint)
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = client.metadata()
             checks = client.checks(metadata)

@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         if args.save_actions:
             check_output_file(args.save_actions, "--save-actions")
         check_rerun(args)
-        check_transport_installed(args.url, args.layout)
+        check_transport_installed(args.url, args.layout, args.endpoint)
         client = ActionClient(args.url, **client_options(args))
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
         with client:

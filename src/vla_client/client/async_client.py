@@ -13,11 +13,13 @@ from vla_client.errors import ConnectError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import AsyncReplyStream, AsyncTransport
+from vla_client.transports.drive import adrive
 from vla_client.transports.http import AsyncHTTPTransport
 from vla_client.transports.retry import aretrying
 
 if TYPE_CHECKING:
     from vla_client.transports.websocket import AsyncWebSocketTransport
+    from vla_client.transports.zmq import AsyncZmqTransport
 
 
 class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
@@ -30,6 +32,12 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
     _http_type = AsyncHTTPTransport
 
     @staticmethod
+    def _zmq_type() -> type[AsyncZmqTransport]:
+        from vla_client.transports.zmq import AsyncZmqTransport
+
+        return AsyncZmqTransport
+
+    @staticmethod
     def _websocket_type() -> type[AsyncWebSocketTransport]:
         from vla_client.transports.websocket import AsyncWebSocketTransport
 
@@ -37,6 +45,8 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
 
     async def metadata(self) -> ActionMetadata:
         """The server's policy description."""
+        if self._gr00t is not None:
+            return await adrive(self._gr00t.metadata())
         return read_metadata(await self._transport.metadata())
 
     async def infer(
@@ -49,6 +59,10 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
         **parameters: Any,
     ) -> ActionResult:
         """One inference, as `ActionClient.infer`."""
+        if self._gr00t is not None:
+            if runtime or return_digest:
+                raise ValueError("GR00T's server takes no runtime options or digests")
+            return await adrive(self._gr00t.infer(observation, parameters, request_id))
         return await self._book.arun(
             observation,
             parameters,
@@ -122,6 +136,14 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
             if 400 <= exc.status_code < 500:  # it may be another server now: read it again
                 self._http_metadata = None
             raise
+
+    async def reset(self) -> None:
+        """Start a new episode: GR00T's server resets its policy. The action API (SGLang's and
+        the reference server's) and openpi's websocket keep no episode state between
+        requests, so there it does nothing. `ControlLoop` and ``vla-client eval`` call it at
+        each episode's start."""
+        if self._gr00t is not None:
+            await adrive(self._gr00t.reset())
 
     async def close(self) -> None:
         """Close the connection (pool)."""

@@ -7,6 +7,7 @@ websocket transports follow.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import fields
@@ -21,6 +22,7 @@ from vla_client.client.core import (
     chosen_endpoint,
     transport_kind,
 )
+from vla_client.client.gr00t import Gr00tSession
 from vla_client.protocol import (
     ActionMetadata,
     Encoding,
@@ -30,6 +32,7 @@ from vla_client.protocol import (
     Wire,
     read_metadata,
 )
+from vla_client.transports.base import MessageTransport
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive, renamed_keywords
 
@@ -37,11 +40,12 @@ TransportT = TypeVar("TransportT")
 StreamT = TypeVar("StreamT")
 
 
-URL_SCHEMES = ("http", "https", "ws", "wss")
+URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
 
 
 def check_base_url(base_url: str) -> None:
-    """`ValueError` unless `base_url` is an ``http(s)://`` or ``ws(s)://`` URL with a host."""
+    """`ValueError` unless `base_url` is an ``http(s)://``, ``ws(s)://`` or ``tcp://`` (GR00T's
+    ZeroMQ) URL with a host."""
     if not isinstance(base_url, str):
         raise ValueError(f"base_url must be a URL string; got {base_url!r}")
     parts = urlsplit(base_url)
@@ -50,10 +54,32 @@ def check_base_url(base_url: str) -> None:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
 
 
-def keywords_given(asked: ClientOptions) -> list[str]:
-    """The option keywords in `asked` that differ from their defaults (so were given)."""
-    defaults = ClientOptions()
-    return [f.name for f in fields(asked) if getattr(asked, f.name) != getattr(defaults, f.name)]
+OPTION_KEYWORDS = tuple(f.name for f in fields(ClientOptions))
+"""The constructor keywords that `ClientOptions` also holds: each is set in one place."""
+
+InitT = TypeVar("InitT", bound=Callable[..., None])
+
+
+def options_in_one_place(init: InitT) -> InitT:
+    """Refuse a constructor call that gives ``options=`` and any `OPTION_KEYWORDS` as well.
+
+    What counts is whether a keyword was given, not its value: ``options=ClientOptions(
+    check_contract=False), check_contract=True`` names the default value, and would otherwise
+    be dropped without a word.
+    """
+
+    @functools.wraps(init)
+    def checked(*args: Any, **kwargs: Any) -> None:
+        if kwargs.get("options") is not None:
+            given = [name for name in OPTION_KEYWORDS if name in kwargs]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} given as keywords beside options=; "
+                    "set each in one place (ClientOptions fields or keywords)"
+                )
+        init(*args, **kwargs)
+
+    return cast("InitT", checked)
 
 
 class ClientBase(ABC, Generic[TransportT, StreamT]):
@@ -66,6 +92,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     @renamed_keywords(  # the 0.1.0 names
         timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s"
     )
+    @options_in_one_place
     def __init__(
         self,
         base_url: str,
@@ -87,6 +114,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         image_size: tuple[int, int] | None = None,
         check_contract: bool = True,
         max_reply_bytes: int | None = None,
+        state_split: Mapping[str, int] | None = None,
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
@@ -103,15 +131,11 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             resize=resize,
             image_size=image_size,
             check_contract=check_contract,
+            state_split=state_split,
         )
         if options is not None:
             if not isinstance(options, ClientOptions):
                 raise TypeError(f"options must be a ClientOptions, got {type(options).__name__}")
-            if given := keywords_given(asked):
-                raise ValueError(
-                    f"{', '.join(given)} given as keywords beside options=; "
-                    "set each in one place (ClientOptions fields or keywords)"
-                )
             asked = options
         endpoint = chosen_endpoint(endpoint, asked.layout)
         if retry is not None and not isinstance(retry, RetryPolicy):
@@ -124,7 +148,11 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
             kind = transport_kind(urlsplit(base_url).scheme, transport, endpoint)
-            if kind == "websocket":
+            if kind == "zmq":
+                opened = self._zmq_type()(
+                    base_url, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes
+                )
+            elif kind == "websocket":
                 opened = self._websocket_type()(
                     base_url, endpoint=endpoint, timeout_s=timeout_s, api_key=api_key,
                     max_reply_bytes=max_reply_bytes,
@@ -138,11 +166,15 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
         self._stream: StreamT | None = (
             cast("StreamT", transport) if isinstance(transport, self._stream_type) else None
         )
+        gr00t = isinstance(transport, MessageTransport)
         self._book = RequestBook(
             asked,
             websocket=self._stream is not None,
             openpi=getattr(transport, "endpoint", None) == "openpi",
+            gr00t=gr00t,
         )
+        self._gr00t = Gr00tSession(self._book, transport, api_key) if gr00t else None
+        """GR00T's calls, for a ZeroMQ transport; None for the action API's transports."""
         self.options = self._book.options
         self.stats = self._book.stats
         self._http_metadata: ActionMetadata | None = None
@@ -192,6 +224,12 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     def transport(self) -> TransportT:
         """The transport in use (a websocket transport has its own connection `stats`)."""
         return self._transport
+
+    @staticmethod
+    @abstractmethod
+    def _zmq_type() -> Callable[..., Any]:
+        """This client's ZeroMQ transport class, imported only when one is opened (the
+        ``gr00t`` extra may not be installed)."""
 
     @staticmethod
     @abstractmethod

@@ -50,6 +50,7 @@ from vla_client.protocol import (
     read_actions,
     read_reply,
 )
+from vla_client.protocol.gr00t import check_state_split
 from vla_client.validation import check_choice, check_positive
 
 Resize = Literal["auto", "pad", "crop", "none"]
@@ -62,8 +63,8 @@ _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a
 timeout this close to the deadline is the deadline's."""
 
-TransportKind = Literal["http", "websocket"]
-TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
+TransportKind = Literal["http", "websocket", "zmq"]
+TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq")
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,10 @@ class ClientOptions:
     """How a client fits and encodes an observation, and when it gives up.
 
     Pass one as ``ActionClient(url, options=ClientOptions(...))`` (to keep a robot's settings
-    in one value), or give the same names as keywords; `ActionClient.options` is what the
-    client then uses, resolved for its transport (`for_transport`).
+    in one value), or give the same names as keywords, not both: a keyword given beside
+    ``options=`` is a `ValueError`, even one that repeats its default (``check_contract=True``
+    would otherwise be dropped without a word). `ActionClient.options` is what the client then
+    uses, resolved for its transport (`for_transport`).
 
     Fitting (see `FramePreprocessor`): `camera_map` renames the robot's cameras to the
     server's, frames are resized to the server's image size with `resize` (or to `image_size`
@@ -82,6 +85,8 @@ class ClientOptions:
     `jpeg_quality`, and for openpi's endpoint the request `layout` (a name such as ``droid``,
     an `OpenpiLayout` or a function; None there: ``flat``). Giving up: observations older
     than `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
+    For GR00T's server, `state_split` (state key -> length) cuts the flat state vector into the
+    named parts it reads (`vla_client.protocol.gr00t`).
     """
 
     encoding: Encoding | None = None
@@ -94,8 +99,10 @@ class ClientOptions:
     resize: Resize = "auto"
     image_size: tuple[int, int] | None = None
     check_contract: bool = True
+    state_split: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
+        check_state_split(self.state_split)
         check_choice("resize", self.resize, RESIZES)
         check_camera_map(self.camera_map)
         if self.image_size is not None and (
@@ -133,10 +140,20 @@ class ClientOptions:
         for name in ("max_observation_age_s", "deadline_s"):
             check_positive(name, getattr(self, name), allow_none=True)
 
-    def for_transport(self, *, websocket: bool, openpi: bool) -> ClientOptions:
+    def for_transport(self, *, websocket: bool, openpi: bool, gr00t: bool = False) -> ClientOptions:
         """These options with the transport's defaults filled in: websockets carry msgpack,
         openpi's endpoint raw arrays in the flat layout (a layout name becomes its
-        `OpenpiLayout`). Raises `ValueError` for what the transport cannot carry."""
+        `OpenpiLayout`), GR00T's server raw arrays in its msgpack, and nothing else. Raises
+        `ValueError` for what the transport cannot carry."""
+        if self.state_split is not None and not gr00t:
+            raise ValueError("state_split is for GR00T's server; pass endpoint='gr00t' as well")
+        if gr00t:
+            given = [name for name in ("encoding", "wire", "layout") if getattr(self, name)]
+            if given:
+                raise ValueError(
+                    f"GR00T's server takes raw arrays in its own msgpack; leave {given} unset"
+                )
+            return replace(self, encoding="raw", wire="msgpack")
         if websocket and self.wire == "json":
             raise ValueError(
                 "websocket frames are msgpack; leave wire unset or pass wire='msgpack'"
@@ -179,12 +196,26 @@ def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | Non
 
 
 def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
-    """`transport` if given, else websocket for ``ws(s)://`` URLs or a websocket `endpoint`."""
+    """`transport` if given, else ZeroMQ for ``tcp://`` URLs (GR00T's server), websocket for
+    ``ws(s)://`` URLs or a websocket `endpoint`, else HTTP. GR00T's `endpoint` is ZeroMQ's
+    only, on a ``tcp://`` URL."""
+    zmq = scheme == "tcp" or endpoint == "gr00t"
+    if zmq and (
+        scheme != "tcp" or endpoint not in (None, "gr00t") or transport not in (None, "zmq")
+    ):
+        raise ValueError(
+            f"GR00T's server is at tcp://host:port with endpoint='gr00t' over ZeroMQ; got a "
+            f"{scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
+        )
     if transport is not None:
         check_choice("transport", transport, TRANSPORT_KINDS)
         if transport == "http" and endpoint is not None:
             raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
+        if transport == "zmq" and not zmq:
+            raise ValueError("ZeroMQ is GR00T's transport: a tcp:// URL")
         return transport  # type: ignore[return-value]
+    if zmq:
+        return "zmq"
     return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
 
 
@@ -236,9 +267,16 @@ class RequestBook:
     """
 
     def __init__(
-        self, options: ClientOptions, *, websocket: bool = False, openpi: bool = False
+        self,
+        options: ClientOptions,
+        *,
+        websocket: bool = False,
+        openpi: bool = False,
+        gr00t: bool = False,
     ) -> None:
-        self.options = options = options.for_transport(websocket=websocket, openpi=openpi)
+        self.options = options = options.for_transport(
+            websocket=websocket, openpi=openpi, gr00t=gr00t
+        )
         self.stats = ClientStats()
         layout = options.layout
         assert options.encoding and options.wire and not isinstance(layout, str)  # resolved
@@ -380,17 +418,9 @@ class RequestBook:
         Raises `StaleObservationError` for an observation older than ``max_observation_age_s``
         (counted) and `ContractError` for one that does not fit, before anything is encoded.
         """
-        if not isinstance(observation, Observation):
-            raise TypeError(f"infer() takes an Observation, got {type(observation).__name__}")
         options = self.options
         encoding, wire, layout = self._encode_as
-        try:
-            check_age(observation, options.max_observation_age_s)
-        except StaleObservationError:
-            self.stats.stale_observations += 1
-            raise
-        fit_start = time.perf_counter()
-        observation = fitter(observation)
+        observation, fit_ms = self.fitted(observation, fitter)
         start = time.perf_counter()
         request_id = request_id or new_request_id()
         body, content_type = encode_request(
@@ -411,10 +441,38 @@ class RequestBook:
             content_type=content_type,
             accept=content_type if wire == "msgpack" else "application/json",
             request_id=request_id,
-            fit_ms=(start - fit_start) * 1000,
+            fit_ms=fit_ms,
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
         )
+
+    def fitted(
+        self, observation: Observation, fitter: FramePreprocessor
+    ) -> tuple[Observation, float]:
+        """`observation` fitted with `fitter`, and the milliseconds that took; refused first
+        when it is not an `Observation` (`TypeError`) or is older than
+        ``max_observation_age_s`` (`StaleObservationError`, counted)."""
+        if not isinstance(observation, Observation):
+            raise TypeError(f"infer() takes an Observation, got {type(observation).__name__}")
+        try:
+            check_age(observation, self.options.max_observation_age_s)
+        except StaleObservationError:
+            self.stats.stale_observations += 1
+            raise
+        start = time.perf_counter()
+        fitted = fitter(observation)
+        return fitted, (time.perf_counter() - start) * 1000
+
+    def check_in_time(self, prepared: PreparedRequest) -> None:
+        """`DeadlineExceededError` (counted) for a reply to `prepared` that came after its
+        deadline: it is discarded."""
+        if prepared.deadline_at is not None and time.monotonic() > prepared.deadline_at:
+            self.stats.late_replies += 1
+            raise DeadlineExceededError(
+                f"reply to {prepared.request_id} came after its deadline of "
+                f"{self.options.deadline_s:.3g} s; discarded",
+                request_id=prepared.request_id,
+            )
 
     def wait_until(self, deadline_at: float | None) -> float | None:
         """The most a call may take before `deadline_at` (None: no deadline, the transport's
@@ -507,13 +565,7 @@ class RequestBook:
                     f"({prepared.request_id!r})",
                     request_id=prepared.request_id,
                 )
-        if prepared.deadline_at is not None and time.monotonic() > prepared.deadline_at:
-            self.stats.late_replies += 1
-            raise DeadlineExceededError(
-                f"reply to {prepared.request_id} came after its deadline of "
-                f"{self.options.deadline_s:.3g} s; discarded",
-                request_id=prepared.request_id,
-            )
+        self.check_in_time(prepared)
         server_timings = {
             **(document.get("timings") or {}),
             **(document.get("server_timing") or {}),

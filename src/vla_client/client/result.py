@@ -45,6 +45,9 @@ class ActionResult:
 
     `digests` is present when the request asked for `return_digest`: per camera, the shape,
     dtype and SHA-256 of the pixels the server decoded. `raw` is the parsed reply as received.
+    `action_keys` names the columns of a chunk joined from named parts (GR00T's action keys):
+    ``result.actions[:, result.action_keys["arm"]]`` is the arm's; None where the server
+    answers one unnamed chunk.
     """
 
     actions: np.ndarray
@@ -52,6 +55,7 @@ class ActionResult:
     timings: Timings
     raw: dict[str, Any]
     digests: dict[str, dict[str, Any]] | None = None
+    action_keys: dict[str, slice] | None = None
 
     @property
     def horizon(self) -> int:

@@ -13,11 +13,13 @@ from vla_client.errors import ConnectError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.base import ReplyStream, Transport
+from vla_client.transports.drive import drive
 from vla_client.transports.http import HTTPTransport
 from vla_client.transports.retry import retrying
 
 if TYPE_CHECKING:
     from vla_client.transports.websocket import WebSocketTransport
+    from vla_client.transports.zmq import ZmqTransport
 
 
 class ActionClient(ClientBase[Transport, ReplyStream]):
@@ -40,7 +42,7 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
         options: The fitting, encoding and time-limit options in one `ClientOptions` value
             (``encoding`` through ``check_contract``), instead of as keywords; giving one both
-            ways is a `ValueError`.
+            ways is a `ValueError`, even when the keyword repeats its default.
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
         timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
@@ -61,6 +63,12 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
     _http_type = HTTPTransport
 
     @staticmethod
+    def _zmq_type() -> type[ZmqTransport]:
+        from vla_client.transports.zmq import ZmqTransport
+
+        return ZmqTransport
+
+    @staticmethod
     def _websocket_type() -> type[WebSocketTransport]:
         from vla_client.transports.websocket import WebSocketTransport
 
@@ -68,6 +76,8 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
+        if self._gr00t is not None:
+            return drive(self._gr00t.metadata())
         return read_metadata(self._transport.metadata())
 
     def infer(
@@ -84,6 +94,10 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         The reply is always the one for this request (`request_id`, or a fresh id): on a
         websocket a reply to another request is skipped and the next one read.
         """
+        if self._gr00t is not None:
+            if runtime or return_digest:
+                raise ValueError("GR00T's server takes no runtime options or digests")
+            return drive(self._gr00t.infer(observation, parameters, request_id))
         return self._book.run(
             observation,
             parameters,
@@ -163,6 +177,14 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
             if 400 <= exc.status_code < 500:  # it may be another server now: read it again
                 self._http_metadata = None
             raise
+
+    def reset(self) -> None:
+        """Start a new episode: GR00T's server resets its policy. The action API (SGLang's and
+        the reference server's) and openpi's websocket keep no episode state between
+        requests, so there it does nothing. `ControlLoop` and ``vla-client eval`` call it at
+        each episode's start."""
+        if self._gr00t is not None:
+            drive(self._gr00t.reset())
 
     def close(self) -> None:
         """Close the connection (pool)."""

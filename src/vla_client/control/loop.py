@@ -35,7 +35,9 @@ class ControlLoop:
 
     `run()` is for one thread at a time; `stop()` may be called from any thread, including from
     inside `apply_action`. `clock` and `sleep` are injectable so the schedule can be tested
-    without waiting; by default the sleep wakes early when `stop()` is called.
+    without waiting; by default the sleep wakes early when `stop()` is called. `reset` is
+    called as each `run()` starts, before its first tick: a run is an episode, and
+    `ActionClient.reset` there tells the server a new one begins.
 
     The whole loop runs on one clock, the executor's (`ChunkExecutor(clock=)`, the clock the
     cameras stamp frames with): the schedule, the executor's ages and deadlines, and the
@@ -56,9 +58,12 @@ class ControlLoop:
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], object] | None = None,
         record: Callable[[Observation, Action], object] | None = None,
+        reset: Callable[[], object] | None = None,
         log: TickLog | None = None,
     ) -> None:
         check_positive("rate_hz", rate_hz, finite=True)
+        if reset is not None and not callable(reset):
+            raise ValueError(f"reset must be a callable taking nothing, or None; got {reset!r}")
         if record is not None and not callable(record):
             raise ValueError(
                 f"record must be a callable taking (observation, action), or None; got {record!r}"
@@ -86,6 +91,7 @@ class ControlLoop:
         self._gate = gate
         self._watchdog = watchdog
         self._record = record
+        self._reset = reset
         self._log = log
         self._clock = clock
         self._stopping = threading.Event()
@@ -107,6 +113,8 @@ class ControlLoop:
         if ticks is not None:
             check_at_least("ticks", ticks, 0, integer=True)
         self._stopping.clear()
+        if self._reset is not None:
+            self._reset()
         start = self._clock()
         counter = range(ticks) if ticks is not None else itertools.count()
         for i in counter:

@@ -5,6 +5,9 @@ answers with its action chunk, and ``GET /v1/actions/metadata`` describes the po
 websockets keep a connection open instead: ``/v1/actions/realtime`` takes the same request
 documents as HTTP, and ``/openpi/policy`` takes openpi's flat observation dicts. openpi's own
 client connects to ``/`` unless given a path, so a server speaking openpi answers there too.
+
+One endpoint is not the action API's: ``gr00t``, NVIDIA Isaac GR00T's policy server, which
+listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.gr00t`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ GENERATIONS_PATH = "/v1/actions/generations"
 METADATA_PATH = "/v1/actions/metadata"
 HEALTH_PATH = "/health"
 
-Endpoint = Literal["realtime", "openpi"]
-ENDPOINTS: tuple[Endpoint, ...] = ("realtime", "openpi")
+Endpoint = Literal["realtime", "openpi", "gr00t"]
+ENDPOINTS: tuple[Endpoint, ...] = ("realtime", "openpi", "gr00t")
 ENDPOINT_PATHS: dict[Endpoint, str] = {
     "realtime": "/v1/actions/realtime",
     "openpi": "/openpi/policy",
@@ -41,6 +44,8 @@ def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str,
     """
     if endpoint is not None:
         check_endpoint(endpoint)
+    if endpoint == "gr00t":
+        raise ValueError("GR00T's server speaks ZeroMQ, not websockets: use tcp://host:5555")
     parts = urlsplit(base_url)
     scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
     if scheme not in ("ws", "wss"):

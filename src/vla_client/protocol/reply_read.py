@@ -118,15 +118,23 @@ def _has_actions(document: dict[Any, Any]) -> bool:
 
 
 def _detail(reply: Reply) -> str:
-    """The ``detail`` of a JSON error body, else the body as text."""
+    """The message of a JSON error body, else the body as text: its ``detail`` (FastAPI's, the
+    reference server's), or its ``error`` (SGLang's action server answers 503
+    ``{"error": message}`` while it warms up or after its scheduler failed), a string or an
+    object's ``message`` (OpenAI's form)."""
     text = reply.content.decode("utf-8", "replace").strip()
     try:
         document = orjson.loads(reply.content)
     except orjson.JSONDecodeError:
         return text or f"HTTP {reply.status}"
-    if isinstance(document, dict) and "detail" in document:
-        detail = document["detail"]
-        return detail if isinstance(detail, str) else orjson.dumps(detail).decode()
+    if not isinstance(document, dict):
+        return text or f"HTTP {reply.status}"
+    for key in ("detail", "error"):
+        detail = document.get(key)
+        if isinstance(detail, dict) and isinstance(detail.get("message"), str):
+            detail = detail["message"]
+        if detail is not None:
+            return detail if isinstance(detail, str) else orjson.dumps(detail).decode()
     return text or f"HTTP {reply.status}"
 
 

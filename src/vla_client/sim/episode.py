@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import numpy as np
 
 from vla_client.client.result import ActionResult
 from vla_client.control.chunk import ChunkExecutor
 from vla_client.control.safety import SafetyGate
+from vla_client.control.stats import ExecutorStats
 from vla_client.control.types import Action, InferFn
 from vla_client.control.watchdog import Watchdog
 from vla_client.errors import VLAClientError
@@ -36,12 +37,16 @@ from vla_client.validation import check_at_least, check_choice, check_positive
 if TYPE_CHECKING:
     from vla_client.viz.rerun_log import RerunLog
 
+T = TypeVar("T")
+
 Mode = Literal["naive", "aligned", "blended"]
 MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
 """How a chunk is played: from its first row however late (naive), from the row for the tick
 it arrives on (aligned), or aligned and cross-faded from the old chunk (blended)."""
 JOIN_TIMEOUT_S = 60.0
 """The longest an episode's end waits for its last request (a client timeout is shorter)."""
+RATE_RANGE_HZ = (0.1, 1000.0)
+"""Control rates accepted: from a tick every 10 s to a fast joint controller's 1 kHz."""
 
 
 class World(Protocol):
@@ -90,7 +95,9 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         check_choice("mode", self.mode, MODES)
-        check_positive("rate_hz", self.rate_hz, finite=True)
+        low, high = RATE_RANGE_HZ
+        if not isinstance(self.rate_hz, int | float) or not low <= self.rate_hz <= high:
+            raise ValueError(f"rate_hz must be in {low:g}..{high:g} Hz, got {self.rate_hz!r}")
         check_at_least("prefetch_at", self.prefetch_at, 0, integer=True)
         check_at_least("blend_steps", self.blend_steps, 1, integer=True)
         check_positive("give_up_s", self.give_up_s, finite=True)
@@ -113,7 +120,8 @@ class EpisodeResult:
     steps: int
     episode_return: float
     error: str | None
-    """Why the episode was cut short (a server that went away, an unsafe action), or None."""
+    """Why the episode was cut short (a server that went away or kept answering malformed
+    chunks, an unsafe action, an environment that raised), or None."""
     duration_s: float
     """Episode time on the run's clock (simulated or real)."""
     wall_s: float
@@ -121,10 +129,14 @@ class EpisodeResult:
     chunks: int
     starved_ticks: int
     failed_requests: int
+    """Requests that gave no chunk: errors, late or mismatched replies, malformed chunks."""
     staleness_ticks: float
     """Mean ticks between an accepted chunk's observation and its first use."""
     observation_to_action_ms: float
     """Median capture-to-chunk time on the run's clock (includes the injected delay)."""
+    last_failure: str | None = None
+    """Why the last failed request failed (None when none did), even in an episode that
+    went on to succeed."""
     results: list[ActionResult] = field(default_factory=list, repr=False)
     """Every reply, for per-stage latency."""
 
@@ -145,6 +157,8 @@ def run_episode(
     gate: SafetyGate | None = None,
     make_watchdog: Callable[[Callable[[], float]], Watchdog] | None = None,
     record: Path | None = None,
+    record_every: int = 1,
+    reset: Callable[[], object] | None = None,
     log: RerunLog | None = None,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
@@ -153,10 +167,13 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it). `log` logs the episode to Rerun under
-    ``MODE-DELAYms-seedN/``, on the episode's clock.
+    tick's observation to (``vla-client view`` shows it), or only every `record_every` ticks'.
+    `reset` starts the server's episode (`ActionClient.reset`), after the world's. An exception
+    from `world` (its reset, frames, state or step) ends the episode with the reason in
+    `EpisodeResult.error`. `log` logs the episode to Rerun under ``MODE-DELAYms-seedN/``, on the
+    episode's clock.
     """
-    world.reset(seed)
+    check_at_least("record_every", record_every, 1, integer=True)
     results: list[ActionResult] = []
 
     def collecting(observation: Observation) -> ActionResult:
@@ -182,29 +199,35 @@ def run_episode(
         gate.reset()
     watchdog = make_watchdog(clock) if make_watchdog is not None else None
     if log is not None:
-        log.start(f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}", gate=gate,
-                  watchdog=watchdog)  # fmt: skip
+        name = f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}"
+        log.start(name, gate=gate, watchdog=watchdog)
         log.use_clock(clock, config.period_s)
     writer = _writer(record, world, seed, config)
     wall_start = time.time()
     started = clock()
     current: Observation | None = None
+    in_world = _WorldCalls()
     patience = _Patience(executor, started, config.give_up_s)
 
     def observe() -> Observation:
         nonlocal current
         if current is None:
-            images = world.frames()
+            images = in_world(world.frames)
             current = Observation(
                 images,
-                state=world.state(),
+                state=in_world(world.state),
                 task=world.task,
                 capture_times=dict.fromkeys(images, clock()),
             )
         return current
 
     error = None
+    world_reset = False
     try:
+        in_world(world.reset, seed)
+        world_reset = True
+        if reset is not None:
+            reset()
         for tick in range(config.max_steps):
             if simulated is not None:
                 if tick and simulated.advance(config.period_s, in_flight=executor.in_flight):
@@ -212,19 +235,24 @@ def run_episode(
             else:
                 _sleep_until(started + tick * config.period_s)
             current = None
-            if writer is not None:
+            if writer is not None and tick % record_every == 0:
                 writer.write(observe(), wall_time=wall_start + clock() - started)
             action = _action(executor, observe, watchdog, gate)
-            world.step(action)
-            if log is not None:
+            if log is not None:  # the tick's reading, before the action moves the world
                 log.tick(clock(), observe(), action)
-            if world.done:
+            in_world(world.step, action)
+            if in_world(lambda: world.done):
                 break
             error = patience.exhausted(clock())
             if error is not None:
                 break
-    except (VLAClientError, ValueError) as exc:  # the episode fails; the run goes on
-        error = _one_line(exc)
+    except Exception as exc:  # the episode fails; the run goes on
+        if exc is in_world.failure:
+            error = f"the environment failed: {_one_line(exc)}"
+        elif isinstance(exc, VLAClientError | ValueError):
+            error = _one_line(exc)
+        else:
+            raise
     finally:
         if simulated is not None:
             simulated.end()
@@ -235,20 +263,43 @@ def run_episode(
     samples = list(stats.latencies)
     return EpisodeResult(
         seed=seed,
-        success=bool(world.success) and error is None,
-        steps=world.steps,
-        episode_return=float(world.episode_return),
+        success=world_reset and bool(world.success) and error is None,
+        steps=world.steps if world_reset else 0,
+        episode_return=float(world.episode_return) if world_reset else 0.0,
         error=error,
         duration_s=clock() - started,
         wall_s=time.time() - wall_start,
         requests=stats.requests_sent,
         chunks=stats.chunks_received,
         starved_ticks=stats.starved_ticks,
-        failed_requests=stats.errors + stats.dropped_late + stats.dropped_mismatched,
+        failed_requests=_failed_requests(stats),
         staleness_ticks=float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan,
         observation_to_action_ms=stats.observation_to_action_ms().p50,
+        last_failure=None if executor.last_error is None else _one_line(executor.last_error),
         results=results,
     )
+
+
+def _failed_requests(stats: ExecutorStats) -> int:
+    """Requests that gave no chunk to play: retryable errors, late or mismatched replies, and
+    replies that broke the action API (a malformed chunk reads as a failure, never as a
+    policy that is slow to answer)."""
+    return stats.errors + stats.dropped_late + stats.dropped_mismatched + stats.malformed_replies
+
+
+class _WorldCalls:
+    """Calls into the world (an environment: its code, not this package's), remembering the
+    exception one raised, so the episode can tell the world's failure from its own."""
+
+    def __init__(self) -> None:
+        self.failure: Exception | None = None
+
+    def __call__(self, call: Callable[..., T], *args: object) -> T:
+        try:
+            return call(*args)
+        except Exception as exc:  # an environment's own bug or refusal, whatever its type
+            self.failure = exc
+            raise
 
 
 def _action(
@@ -279,7 +330,7 @@ class _Patience:
         """Why to stop now, or None to go on."""
         executor = self._executor
         stats = executor.stats
-        failures = stats.errors + stats.dropped_late + stats.dropped_mismatched
+        failures = _failed_requests(stats)
         if stats.chunks_received != self._chunks:
             self._chunks, self._failures_then = stats.chunks_received, failures
         last = self._started if executor.last_chunk_at is None else executor.last_chunk_at

@@ -59,6 +59,15 @@ class AsyncTransport(Protocol):
 
 
 @runtime_checkable
+class MessageTransport(Protocol):
+    """A transport that carries whole messages each way and reads none of them: ZeroMQ
+    request/reply to GR00T's server (`vla_client.transports.zmq`), blocking or asyncio, whose
+    `call` returns the reply's bytes (awaitable, for asyncio)."""
+
+    def call(self, body: bytes, *, timeout_s: float | None = None) -> Any: ...
+
+
+@runtime_checkable
 class ReplyStream(Protocol):
     """A transport with one connection for many requests, whose replies arrive in order."""
 

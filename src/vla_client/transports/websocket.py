@@ -33,6 +33,7 @@ from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.frames import CloseCode
 from websockets.protocol import State
+from websockets.sync import client as sync_client
 from websockets.sync.client import ClientConnection, connect
 
 from vla_client.codecs import msgpack_numpy
@@ -53,10 +54,41 @@ from vla_client.protocol import (
     status_from_close,
     websocket_url,
 )
+from vla_client.protocol.status import redirect_detail
 from vla_client.transports.retry import Backoff
 from vla_client.validation import check_positive, renamed_keywords
 
 CLOSE_TIMEOUT_S = 1.0
+
+
+# Redirects: the `websockets` library follows them itself (asyncio since 14, sync since 17.1),
+# and across origins drops only Authorization, Cookie and Proxy-Authorization: a key in any
+# other header would go wherever the server points. As over HTTP, none is followed; the 3xx
+# is reported (`_Link.connect_failed`).
+
+
+class _AsyncOpener(async_connect):
+    """`websockets.asyncio.client.connect`, following no redirect."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
+
+
+def _open_sync(url: str, **options: Any) -> ClientConnection:
+    """`websockets.sync.client.connect(url, **options)`, following no redirect."""
+    conn: ClientConnection
+    if not hasattr(sync_client, "reconnect"):  # websockets < 17.1: its sync client follows none
+        conn = connect(url, **options)
+        return conn
+
+    class Opener(sync_client.reconnect):  # type: ignore[misc,name-defined,unused-ignore]
+        def process_redirect(self, exc: Exception) -> Exception | str:
+            return exc
+
+    conn = Opener(url, **options).connect()
+    return conn
+
+
 ConnectionT = TypeVar("ConnectionT", ClientConnection, AsyncConnection)
 LockT = TypeVar("LockT", threading.Lock, asyncio.Lock)
 _CONNECT_ERRORS = (
@@ -176,7 +208,12 @@ class _Link(Generic[ConnectionT, LockT]):
     def connect_failed(self, exc: Exception) -> VLAClientError:
         """The error for a connection that did not open; nothing was sent on it."""
         error: VLAClientError
-        if isinstance(exc, InvalidStatus):
+        if isinstance(exc, InvalidStatus) and 300 <= exc.response.status_code < 400:
+            status = exc.response.status_code
+            error = ServerError(
+                status, redirect_detail(status, exc.response.headers.get("Location"))
+            )
+        elif isinstance(exc, InvalidStatus):
             body = exc.response.body.decode("utf-8", "replace").strip() if exc.response.body else ""
             error = ServerError(
                 exc.response.status_code, body or f"handshake refused on {self.url}"
@@ -287,7 +324,7 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
         self._drop()
         self.gate.check(self.url)
         try:
-            conn: ClientConnection = connect(self.url, **self.connect_options(timeout_s))
+            conn = _open_sync(self.url, **self.connect_options(timeout_s))
             conn.__enter__()  # as `with connect()` would; websockets >= 17.1 warns otherwise
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
@@ -373,7 +410,7 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
         await self._drop()
         self.gate.check(self.url)
         try:
-            conn: AsyncConnection = await async_connect(self.url, **self.connect_options(timeout_s))
+            conn: AsyncConnection = await _AsyncOpener(self.url, **self.connect_options(timeout_s))
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
