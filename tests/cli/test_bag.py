@@ -156,3 +156,9 @@ def test_a_state_topic_of_another_type_and_a_missing_bag_are_refused(
 )
 def test_bag_usage_errors(cli, counting_server, usage_error, args, reason):
     assert reason in usage_error(cli("send", counting_server.url, *args))
+
+
+def test_record_refuses_a_topic_without_a_bag(cli, usage_error, tmp_path):
+    line = usage_error(cli("record", str(tmp_path / "x.vlaobs"), "--topic", "/a=a"))
+    assert "--topic names the topics of a --bag; add --bag PATH" in line
+    assert "(see 'vla-client record --help')" in line

@@ -29,7 +29,8 @@ def recording_to_rerun(recording: str | Path, out: str | Path) -> int:
         times = reader.wall_times()
         gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
         period_s = statistics.median(gaps) if gaps else 0.1
-        with RerunLog(out, period_s=period_s, block=True) as log:
+        log = RerunLog(out, period_s=period_s, block=True)
+        try:
             log.use_clock(lambda: times[0] if times else 0.0, period_s)
             for _, step in reader.read(None):
                 t, observation = step.wall_time, step.observation
@@ -42,4 +43,6 @@ def recording_to_rerun(recording: str | Path, out: str | Path) -> int:
                 }
                 log.put_sent(t, observation, actions, latencies, replied_at=t)
                 log.tick(t, observation, step.applied_action)
+        finally:
+            log.close(timeout=None)  # every step written, however long that takes
     return len(times)
