@@ -13,12 +13,22 @@ included by docs/install.md:
 
     python .ci/check_wheels.py           # resolve, and fail if docs/install-wheels.md differs
     python .ci/check_wheels.py --write   # resolve and write docs/install-wheels.md
+
+The heavy optional extras (``rerun``: rerun-sdk, a 170 MB wheel; ``ros``: rosbags) are checked
+on Linux x86-64 too and on every Python from 3.10 to 3.13, each as its own install, by pip's
+resolver in ``--dry-run --report`` mode: it reads the wheels' metadata files instead of
+downloading them. Their dependencies carry Python-version markers only (pip evaluates those
+for the target); `EXTRA_TABLE` (docs/install-wheels-extras.md) says which release each gets:
+
+    python .ci/check_wheels.py --extras            # resolve, fail if the extras' table differs
+    python .ci/check_wheels.py --extras --write
 """
 
 from __future__ import annotations
 
 import argparse
 import email.parser
+import json
 import subprocess
 import sys
 import tempfile
@@ -37,7 +47,10 @@ else:
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "install-wheels.md"
+EXTRA_TABLE = ROOT / "docs" / "install-wheels-extras.md"
 PYTHONS = ("3.10", "3.12")
+EXTRAS = ("rerun", "ros")
+EXTRA_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 FAST_PATHS = {
     "fpng": "fpng (PNG writes)",
     "isal": "isal (PNG reads)",
@@ -101,6 +114,15 @@ PLATFORMS = (
     ),
     Platform("Windows x86-64", ("win_amd64",), "win32", "Windows", "AMD64", "nt"),
 )
+LINUX_X86_64 = Platform(
+    "Linux x86-64 (manylinux, glibc 2.31+)",
+    (*(f"manylinux_2_{minor}_x86_64" for minor in range(31, 16, -1)), "manylinux2014_x86_64"),
+    "linux",
+    "Linux",
+    "x86_64",
+    "posix",
+)
+EXTRA_PLATFORMS = (LINUX_X86_64, *PLATFORMS)
 
 
 def runtime_requirements() -> list[Requirement]:
@@ -108,6 +130,93 @@ def runtime_requirements() -> list[Requirement]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     lines = [*project["dependencies"], *project["optional-dependencies"]["server"]]
     return [Requirement(line) for line in lines]
+
+
+def extra_requirements(extra: str) -> list[str]:
+    """What pyproject.toml's `extra` lists."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return list(project["optional-dependencies"][extra])
+
+
+def target_options(platform: Platform, python: str) -> list[str]:
+    """pip's options for binary wheels of CPython `python` on `platform`."""
+    abi = f"cp{python.replace('.', '')}"
+    options = ["--only-binary", ":all:", "--implementation", "cp", "--python-version", python]
+    options += ["--abi", abi, "--abi", "abi3", "--abi", "none"]
+    for tag in platform.tags:
+        options += ["--platform", tag]
+    return options
+
+
+def resolve_extra(extra: str, platform: Platform, python: str, scratch: Path) -> dict[str, str]:
+    """The wheels (name: version) `extra` installs on the target, from pip's dry-run report;
+    `SystemExit` when one is not a binary wheel or nothing resolves."""
+    report = scratch / f"{extra}-{platform.platform_machine}-{python}.json"
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed"]
+    command += ["--disable-pip-version-check", "--target", str(scratch / "target")]
+    command += [*target_options(platform, python), "--report", str(report)]
+    result = subprocess.run([*command, *extra_requirements(extra)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"{platform.name}, Python {python}: the {extra} extra does not install as wheels:\n"
+            f"{result.stderr.strip()}"
+        )
+    return wheels_in_report(json.loads(report.read_text(encoding="utf-8")), platform, python)
+
+
+def wheels_in_report(report: dict[str, object], platform: Platform, python: str) -> dict[str, str]:
+    """name: version of each package in a pip installation report, all binary wheels."""
+    found: dict[str, str] = {}
+    for item in report["install"]:  # type: ignore[attr-defined]
+        url = item["download_info"]["url"]
+        if not url.endswith(".whl"):
+            raise SystemExit(f"{platform.name}, Python {python}: not a wheel: {url}")
+        found[str(canonicalize_name(item["metadata"]["name"]))] = item["metadata"]["version"]
+    return found
+
+
+def extra_table(found: dict[tuple[str, str], dict[str, dict[str, str]]]) -> str:
+    """The extras' table: per platform and Python, the release of each extra's package."""
+    packages = {extra: canonicalize_name(Requirement(extra_requirements(extra)[0]).name)
+                for extra in EXTRAS}  # fmt: skip
+    header = ["Platform", "Python", *(f"`{extra}`: {name}" for extra, name in packages.items())]
+    lines = [
+        "<!-- Written by `python .ci/check_wheels.py --extras --write`; CI checks it. -->",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for (platform, python), extras in found.items():
+        cells = [extras[extra].get(name, "no") for extra, name in packages.items()]
+        lines.append(f"| {platform} | {python} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def check_extras(write: bool) -> int:
+    """Resolve the extras everywhere; write or compare `EXTRA_TABLE`."""
+    found: dict[tuple[str, str], dict[str, dict[str, str]]] = {}
+    with tempfile.TemporaryDirectory(prefix="vla-extras-") as scratch:
+        for platform in EXTRA_PLATFORMS:
+            for python in EXTRA_PYTHONS:
+                found[platform.name, python] = {
+                    extra: resolve_extra(extra, platform, python, Path(scratch)) for extra in EXTRAS
+                }
+                print(f"{platform.name}, Python {python}: {found[platform.name, python]}")
+    return compare_or_write(EXTRA_TABLE, extra_table(found), write, "--extras ")
+
+
+def compare_or_write(path: Path, written: str, write: bool, flags: str = "") -> int:
+    if write:
+        path.write_text(written, encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+        return 0
+    if path.read_text(encoding="utf-8") != written:
+        fix = f"python .ci/check_wheels.py {flags}--write"
+        print(f"{path.relative_to(ROOT)} is out of date; run {fix}")
+        print(written)
+        return 1
+    print(f"every platform resolves as wheels; {path.relative_to(ROOT)} is up to date")
+    return 0
 
 
 def applies(requirement: Requirement, environment: dict[str, str], extras: set[str]) -> bool:
@@ -127,12 +236,8 @@ def without_marker(requirement: Requirement) -> str:
 
 def download(requirements: list[str], platform: Platform, python: str, dest: Path) -> None:
     """`requirements` and their dependencies as binary wheels for the target, into `dest`."""
-    abi = f"cp{python.replace('.', '')}"
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check"]
-    command += ["--only-binary", ":all:", "--implementation", "cp", "--python-version", python]
-    command += ["--abi", abi, "--abi", "abi3", "--abi", "none", "--dest", str(dest)]
-    for tag in platform.tags:
-        command += ["--platform", tag]
+    command += [*target_options(platform, python), "--dest", str(dest)]
     result = subprocess.run([*command, *requirements], capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(
@@ -217,8 +322,13 @@ def table(found: dict[tuple[str, str], set[str]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"write {TABLE.name}")
+    parser.add_argument("--write", action="store_true", help="write the table")
+    parser.add_argument(
+        "--extras", action="store_true", help=f"check the {' and '.join(EXTRAS)} extras instead"
+    )
     args = parser.parse_args(argv)
+    if args.extras:
+        return check_extras(args.write)
     found: dict[tuple[str, str], set[str]] = {}
     with tempfile.TemporaryDirectory(prefix="vla-wheels-") as scratch:
         for platform in PLATFORMS:
@@ -227,17 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 dest.mkdir()
                 names = found[platform.name, python] = resolve(platform, python, dest)
                 print(f"{platform.name}, Python {python}: {len(names)} wheels")
-    written = table(found)
-    if args.write:
-        TABLE.write_text(written, encoding="utf-8")
-        print(f"wrote {TABLE.relative_to(ROOT)}")
-        return 0
-    if TABLE.read_text(encoding="utf-8") != written:
-        print(f"{TABLE.relative_to(ROOT)} is out of date; run python .ci/check_wheels.py --write")
-        print(written)
-        return 1
-    print("every platform resolves as wheels; the install page's table is up to date")
-    return 0
+    return compare_or_write(TABLE, table(found), args.write)
 
 
 if __name__ == "__main__":

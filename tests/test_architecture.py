@@ -31,6 +31,8 @@ from vla_client.server import LocalServer, ServerConfig, create_app
 
 SRC = Path(vla_client.__file__).parent
 HEAVY = ("torch", "fastapi", "starlette", "uvicorn", "jupyter", "IPython", "matplotlib", "zmq")
+OPTIONAL_READERS = ("rerun", "rosbags", "pyarrow")
+"""Rerun and ROS bags load when a command logs to Rerun or reads a bag, never on import."""
 HTTP_STACK = ("httpx", "fastapi", "starlette", "uvicorn", "websockets", "h11")
 SERVER_DECODERS = (
     "vla_client.codecs.image_decode",
@@ -66,7 +68,14 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
 @pytest.mark.parametrize(
     ("statement", "forbidden"),
     [
-        ("import vla_client", (*HEAVY, *HTTP_STACK, "numpy", "lerobot", "vla_client.client")),
+        (
+            "import vla_client",
+            (*HEAVY, *HTTP_STACK, *OPTIONAL_READERS, "numpy", "lerobot", "vla_client.client"),
+        ),
+        (
+            "import vla_client.cli, vla_client.control, vla_client.viz, vla_client.cameras.ros_bag",
+            OPTIONAL_READERS,
+        ),
         (
             "from vla_client import ActionClient, Observation, ActionResult, VLAClientError",
             (*HEAVY, "websockets", "vla_client.server", "vla_client.cli", *SERVER_DECODERS),

@@ -88,3 +88,42 @@ def test_the_install_page_shows_the_checked_table(tool: ModuleType) -> None:
     assert '--8<-- "docs/install-wheels.md"' in (ROOT / "docs" / "install.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
     assert len(rows) == 1 + len(tool.PLATFORMS) * len(tool.PYTHONS)
+
+
+def test_the_extras_are_read_from_pyproject_and_checked_everywhere(tool: ModuleType) -> None:
+    assert tool.extra_requirements("rerun") == ["rerun-sdk>=0.23"]
+    assert tool.extra_requirements("ros") == ["rosbags>=0.10"]
+    machines = {p.platform_machine for p in tool.EXTRA_PLATFORMS}
+    assert machines == {"x86_64", "aarch64", "arm64", "AMD64"}
+    assert tool.EXTRA_PYTHONS == ("3.10", "3.11", "3.12", "3.13")
+
+
+def test_a_report_gives_the_wheels_and_refuses_a_source_build(tool: ModuleType) -> None:
+    linux = tool.LINUX_X86_64
+    report = {"install": [
+        {"download_info": {"url": "https://x/rerun_sdk-0.41.0-cp311-abi3-manylinux_2_28_x86_64.whl"},
+         "metadata": {"name": "rerun_sdk", "version": "0.41.0"}},
+        {"download_info": {"url": "https://x/ruamel_yaml-0.19.1-py3-none-any.whl"},
+         "metadata": {"name": "ruamel.yaml", "version": "0.19.1"}},
+    ]}  # fmt: skip
+    assert tool.wheels_in_report(report, linux, "3.12") == {
+        "rerun-sdk": "0.41.0", "ruamel-yaml": "0.19.1",
+    }  # fmt: skip
+    report["install"].append(
+        {
+            "download_info": {"url": "https://x/apsw-3.54.tar.gz"},
+            "metadata": {"name": "apsw", "version": "3.54"},
+        }
+    )
+    with pytest.raises(SystemExit, match=r"not a wheel: https://x/apsw-3\.54\.tar\.gz"):
+        tool.wheels_in_report(report, linux, "3.12")
+
+
+def test_the_extras_table_names_each_release_or_no(tool: ModuleType) -> None:
+    found = {("Windows x86-64", "3.10"): {"rerun": {"rerun-sdk": "0.39.0"}, "ros": {}}}
+    row = tool.extra_table(found).splitlines()[-1]
+    assert row == "| Windows x86-64 | 3.10 | 0.39.0 | no |"
+    table = tool.EXTRA_TABLE.read_text(encoding="utf-8")
+    assert '--8<-- "docs/install-wheels-extras.md"' in (ROOT / "docs" / "install.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + len(tool.EXTRA_PLATFORMS) * len(tool.EXTRA_PYTHONS)

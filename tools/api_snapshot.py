@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = ROOT / "tests" / "api_snapshot.json"
 PACKAGES = (
     "vla_client", "vla_client.cameras", "vla_client.control", "vla_client.lerobot",
-    "vla_client.transports",
+    "vla_client.transports", "vla_client.viz",
 )  # fmt: skip
 REGENERATE = "python tools/api_snapshot.py --write"
 

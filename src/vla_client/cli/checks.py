@@ -19,6 +19,8 @@ INSTALL = {
     # in the 'notebooks' extra; the 'server' extra of the README's install leaves it out
     "matplotlib": "pip install matplotlib (or 'vla-client[notebooks]')",
     "websockets": "pip install 'vla-client[websocket]'",
+    "rerun": "pip install 'vla-client[rerun]'",
+    "rosbags": "pip install 'vla-client[ros]'",
     "zmq": "pip install 'vla-client[gr00t]'",
 }
 

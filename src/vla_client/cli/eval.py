@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -48,6 +49,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
+from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.send import human_bytes
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
@@ -68,6 +70,9 @@ from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_r
 from vla_client.tasks.reach import ReachSettings, ReachTask
 from vla_client.transports.base import Transport
 from vla_client.transports.http import HTTPTransport
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
 
 TIMES = ("simulated", "real")
 RECORD_HINT_BYTES = 100e6
@@ -165,6 +170,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--record-every", type=positive_int, default=1, metavar="N",
         help="with --record, write every Nth tick's frames only (default: every tick)",
     )  # fmt: skip
+    add_rerun_option(out_group)
     parser.set_defaults(func=run)
 
 
@@ -266,6 +272,7 @@ def _check_args(args: argparse.Namespace) -> None:
         check_output_folder(args.record, "--record")
     elif args.record_every != 1:
         raise argparse.ArgumentError(None, "--record-every needs --record")
+    check_rerun(args)
     check_transport_installed(args.url, args.layout, args.endpoint)
     if args.transport == "websocket":
         require_module("websockets", "--transport websocket")
@@ -338,8 +345,8 @@ def _run_matrix(
             f"give 0..{horizon - 1} (actions left when the next chunk is asked for)",
         )
     cells = []
-    for mode in args.mode:
-        for delay in args.delay_ms:
+    with rerun_log(args) as log:
+        for mode, delay in itertools.product(args.mode, args.delay_ms):
             network = NetworkDelay(delay / 1e3, delay_jitter)
             config = EvalConfig(
                 mode=mode,
@@ -350,7 +357,7 @@ def _run_matrix(
                 delay=network,
                 give_up_s=args.give_up_s,
             )
-            cells.append(_run_cell(args, world, config, gate, round_trip_s, options))
+            cells.append(_run_cell(args, world, config, gate, round_trip_s, options, log))
     return cells, round_trip_s, options
 
 
@@ -361,6 +368,7 @@ def _run_cell(
     gate: SafetyGate,
     round_trip_s: float | None,
     options: dict[str, Any],
+    log: RerunLog | None = None,
 ) -> Cell:
     cell = Cell(config.mode, config.delay.delay_s * 1e3)
     label = f"{config.mode} {cell.delay_ms:g} ms"
@@ -389,6 +397,7 @@ def _run_cell(
                     record=record,
                     record_every=args.record_every,
                     reset=client.reset,
+                    log=log,
                 )
             )
             bar.advance()

@@ -18,7 +18,7 @@ import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.common import (
@@ -36,6 +36,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
+from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.sources import (
     Source,
     add_source_options,
@@ -47,6 +48,9 @@ from vla_client.client import ActionClient, ActionResult, mismatched_cameras
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import save_action_chunks
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -76,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         type=file_type(".npz"),
         help="write every action chunk to FILE.npz ('actions', float32 [N, H, D])",
     )
+    add_rerun_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -95,11 +100,14 @@ def run(args: argparse.Namespace) -> int:
             None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
         )
     kind = source_kind(args)
-    if args.rate == RECORDED and kind != "obs":
-        raise argparse.ArgumentError(None, "--rate recorded needs a recording: add --obs FILE")
+    if args.rate == RECORDED and kind not in ("obs", "bag"):
+        raise argparse.ArgumentError(
+            None, "--rate recorded needs a recording: add --obs FILE or --bag PATH"
+        )
     try:
         if args.save_actions:
             check_output_file(args.save_actions, "--save-actions")
+        check_rerun(args)
         check_transport_installed(args.url, args.layout, args.endpoint)
         client = ActionClient(args.url, **client_options(args))
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
@@ -107,8 +115,11 @@ def run(args: argparse.Namespace) -> int:
             plan = None
             if kind == "synthetic":
                 plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
-            with open_source(args, plan) as source:
-                sent = _send(client, args, source)
+            with (
+                open_source(args, plan) as source,
+                rerun_log(args, period_s=plan_period(args.rate, source)) as log,
+            ):
+                sent = _send(client, args, source, log)
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
         camera_bytes = bytes_per_camera(sent.first, args.encoding, args.wire, args.jpeg_quality)
@@ -118,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if sent.mismatched else 0
 
 
-def _send(client: ActionClient, args: argparse.Namespace, source: Source) -> Sent:
+def _send(
+    client: ActionClient, args: argparse.Namespace, source: Source, log: RerunLog | None = None
+) -> Sent:
     count = args.repeat or source.length or 1
     results: list[ActionResult] = []
     mismatched: set[str] = set()
@@ -136,6 +149,9 @@ def _send(client: ActionClient, args: argparse.Namespace, source: Source) -> Sen
             previous = time.monotonic()
             first = first or observation
             result = client.infer(observation, return_digest=args.verify)
+            if log is not None:
+                log.sent(previous, observation, result, fit=client.fit)
+                log.tick(previous, observation, None)  # the state sent
             if args.verify:
                 mismatched.update(mismatched_cameras(observation, result))
             results.append(result)
@@ -159,6 +175,15 @@ def pauses(rate: float | str | None, source: Source) -> Iterator[float]:
     gaps = [max(0.0, later - earlier) for earlier, later in itertools.pairwise(times)]
     back_to_start = statistics.median(gaps) if gaps else 0.0
     return itertools.chain([0.0], itertools.cycle([*gaps, back_to_start]))
+
+
+def plan_period(rate: float | str | None, source: Source) -> float:
+    """How far apart a chunk's rows are drawn in a Rerun log: a request period (``--rate``'s,
+    or the recording's median gap with ``recorded``), else 0.1 s."""
+    if rate == RECORDED:
+        gaps = [b - a for a, b in itertools.pairwise(source.wall_times) if b > a]
+        return statistics.median(gaps) if gaps else 0.1
+    return 1.0 / float(rate) if rate is not None else 0.1
 
 
 def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) -> None:

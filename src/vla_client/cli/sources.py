@@ -19,6 +19,7 @@ import numpy as np
 
 from vla_client.cameras import Camera, CameraRig, VideoFileCamera, open_camera, parse_camera_args
 from vla_client.cameras.scene import SyntheticScene, camera_names
+from vla_client.cli.bag import add_bag_options, check_bag_args, open_bag, replay
 from vla_client.cli.parser import positive_int
 from vla_client.errors import CameraError, InvalidObservationError, RecordingError
 from vla_client.observation import Observation
@@ -49,6 +50,7 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
             help="replay the observations of a recording ('vla-client record', or a server's "
             "'serve --record'), in order",
         )
+    add_bag_options(group)
     add_synthetic_options(group)
     parser.add_argument(
         "--state", default=None,
@@ -75,11 +77,14 @@ def add_synthetic_options(group: argparse._ActionsContainer) -> None:
 
 
 def source_kind(args: argparse.Namespace) -> str:
-    """``obs``, ``cameras``, ``images`` or ``synthetic``; raises if several kinds are given."""
+    """``obs``, ``bag``, ``cameras``, ``images`` or ``synthetic``; raises if several kinds are
+    given."""
+    check_bag_args(args)
     given = [
         kind
         for kind, present in (
             ("obs", getattr(args, "obs", None)),
+            ("bag", args.bag),
             ("cameras", args.camera or args.video),
             ("images", args.image),
         )
@@ -94,8 +99,9 @@ def source_kind(args: argparse.Namespace) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """An endless iterator of observations; for ``--obs``, `length` is the recording's size and
-    `wall_times` when each of its observations was recorded."""
+    """An endless iterator of observations; for ``--obs`` (``--bag``), `length` is the
+    recording's (the bag's synchronised) size and `wall_times` when each of its observations
+    was recorded (the leading camera's header stamps)."""
 
     observations: Iterator[Observation]
     length: int | None = None
@@ -159,6 +165,9 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
             len(steps),
             tuple(step.wall_time for step in steps),
         )
+    elif kind == "bag":
+        bag = open_bag(args, state)
+        yield Source(replay(bag), len(bag), bag.stamps)
     elif kind == "cameras":
         with _camera_rig(args) as rig:
             yield Source(

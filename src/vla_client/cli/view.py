@@ -4,8 +4,10 @@ Writes a contact sheet, one PNG with a row per step and a column per camera, eac
 with its step's sequence number (its position in the file, from 0) and its time since the first
 step; long recordings show ``--frames`` steps spread evenly from the first to the last. With
 ``--video DIR`` it also writes one MP4 per camera (``DIR/NAME.mp4``, every step, at the
-recording's median rate) with the same labels. Reads recordings of 'vla-client record' and of a
-server's 'serve --record'. The output paths are checked before the recording is read.
+recording's median rate) with the same labels. With ``--rerun OUT.rrd`` it writes the
+recording as a Rerun file instead (`vla_client.viz.recording_to_rerun`; ``rerun OUT.rrd`` opens
+it). Reads recordings of 'vla-client record', of a server's 'serve --record' and of 'eval
+--record'. The output paths are checked before the recording is read.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from vla_client.cli.checks import check_output_file, check_output_folder, file_type
+from vla_client.cli.checks import (
+    check_output_file,
+    check_output_folder,
+    file_type,
+    require_module,
+)
 from vla_client.cli.output import fail
 from vla_client.cli.parser import positive_int
 from vla_client.cli.sheet import draw_label, fit_height, sheet
@@ -51,10 +58,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--tile-height", type=positive_int, default=180, metavar="PX",
         help="height of each frame on the sheet",
     )  # fmt: skip
+    parser.add_argument(
+        "--rerun", type=file_type(".rrd"), metavar="OUT.rrd",
+        help="write the recording as a Rerun file instead of a sheet "
+        "(pip install 'vla-client[rerun]')",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rerun:
+        return _to_rerun(args)
     out = args.out or str(Path(args.recording).with_suffix(".png"))
     check_output_file(out, "--out")
     if args.video:
@@ -86,6 +100,19 @@ def run(args: argparse.Namespace) -> int:
     if videos is not None:
         for path, frames in videos.written:
             print(f"wrote {path}: {frames} frame(s) at {videos.fps:.1f} fps")
+    return 0
+
+
+def _to_rerun(args: argparse.Namespace) -> int:
+    check_output_file(args.rerun, "--rerun")
+    require_module("rerun", "--rerun")
+    from vla_client.viz.rerun_recording import recording_to_rerun
+
+    try:
+        steps = recording_to_rerun(args.recording, args.rerun)
+    except RecordingError as exc:
+        return fail(str(exc))
+    print(f"wrote {args.rerun}: {steps} step(s) of {args.recording}")
     return 0
 
 

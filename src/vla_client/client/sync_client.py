@@ -111,6 +111,12 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
             receive=self._receive if self._stream is not None else None,
         )
 
+    def fit(self, observation: Observation) -> Observation:
+        """`observation` as `infer` sends it: its cameras renamed and resized to the server's
+        metadata (read as `infer` reads it) and the options; `ContractError` where it does not
+        fit. What a log of the frames sent shows (`vla_client.viz.RerunLog`)."""
+        return self._book.fitter(self._server_contract(self._book.deadline_at()))(observation)
+
     def _server_contract(self, deadline_at: float | None) -> ActionMetadata | None:
         """The metadata to fit observations to: None with ``check_contract=False``; on a
         websocket, the current connection's (connecting if needed, so a reconnect is checked

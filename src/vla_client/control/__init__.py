@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from vla_client.control.types import ApplyAction as ApplyAction
     from vla_client.control.types import InferFn as InferFn
     from vla_client.control.types import Observe as Observe
+    from vla_client.control.types import TickLog as TickLog
     from vla_client.control.watchdog import Watchdog as Watchdog
     from vla_client.control.watchdog import WatchdogTrip as WatchdogTrip
     from vla_client.errors import ServerSilentError as ServerSilentError
@@ -49,6 +50,7 @@ _FACE = {
     "ApplyAction": "vla_client.control.types",
     "InferFn": "vla_client.control.types",
     "Observe": "vla_client.control.types",
+    "TickLog": "vla_client.control.types",
     "Watchdog": "vla_client.control.watchdog",
     "WatchdogTrip": "vla_client.control.watchdog",
     "ServerSilentError": "vla_client.errors",

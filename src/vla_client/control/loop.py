@@ -9,7 +9,9 @@ align chunks, so the tick count must stay tied to wall time.
 A loop given `record` reads the robot on every tick (not only when the executor asks for an
 observation to send) and hands `record` each tick's observation with the action applied on it,
 after the gate: what a dataset of the run needs. The executor is given that same observation
-when it sends one, so the robot is read once a tick.
+when it sends one, so the robot is read once a tick. A loop given `log` (a `TickLog`, such as
+`vla_client.viz.RerunLog`) reads the robot on every tick too, and hands the log each tick's
+time on the loop's clock, observation and action.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from vla_client.control.chunk import ChunkExecutor
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import LoopStats
-from vla_client.control.types import Action, ApplyAction, Observe
+from vla_client.control.types import Action, ApplyAction, Observe, TickLog
 from vla_client.control.watchdog import Watchdog, clock_name
 from vla_client.observation import Observation
 from vla_client.validation import check_at_least, check_positive
@@ -57,6 +59,7 @@ class ControlLoop:
         sleep: Callable[[float], object] | None = None,
         record: Callable[[Observation, Action], object] | None = None,
         reset: Callable[[], object] | None = None,
+        log: TickLog | None = None,
     ) -> None:
         check_positive("rate_hz", rate_hz, finite=True)
         if reset is not None and not callable(reset):
@@ -64,6 +67,10 @@ class ControlLoop:
         if record is not None and not callable(record):
             raise ValueError(
                 f"record must be a callable taking (observation, action), or None; got {record!r}"
+            )
+        if log is not None and not callable(getattr(log, "tick", None)):
+            raise ValueError(
+                f"log must be a TickLog (vla_client.viz.RerunLog, say), or None; got {log!r}"
             )
         if clock is None:
             clock = executor.clock
@@ -76,6 +83,8 @@ class ControlLoop:
         if watchdog is not None:
             watchdog.use_clock(clock)
         self.period_s = 1.0 / rate_hz
+        if log is not None:
+            log.use_clock(clock, self.period_s)
         self._observe = observe
         self._executor = executor
         self._apply = apply_action
@@ -83,6 +92,7 @@ class ControlLoop:
         self._watchdog = watchdog
         self._record = record
         self._reset = reset
+        self._log = log
         self._clock = clock
         self._stopping = threading.Event()
         self._sleep = sleep or self._stopping.wait
@@ -125,13 +135,15 @@ class ControlLoop:
 
     def _tick(self) -> None:
         self.stats.ticks += 1
-        if self._record is None:
+        if self._record is None and self._log is None:
             self._act(self._observe)
             return
         observation = self._observe()
         action = self._act(lambda: observation)
-        if action is not None:
+        if action is not None and self._record is not None:
             self._record(observation, action)
+        if self._log is not None:
+            self._log.tick(self._clock(), observation, action)
 
     def _act(self, observe: Observe) -> Action | None:
         """This tick's action, through the executor, the watchdog and the gate, applied; None

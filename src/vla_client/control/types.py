@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -25,3 +26,18 @@ InferFn = Callable[[Observation], ActionResult]
 It is expected to check that the reply it returns is for the request it sent (`ActionClient`
 raises `MismatchedReplyError` otherwise) and to give each reply a distinct `request_id`.
 """
+
+
+class TickLog(Protocol):
+    """What a `ControlLoop` tells a log (`vla_client.viz.RerunLog`) of its run.
+
+    The loop hands over its clock and period when it is built, then, after each tick's action
+    is applied, the tick's time on that clock, its observation and the action (None on a tick
+    without one). `tick` runs on the control thread: it must return at once and never raise.
+    """
+
+    def use_clock(self, clock: Callable[[], float], period_s: float) -> None:
+        """Time everything on `clock`; the loop ticks every `period_s` seconds."""
+
+    def tick(self, t: float, observation: Observation, action: Action | None) -> None:
+        """One tick at clock time `t`: what the robot was seen as, and the action applied."""

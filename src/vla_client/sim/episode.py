@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
 from vla_client.sim.network import NetworkDelay, SimulatedTime
 from vla_client.validation import check_at_least, check_choice, check_positive
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
 
 T = TypeVar("T")
 
@@ -156,6 +159,7 @@ def run_episode(
     record: Path | None = None,
     record_every: int = 1,
     reset: Callable[[], object] | None = None,
+    log: RerunLog | None = None,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
 
@@ -166,7 +170,8 @@ def run_episode(
     tick's observation to (``vla-client view`` shows it), or only every `record_every` ticks'.
     `reset` starts the server's episode (`ActionClient.reset`), after the world's. An exception
     from `world` (its reset, frames, state or step) ends the episode with the reason in
-    `EpisodeResult.error`.
+    `EpisodeResult.error`. `log` logs the episode to Rerun under ``MODE-DELAYms-seedN/``, on the
+    episode's clock.
     """
     check_at_least("record_every", record_every, 1, integer=True)
     results: list[ActionResult] = []
@@ -178,10 +183,10 @@ def run_episode(
 
     simulated = None
     clock: Callable[[], float] = time.monotonic
-    fetch: InferFn = collecting
+    fetch: InferFn = collecting if log is None else log.infer(collecting)
     if not config.realtime:
         simulated = SimulatedTime(round_trip_s, config.delay.sampler(seed))
-        clock, fetch = simulated.clock, simulated.link(collecting)
+        clock, fetch = simulated.clock, simulated.link(fetch)
     executor = ChunkExecutor(
         fetch,
         prefetch_at=config.prefetch_at,
@@ -193,6 +198,10 @@ def run_episode(
     if gate is not None:
         gate.reset()
     watchdog = make_watchdog(clock) if make_watchdog is not None else None
+    if log is not None:
+        name = f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}"
+        log.start(name, gate=gate, watchdog=watchdog)
+        log.use_clock(clock, config.period_s)
     writer = _writer(record, world, seed, config)
     wall_start = time.time()
     started = clock()
@@ -229,6 +238,8 @@ def run_episode(
             if writer is not None and tick % record_every == 0:
                 writer.write(observe(), wall_time=wall_start + clock() - started)
             action = _action(executor, observe, watchdog, gate)
+            if log is not None:  # the tick's reading, before the action moves the world
+                log.tick(clock(), observe(), action)
             in_world(world.step, action)
             if in_world(lambda: world.done):
                 break

@@ -1,0 +1,54 @@
+"""``--rerun [FILE.rrd]``: log a ``send`` or ``eval`` run to Rerun (`vla_client.viz.RerunLog`).
+
+Without a file it spawns a Rerun viewer (or streams to the one running); with a file ending in
+``.rrd`` (or a ``rerun+http://`` viewer URL) it writes there. The file's folder and the rerun
+library are checked before any work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from vla_client.cli.checks import check_output_file, require_module
+
+if TYPE_CHECKING:
+    from vla_client.viz.rerun_log import RerunLog
+
+VIEWER = "viewer"
+"""What ``--rerun`` given alone stands for."""
+
+
+def add_rerun_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--rerun", nargs="?", const=VIEWER, default=None, metavar="FILE.rrd",
+        help="log frames sent, state, actions, each chunk as a plan, latencies and events to "
+        "Rerun: to FILE.rrd, or to a viewer it spawns when no file is given "
+        "(pip install 'vla-client[rerun]')",
+    )  # fmt: skip
+
+
+def check_rerun(args: argparse.Namespace) -> None:
+    """The target's folder and the rerun library, before any work (`ValueError`)."""
+    target = args.rerun
+    if target is None:
+        return
+    require_module("rerun", "--rerun")
+    if target != VIEWER and not target.startswith(("rerun://", "rerun+http")):
+        if not target.lower().endswith(".rrd"):
+            raise argparse.ArgumentError(None, f"--rerun takes a .rrd file, got {target!r}")
+        check_output_file(target, "--rerun")
+
+
+@contextlib.contextmanager
+def rerun_log(args: argparse.Namespace, **options: object) -> Iterator[RerunLog | None]:
+    """The log ``--rerun`` asks for (None without it), closed on the way out."""
+    if args.rerun is None:
+        yield None
+        return
+    from vla_client.viz.rerun_log import RerunLog
+
+    with RerunLog(None if args.rerun == VIEWER else args.rerun, **options) as log:  # type: ignore[arg-type]
+        yield log
