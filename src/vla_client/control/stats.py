@@ -108,12 +108,19 @@ class LoopStats:
     """Tick counts and tick-start jitter (actual minus scheduled start, seconds, never < 0)."""
 
     ticks: int = 0
+    """Ticks run; skipped ones are not counted here."""
     applied: int = 0
     """Ticks on which `apply_action` was called."""
     idle: int = 0
     """Ticks with no action to apply (before the first chunk, with no watchdog to hold)."""
     overruns: int = 0
-    """Ticks that started a whole period or more late."""
+    """Ticks that started a whole period or more late, and so skipped the ticks they missed."""
+    skipped: int = 0
+    """Ticks not run because their time had passed (a stall, a clock that jumped forward): the
+    loop goes on from now rather than running them back to back."""
+    clock_steps: int = 0
+    """Times the loop's monotonic clock went back (a fake or broken clock); the schedule
+    moved back with it."""
     jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=JITTER_WINDOW))
 
     def jitter_ms(self) -> Percentiles:
