@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import replace
@@ -14,6 +15,7 @@ from vla_client.control import ChunkExecutor, UnsafeActionError, chunk, cross_fa
 from vla_client.errors import (
     ConnectError,
     DeadlineExceededError,
+    InvalidObservationError,
     MismatchedReplyError,
     ProtocolError,
     ServerError,
@@ -467,7 +469,9 @@ def test_actions_are_float32_whatever_the_reply_holds(clock, observe, policy_typ
 
 def test_a_reply_that_is_not_a_chunk_names_its_shape(clock, observe, policy_type):
     policy = policy_type()
-    executor = ChunkExecutor(lambda obs: replace(policy(obs), actions=np.zeros(3)), clock=clock, monotonic=clock)
+    executor = ChunkExecutor(
+        lambda obs: replace(policy(obs), actions=np.zeros(3)), clock=clock, monotonic=clock
+    )
     executor.tick(observe)
     executor.join(5)
     assert executor.tick(observe) is None
@@ -480,7 +484,9 @@ def test_failures_and_recovery_are_logged_with_the_error_and_the_count(
 ):
     """A failure after a recovery starts a new run: it is a warning again."""
     policy = policy_type(horizon=2, error=ConnectError("connection refused"))
-    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock, monotonic=clock)  # a request every tick
+    executor = ChunkExecutor(
+        policy, prefetch_at=1, clock=clock, monotonic=clock
+    )  # a request every tick
     with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
         for error in [policy.error, policy.error, None, policy.error]:
             policy.error = error
@@ -516,7 +522,9 @@ def test_a_changed_action_dim_is_named():
 
 @pytest.mark.parametrize(("status", "retried"), [(499, False), (500, True), (501, True)])
 def test_server_errors_from_500_are_retried(status, retried, clock, observe, policy_type):
-    executor = ChunkExecutor(policy_type(error=ServerError(status, "x")), clock=clock, monotonic=clock)
+    executor = ChunkExecutor(
+        policy_type(error=ServerError(status, "x")), clock=clock, monotonic=clock
+    )
     executor.tick(observe)
     executor.join(5)
     if not retried:
@@ -526,3 +534,21 @@ def test_server_errors_from_500_are_retried(status, retried, clock, observe, pol
     executor.tick(observe)
     assert executor.stats.errors == 1
     executor.join(5)
+
+
+def test_an_executor_never_sends_a_nan_capture_time(policy_type) -> None:
+    """The observation is refused where it is built, inside `observe`: the error reaches the
+    loop, and no request goes out."""
+    frame = np.zeros((4, 4, 3), np.uint8)
+    policy = policy_type()
+
+    def observe() -> Observation:
+        return Observation({"a": frame, "b": frame}, capture_times={"a": math.nan, "b": 0.0})
+
+    executor = ChunkExecutor(policy, max_observation_age_s=0.1)
+    with pytest.raises(
+        InvalidObservationError, match=r"^capture_times\['a'\] must be a finite number"
+    ):
+        executor.tick(observe)
+    assert executor.join(5) and policy.requests == []
+    assert executor.stats.requests_sent == 0

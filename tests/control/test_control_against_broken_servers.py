@@ -204,7 +204,9 @@ ROWS = np.repeat(np.float32([[10.0], [11.0], [12.0]]), 2, axis=1)
 def test_after_a_malformed_reply_the_robot_keeps_to_the_watchdogs_behaviour(
     clock, observe, behaviour, options, tripped
 ) -> None:
-    executor = ChunkExecutor(scripted(ROWS, ProtocolError("ragged envelope")), clock=clock, monotonic=clock)
+    executor = ChunkExecutor(
+        scripted(ROWS, ProtocolError("ragged envelope")), clock=clock, monotonic=clock
+    )
     applied: list[np.ndarray] = []
     watchdog = Watchdog(0.25, behaviour, **options)
     loop = fake_time_loop(clock, executor, observe, applied, watchdog)

@@ -103,7 +103,9 @@ def test_rejected_action_ends_the_loop_before_the_robot_gets_it(clock, observe, 
 def test_idle_ticks_before_the_first_chunk_call_nothing(clock, observe, policy_type):
     policy = policy_type(gated=True)
     applied = []
-    loop = fake_time_loop(clock, ChunkExecutor(policy, clock=clock, monotonic=clock), observe, applied.append)
+    loop = fake_time_loop(
+        clock, ChunkExecutor(policy, clock=clock, monotonic=clock), observe, applied.append
+    )
     stats = loop.run(ticks=4)
     policy.release()
     assert applied == []

@@ -63,9 +63,9 @@ def test_idle_ticks_record_nothing_and_the_executor_sends_the_ticks_own_reading(
 
 @pytest.mark.parametrize("record", ["file.vlaobs", 3, object()])
 def test_a_record_that_is_not_callable_is_refused(clock, policy_type, record) -> None:
+    executor = ChunkExecutor(policy_type(), clock=clock, monotonic=clock)
     with pytest.raises(ValueError, match=r"record must be a callable taking \(observation, action"):
-        loop_for(clock, ChunkExecutor(policy_type(), clock=clock, monotonic=clock), CountingRobot(), [],
-                 record=record)  # fmt: skip
+        loop_for(clock, executor, CountingRobot(), [], record=record)
 
 
 def test_a_writers_record_keeps_the_applied_actions_and_the_episodes(

@@ -106,7 +106,9 @@ def test_a_watchdog_keeps_the_clock_of_its_first_loop(clock, policy_type) -> Non
     assert watchdog.clock is None
     loop_of(ChunkExecutor(policy_type(), clock=clock, monotonic=clock), watchdog)
     assert watchdog.clock is clock
-    loop_of(ChunkExecutor(policy_type(), clock=clock, monotonic=clock), watchdog)  # the same clock: fine
+    loop_of(
+        ChunkExecutor(policy_type(), clock=clock, monotonic=clock), watchdog
+    )  # the same clock: fine
     with pytest.raises(ValueError, match=r"^the watchdog runs on .*ManualClock"):
         loop_of(ChunkExecutor(policy_type()), watchdog)
 

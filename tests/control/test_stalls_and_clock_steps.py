@@ -8,6 +8,7 @@ Fake time is a `ManualClock` slept on with `advance`; the loop reads nothing els
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -46,7 +47,7 @@ def pacing_log(caplog) -> list[str]:
 
 
 def gaps(applied) -> list[float]:
-    return [round(b[0] - a[0], 6) for a, b in zip(applied, applied[1:], strict=False)]
+    return [round(b[0] - a[0], 6) for a, b in itertools.pairwise(applied)]
 
 
 def test_a_stall_skips_the_missed_ticks_and_the_chunk_stays_aligned(

@@ -121,10 +121,10 @@ class ChunkExecutor:
         else (replies, deadlines, `last_chunk_at`), and a `ControlLoop` schedules its ticks,
         its `Watchdog` measures silence and its `SafetyGate` its rate on it: it must never go
         back, so the wall clock is refused (tests and simulations give a fake one; a test's
-        fake `clock` is usually given as both). `align=False` plays each chunk from its first row however late it arrived
-        (the naive execution some clients do, kept to measure what aligning is worth). The counts
-        are integers >= 0, the times finite numbers > 0 (or None), the clocks callables and
-        `align` a bool, else `ValueError`.
+        fake `clock` is usually given as both). `align=False` plays each chunk from its first
+        row however late it arrived (the naive execution some clients do, kept to measure what
+        aligning is worth). The counts are integers >= 0, the times finite numbers > 0 (or
+        None), the clocks callables and `align` a bool, else `ValueError`.
         """
         check_at_least("prefetch_at", prefetch_at, 0, integer=True)
         check_at_least("blend_steps", blend_steps, 0, integer=True)

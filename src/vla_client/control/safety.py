@@ -166,13 +166,17 @@ class SafetyGate:
 
     @property
     def clock(self) -> Clock | None:
-        """The clock `max_rate` is measured on; None until given one or first used."""
+        """The clock `max_rate` is measured on; None until given one (`time.monotonic` is
+        read meanwhile)."""
         return self._clock
 
     def use_clock(self, clock: Clock) -> None:
         """Measure the rate on `clock` (a control loop's); `ValueError` if the gate already has
-        another one, given when it was built or taken by an earlier loop."""
-        self._clock = shared_clock("gate", self._clock, clock, "the rate")
+        another one, given when it was built or taken by an earlier loop. A reference action
+        set before (`reset`) counts from now, its time having been read on another clock."""
+        own, self._clock = self._clock, shared_clock("gate", self._clock, clock, "the rate")
+        if own is None and self._last_at is not None:
+            self._last_at = clock()
 
     def reset(self, last_action: npt.ArrayLike | None = None) -> None:
         """Forget the last action, or set it (the robot's current command, now) for the step
@@ -223,9 +227,7 @@ class SafetyGate:
         """The time on the gate's clock when it has a rate to keep, else None (not read)."""
         if self._max_rate is None:
             return None
-        if self._clock is None:
-            self._clock = time.monotonic
-        return self._clock()
+        return (self._clock or time.monotonic)()
 
     def _elapsed(self, now: float | None) -> float | None:
         """Seconds since the last action passed, when there is a rate to keep; a clock read
