@@ -244,7 +244,8 @@ class SafetyGate:
             by_rate = (self._max_rate * np.float32(elapsed_s)).astype(np.float32)
         if by_rate is None or self._max_delta is None:
             return self._max_delta if by_rate is None else by_rate
-        return np.minimum(self._max_delta, by_rate)
+        tighter: Action = np.minimum(self._max_delta, by_rate)
+        return tighter
 
     def _step_violation(
         self, action: Action, dim: int, *, most: Action, elapsed_s: float | None

@@ -115,13 +115,13 @@ class LoopStats:
     """Ticks with no action to apply (before the first chunk, with no watchdog to hold)."""
     overruns: int = 0
     """Ticks that started a whole period or more late, and so skipped the ticks they missed."""
+    jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=JITTER_WINDOW))
     skipped: int = 0
     """Ticks not run because their time had passed (a stall, a clock that jumped forward): the
     loop goes on from now rather than running them back to back."""
     clock_steps: int = 0
     """Times the loop's monotonic clock went back (a fake or broken clock); the schedule
     moved back with it."""
-    jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=JITTER_WINDOW))
 
     def jitter_ms(self) -> Percentiles:
         """Percentiles of tick-start jitter in milliseconds."""
