@@ -322,7 +322,6 @@ class SafetyGate:
         return f"outside bounds at dim {dim}: {_num(action[dim])}, limit {_num(limit[dim])}"
 
 
-
 def _shape(shape: tuple[int | None, ...]) -> str:
     """A shape as ``[16, 7]``, with ``any`` for a size not fixed."""
     return "[" + ", ".join("any" if n is None else str(n) for n in shape) + "]"
