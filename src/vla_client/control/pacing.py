@@ -9,8 +9,8 @@ A tick a whole period late or more (a stall in `apply_action`: a driver hiccup, 
 slow disk write) has missed its slot, and so have the ones after it. Running the missed ticks
 then would command the robot at CPU speed, many actions a fraction of a millisecond apart, so
 they are skipped: the late tick runs now, as the tick of the slot it is in, and the schedule
-starts again from it. Ticks keep their index (`Tick.index` counts the skipped ones), so a chunk
-executor told how many were skipped stays aligned to time.
+starts again from it. Each tick says how many were skipped before it, so a chunk executor told
+(`ChunkExecutor.skip`) stays aligned to time.
 
 The clock is read every time and never trusted to go only forward: one that goes back (a fake
 clock, a clock that is not monotonic after all) moves the schedule back with it, with a
@@ -30,10 +30,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Tick:
-    """A tick that is due: which one, how many were skipped before it, and how late it is."""
+    """A tick that is due: how many were skipped before it, and how late it is."""
 
-    index: int
-    """Ticks since the schedule started, skipped ones included (0 for the first)."""
     skipped: int
     """Ticks skipped just before this one, because their time had passed."""
     late_s: float
@@ -50,7 +48,6 @@ class TickSchedule:
         self._clock = clock
         self._sleep = sleep
         self._due: float | None = None
-        self._index = 0
         self._last_read: float | None = None
         self.skipped = 0
         """Ticks skipped so far."""
@@ -72,10 +69,8 @@ class TickSchedule:
         if skipped:
             self._skip(skipped, late_s)
             self._due = now  # pace from now: the next tick is a whole period after this one
-        tick = Tick(self._index, skipped, late_s)
-        self._index += 1
         self._due += self.period_s
-        return tick
+        return Tick(skipped, late_s)
 
     def _skip(self, ticks: int, late_s: float) -> None:
         # Once a run at warning level: a loop that keeps stalling says so in its stats.
@@ -87,7 +82,6 @@ class TickSchedule:
             late_s * 1e3,
             ticks,
         )
-        self._index += ticks
         self.skipped += ticks
 
     def _now(self) -> float:
