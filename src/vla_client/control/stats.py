@@ -50,9 +50,9 @@ class LatencySample:
     """Where the time went for one accepted chunk, every figure from the robot's own clock.
 
     No clocks are compared across machines (LeRobot's wall-clock comparison goes negative under
-    skew, lerobot#2458): the observation's age and the inference call are both measured on the
-    robot's monotonic clock, and the network share is the client round trip minus the server's
-    own reported time.
+    skew, lerobot#2458): the observation's age is measured on the robot's clock its cameras
+    stamp frames with, the inference call on the robot's monotonic clock, and the network share
+    is the client round trip minus the server's own reported time.
     """
 
     request_id: str | None
