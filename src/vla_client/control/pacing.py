@@ -49,8 +49,7 @@ class TickSchedule:
         self._sleep = sleep
         self._due: float | None = None
         self._last_read: float | None = None
-        self.skipped = 0
-        """Ticks skipped so far."""
+        self._warned = False
         self.clock_steps = 0
         """Times the clock went back."""
 
@@ -74,7 +73,8 @@ class TickSchedule:
 
     def _skip(self, ticks: int, late_s: float) -> None:
         # Once a run at warning level: a loop that keeps stalling says so in its stats.
-        level = logging.DEBUG if self.skipped else logging.WARNING
+        level = logging.DEBUG if self._warned else logging.WARNING
+        self._warned = True
         log.log(
             level,
             "control loop %.1f ms late: skipped %d tick(s) rather than run them back to back "
@@ -82,7 +82,6 @@ class TickSchedule:
             late_s * 1e3,
             ticks,
         )
-        self.skipped += ticks
 
     def _now(self) -> float:
         now = self._clock()
