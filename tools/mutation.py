@@ -52,7 +52,7 @@ _EQUIVALENT_LINE = re.compile(r"^- `(vla_client\.[^`]+)`: (.+)$")
 MODULES: dict[str, list[str]] = {
     "transports/retry": ["tests/transports/test_retry_policy.py"],
     "control/safety": ["tests/control/test_safety.py", "tests/control/test_safety_edges.py",
-                       "tests/control/test_safety_rate.py",
+                       "tests/control/test_safety_rate.py", "tests/control/test_safety_shapes.py",
                        "tests/control/test_options_are_checked.py"],
     "control/pacing": ["tests/control/test_stalls_and_clock_steps.py",
                        "tests/control/test_loop.py"],

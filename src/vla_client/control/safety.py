@@ -241,7 +241,7 @@ class SafetyGate:
         times `elapsed_s`, or the smaller of the two; None when neither applies."""
         by_rate = None
         if self._max_rate is not None and elapsed_s is not None:
-            by_rate = (self._max_rate * np.float32(elapsed_s)).astype(np.float32)
+            by_rate = self._max_rate * np.float32(elapsed_s)  # float32, as the limits are
         if by_rate is None or self._max_delta is None:
             return self._max_delta if by_rate is None else by_rate
         tighter: Action = np.minimum(self._max_delta, by_rate)
