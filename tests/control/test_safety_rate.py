@@ -169,3 +169,13 @@ def test_invalid_rates_are_refused(max_rate, message) -> None:
     with pytest.raises(ValueError) as caught:
         SafetyGate(max_rate=max_rate)
     assert str(caught.value) == message
+
+
+def test_the_wall_clock_never_measures_the_rate() -> None:
+    with pytest.raises(ValueError) as caught:
+        SafetyGate(max_rate=RATE, clock=time.time)
+    assert str(caught.value) == (
+        "the gate's clock must be a monotonic clock (time.monotonic, or a fake one in tests), "
+        "not the wall clock time.time, which can be set back or forward; a wall clock may only "
+        "stamp frames (ChunkExecutor(clock=))"
+    )
