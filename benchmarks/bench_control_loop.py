@@ -97,7 +97,7 @@ def main() -> None:
     print(
         f"{stats.ticks} ticks at {args.rate:g} Hz in {wall:.3f} s "
         f"(ideal {(ticks - 1) / args.rate:.3f} s); applied {stats.applied}, idle {stats.idle}, "
-        f"overruns {stats.overruns}"
+        f"overruns {stats.overruns}, skipped {stats.skipped}"
     )
     print(f"tick jitter ms:          {stats.jitter_ms()}")
     print(f"inference ms:            {counters.infer_ms()}")
@@ -122,6 +122,7 @@ def main() -> None:
             "wall_s": wall,
             "ideal_s": (ticks - 1) / args.rate,
             "overruns": stats.overruns,
+            "skipped": stats.skipped,
             "jitter_ms": dataclasses.asdict(stats.jitter_ms()),
             "observation_to_action_ms": dataclasses.asdict(counters.observation_to_action_ms()),
             "chunks": [counters.chunks_received, counters.requests_sent],

@@ -195,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
     samples = list(counters.latencies)
     print(
         f"ticks {stats.ticks}: applied {stats.applied}, idle {stats.idle}, "
-        f"overruns {stats.overruns}, clipped {gate.clipped}, watchdog trips {watchdog.trips}"
+        f"overruns {stats.overruns}, clipped {gate.clipped}, watchdog trips {watchdog.trips}, "
+        f"skipped {stats.skipped}"
     )
     print(f"tick jitter ms:          {stats.jitter_ms()}")
     print(f"inference round trip ms: {counters.infer_ms()}")

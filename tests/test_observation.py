@@ -33,3 +33,26 @@ def test_frames_are_normalised_once(frames):
 def test_bad_observations_fail_before_sending(kwargs, message):
     with pytest.raises(InvalidObservationError, match=message):
         Observation(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "bad", [float("nan"), float("inf"), -np.inf, np.float32("nan"), "1.5", True]
+)
+def test_capture_times_must_be_finite_numbers(bad):
+    """A NaN capture time made the age check depend on dict order (`min` with NaN): one camera
+    at NaN and one 10 s old passed `max_observation_age_s=0.1` when NaN came first."""
+    frame = np.zeros((4, 4, 3), np.uint8)
+    with pytest.raises(InvalidObservationError) as caught:
+        Observation({"a": frame, "b": frame}, capture_times={"a": bad, "b": 1.0})
+    assert str(caught.value) == (
+        f"capture_times['a'] must be a finite number of seconds, got {bad!r}"
+    )
+
+
+def test_capture_times_of_any_real_number_type_become_floats():
+    frame = np.zeros((4, 4, 3), np.uint8)
+    times = {"a": 1, "b": np.float32(2.5), "c": np.int64(3)}
+    obs = Observation(dict.fromkeys(times, frame), capture_times=times)
+    assert obs.capture_times == {"a": 1.0, "b": 2.5, "c": 3.0}
+    assert all(type(t) is float for t in obs.capture_times.values())
+    assert obs.oldest_capture_time == 1.0

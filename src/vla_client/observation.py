@@ -7,6 +7,8 @@ a policy that quietly sees a transposed image). Frames are stored as C-contiguou
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,7 +28,8 @@ class Observation:
 
     `capture_times` holds each camera's capture time in seconds (`time.monotonic()` on the robot);
     it travels in the request as ``observation.capture_times`` so latency can be measured from the
-    moment the frame was taken, without synchronised clocks.
+    moment the frame was taken, without synchronised clocks. Each must be a finite number: a NaN
+    would make the observation's age unknowable, and pass or fail an age check by chance.
     """
 
     images: Mapping[str, np.ndarray]
@@ -50,7 +53,7 @@ class Observation:
         unknown = set(times) - set(self.images)
         if unknown:
             raise InvalidObservationError(f"capture_times names unknown cameras {sorted(unknown)}")
-        object.__setattr__(self, "capture_times", {k: float(v) for k, v in times.items()})
+        object.__setattr__(self, "capture_times", _check_capture_times(times))
 
     @property
     def oldest_capture_time(self) -> float | None:
@@ -73,6 +76,21 @@ def _check_images(images: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             checked[name] = as_rgb_frame(np.asarray(frame), field=f"images.{name}")
         except CodecError as exc:
             raise InvalidObservationError(str(exc)) from None
+    return checked
+
+
+def _check_capture_times(times: Mapping[str, object]) -> dict[str, float]:
+    checked = {}
+    for name, value in times.items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Real)
+            or not math.isfinite(value)
+        ):
+            raise InvalidObservationError(
+                f"capture_times[{name!r}] must be a finite number of seconds, got {value!r}"
+            )
+        checked[name] = float(value)
     return checked
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import replace
@@ -14,6 +15,7 @@ from vla_client.control import ChunkExecutor, UnsafeActionError, chunk, cross_fa
 from vla_client.errors import (
     ConnectError,
     DeadlineExceededError,
+    InvalidObservationError,
     MismatchedReplyError,
     ProtocolError,
     ServerError,
@@ -34,7 +36,7 @@ def index_and_request(action):
 @pytest.mark.parametrize("delay", [1, 2, 3, 5])
 def test_chunk_arriving_late_starts_at_the_elapsed_index(delay, clock, observe, policy_type):
     policy = policy_type(gated=True)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     assert ticks(executor, observe, delay) == [None] * delay
     assert executor.stats.requests_sent == 1
     policy.release()
@@ -49,7 +51,7 @@ def test_chunk_arriving_late_starts_at_the_elapsed_index(delay, clock, observe, 
 
 def test_prefetch_starts_when_remaining_reaches_threshold(clock, observe, policy_type):
     policy = policy_type(gated=True)
-    executor = ChunkExecutor(policy, prefetch_at=4, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=4, clock=clock, monotonic=clock)
     executor.tick(observe)
     policy.release()
     executor.join(5)
@@ -66,7 +68,7 @@ def test_prefetch_starts_when_remaining_reaches_threshold(clock, observe, policy
 
 def test_tick_does_not_wait_for_the_inference(clock, observe, policy_type):
     policy = policy_type(gated=True)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     started = time.perf_counter()
     assert ticks(executor, observe, 50) == [None] * 50
     elapsed = time.perf_counter() - started
@@ -78,7 +80,7 @@ def test_tick_does_not_wait_for_the_inference(clock, observe, policy_type):
 
 def test_new_chunk_is_cross_faded_with_the_old(clock, observe, policy_type):
     policy = policy_type(gated=True)
-    executor = ChunkExecutor(policy, prefetch_at=5, blend_steps=3, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=5, blend_steps=3, clock=clock, monotonic=clock)
     executor.tick(observe)  # tick 0 sends request 1
     policy.release()
     executor.join(5)
@@ -120,7 +122,7 @@ def test_replies_refused_by_infer_are_counted_and_retried(
     error, counter, clock, observe, policy_type
 ):
     policy = policy_type(error=error)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     played = []
     for _ in range(4):
         played.append(executor.tick(observe))
@@ -135,7 +137,7 @@ def test_replies_refused_by_infer_are_counted_and_retried(
 
 def test_a_run_of_failures_is_logged_once(clock, observe, policy_type, caplog):
     policy = policy_type(error=ConnectError("connection refused"))
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
         for _ in range(5):
             executor.tick(observe)
@@ -151,7 +153,7 @@ def test_a_run_of_failures_is_logged_once(clock, observe, policy_type, caplog):
 
 def test_reply_carrying_a_taken_request_id_is_never_executed(clock, observe, policy_type):
     policy = policy_type(horizon=4, reply_id=lambda n: "req-1")
-    executor = ChunkExecutor(policy, prefetch_at=2, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=2, clock=clock, monotonic=clock)
     played = []
     for _ in range(8):
         played.append(executor.tick(observe))
@@ -165,7 +167,7 @@ def test_reply_carrying_a_taken_request_id_is_never_executed(clock, observe, pol
 
 def test_each_chunk_keeps_its_request_id(clock, observe, policy_type):
     policy = policy_type(horizon=3)
-    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock, monotonic=clock)
     ids = []
     for _ in range(6):
         executor.tick(observe)
@@ -177,7 +179,7 @@ def test_each_chunk_keeps_its_request_id(clock, observe, policy_type):
 
 def test_source_names_the_request_and_row_of_each_action(clock, observe, policy_type):
     policy = policy_type(horizon=6, gated=True)
-    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock, monotonic=clock)
     sources = []
     for tick in range(9):
         if tick in (2, 6):  # request 1 (sent at tick 0) lands 2 ticks late, request 2 (tick 3) 3
@@ -200,7 +202,7 @@ def test_source_names_the_request_and_row_of_each_action(clock, observe, policy_
 
 def test_reply_with_every_action_in_the_past_is_dropped(clock, observe, policy_type):
     policy = policy_type(horizon=3, gated=True)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     ticks(executor, observe, 3)
     policy.release()
     executor.join(5)
@@ -212,7 +214,7 @@ def test_reply_with_every_action_in_the_past_is_dropped(clock, observe, policy_t
 
 def test_stale_observation_is_not_sent(clock, observe, observe_aged, policy_type):
     policy = policy_type()
-    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock)
+    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock, monotonic=clock)
     ticks(executor, observe_aged(0.6), 3)
     assert policy.requests == []
     assert executor.stats.stale_observations == 3
@@ -222,7 +224,7 @@ def test_stale_observation_is_not_sent(clock, observe, observe_aged, policy_type
 
 def test_untimed_observation_is_aged_from_observe(clock, observe_untimed, policy_type):
     policy = policy_type()
-    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock)
+    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock, monotonic=clock)
     executor.tick(observe_untimed)
     executor.join(5)
     assert len(policy.requests) == 1
@@ -234,7 +236,7 @@ def test_untimed_observation_is_aged_from_observe(clock, observe_untimed, policy
 )
 def test_retryable_error_is_counted_and_retried(error, clock, observe, policy_type):
     policy = policy_type(error=error)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     assert executor.tick(observe) is None
@@ -247,7 +249,7 @@ def test_retryable_error_is_counted_and_retried(error, clock, observe, policy_ty
 @pytest.mark.parametrize("error", [ServerError(400, "bad input"), RuntimeError("bug")])
 def test_other_errors_surface_from_tick(error, clock, observe, policy_type):
     policy = policy_type(error=error)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     with pytest.raises(type(error)):
@@ -256,7 +258,7 @@ def test_other_errors_surface_from_tick(error, clock, observe, policy_type):
 
 def test_a_batched_reply_is_counted_as_malformed_and_not_played(clock, observe, policy_type):
     policy = policy_type()
-    executor = ChunkExecutor(lambda obs: _batched(policy(obs)), clock=clock)
+    executor = ChunkExecutor(lambda obs: _batched(policy(obs)), clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     assert executor.tick(observe) is None
@@ -275,7 +277,7 @@ def test_validate_sees_each_chunk_and_can_refuse_it(clock, observe, policy_type)
         seen.append(actions.shape)
         raise UnsafeActionError("no")
 
-    executor = ChunkExecutor(policy_type(horizon=6), validate=refuse, clock=clock)
+    executor = ChunkExecutor(policy_type(horizon=6), validate=refuse, clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     with pytest.raises(UnsafeActionError):
@@ -286,7 +288,7 @@ def test_validate_sees_each_chunk_and_can_refuse_it(clock, observe, policy_type)
 
 def test_latency_sample_uses_only_the_robot_clock(clock, observe_aged, policy_type):
     policy = policy_type(clock=clock, infer_s=0.03, server_ms=20.0)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe_aged(0.05))
     executor.join(5)
     executor.tick(observe_aged(0.05))
@@ -303,7 +305,7 @@ def test_latency_sample_uses_only_the_robot_clock(clock, observe_aged, policy_ty
 
 def test_closed_executor_plays_its_chunk_but_sends_nothing(clock, observe, policy_type):
     policy = policy_type(horizon=4)
-    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock, monotonic=clock)
     executor.tick(observe)
     assert executor.close(5)
     played = ticks(executor, observe, 4)
@@ -333,7 +335,7 @@ def test_by_default_the_next_chunk_is_asked_for_when_the_last_action_has_run(
     """prefetch_at=0 and blend_steps=0: chunk 2 is asked for on the tick after chunk 1's last
     row, and played as it came (row 1 onward: it lands one tick late), never blended."""
     policy = policy_type(horizon=3)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     played, sent = [], []
     for _ in range(6):
         action = executor.tick(observe)
@@ -348,7 +350,7 @@ def test_by_default_a_chunk_fetched_ahead_is_not_blended(clock, observe, policy_
     """Each reply lands a tick after it was asked for, while the old chunk still has rows:
     the new chunk replaces them as it came (row 1 of each request), never mixed."""
     policy = policy_type(horizon=4)
-    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=3, clock=clock, monotonic=clock)
     played = []
     for _ in range(4):
         played.append(executor.tick(observe))
@@ -359,7 +361,7 @@ def test_by_default_a_chunk_fetched_ahead_is_not_blended(clock, observe, policy_
 
 def test_a_starved_tick_after_actions_has_no_source(clock, observe, policy_type):
     policy = policy_type(horizon=2, gated=True)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe)
     policy.release()
     executor.join(5)
@@ -378,7 +380,7 @@ def test_infer_gets_the_observation_observe_returned_on_a_daemon_thread(clock, p
         return policy(observation)
 
     observation = Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}, state=[0.0])
-    executor = ChunkExecutor(infer, clock=clock)
+    executor = ChunkExecutor(infer, clock=clock, monotonic=clock)
     executor.tick(lambda: observation)
     executor.join(5)
     assert policy.observations == [observation]
@@ -390,7 +392,7 @@ def test_infer_gets_the_observation_observe_returned_on_a_daemon_thread(clock, p
 
 def test_join_and_close_give_up_after_their_timeout(clock, observe, policy_type):
     policy = policy_type(gated=True)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe)
     releaser = threading.Timer(2.0, policy.release)  # a hung wait would see it finish
     releaser.start()
@@ -406,7 +408,7 @@ def test_join_and_close_give_up_after_their_timeout(clock, observe, policy_type)
 
 def test_every_duplicate_and_late_reply_is_counted_and_logged(clock, observe, policy_type, caplog):
     policy = policy_type(horizon=2, reply_id=lambda n: "req-1" if n < 4 else f"late-{n}")
-    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock, monotonic=clock)
     with caplog.at_level(logging.WARNING, logger="vla_client.control.chunk"):
         for _ in range(3):  # chunk req-1 is taken, then two replies carrying its id come back
             executor.tick(observe)
@@ -428,7 +430,7 @@ def test_every_duplicate_and_late_reply_is_counted_and_logged(clock, observe, po
 
 
 def test_chunks_received_counts_every_chunk(clock, observe, policy_type):
-    executor = ChunkExecutor(policy_type(horizon=2), clock=clock)
+    executor = ChunkExecutor(policy_type(horizon=2), clock=clock, monotonic=clock)
     for _ in range(6):
         executor.tick(observe)
         executor.join(5)
@@ -441,7 +443,7 @@ def test_the_ids_remembered_are_bounded(clock, observe, policy_type, monkeypatch
     monkeypatch.setattr(chunk, "SEEN_IDS", seen)
     ids = [f"id-{n}" for n in range(seen + 1)] + ["id-0", f"id-{seen}"]
     policy = policy_type(horizon=2, reply_id=lambda n: ids[n - 1] if n <= len(ids) else "next")
-    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)
+    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock, monotonic=clock)
     for _ in range(len(ids) + 1):  # each tick takes the reply to the one before
         executor.tick(observe)
         executor.join(5)
@@ -457,7 +459,7 @@ def test_actions_are_float32_whatever_the_reply_holds(clock, observe, policy_typ
         result = policy(observation)
         return replace(result, actions=result.actions.astype(np.float64) + 0.1)
 
-    executor = ChunkExecutor(infer, clock=clock)
+    executor = ChunkExecutor(infer, clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     action = executor.tick(observe)
@@ -467,7 +469,9 @@ def test_actions_are_float32_whatever_the_reply_holds(clock, observe, policy_typ
 
 def test_a_reply_that_is_not_a_chunk_names_its_shape(clock, observe, policy_type):
     policy = policy_type()
-    executor = ChunkExecutor(lambda obs: replace(policy(obs), actions=np.zeros(3)), clock=clock)
+    executor = ChunkExecutor(
+        lambda obs: replace(policy(obs), actions=np.zeros(3)), clock=clock, monotonic=clock
+    )
     executor.tick(observe)
     executor.join(5)
     assert executor.tick(observe) is None
@@ -480,7 +484,9 @@ def test_failures_and_recovery_are_logged_with_the_error_and_the_count(
 ):
     """A failure after a recovery starts a new run: it is a warning again."""
     policy = policy_type(horizon=2, error=ConnectError("connection refused"))
-    executor = ChunkExecutor(policy, prefetch_at=1, clock=clock)  # a request every tick
+    executor = ChunkExecutor(
+        policy, prefetch_at=1, clock=clock, monotonic=clock
+    )  # a request every tick
     with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
         for error in [policy.error, policy.error, None, policy.error]:
             policy.error = error
@@ -498,7 +504,7 @@ def test_failures_and_recovery_are_logged_with_the_error_and_the_count(
 
 
 def test_a_stale_observation_is_logged_with_its_age(clock, observe_aged, policy_type, caplog):
-    executor = ChunkExecutor(policy_type(), max_observation_age_s=0.5, clock=clock)
+    executor = ChunkExecutor(policy_type(), max_observation_age_s=0.5, clock=clock, monotonic=clock)
     with caplog.at_level(logging.DEBUG, logger="vla_client.control.chunk"):
         executor.tick(observe_aged(0.75))
     assert [r.getMessage() for r in caplog.records] == ["observation 750.0 ms old, not sent"]
@@ -516,7 +522,9 @@ def test_a_changed_action_dim_is_named():
 
 @pytest.mark.parametrize(("status", "retried"), [(499, False), (500, True), (501, True)])
 def test_server_errors_from_500_are_retried(status, retried, clock, observe, policy_type):
-    executor = ChunkExecutor(policy_type(error=ServerError(status, "x")), clock=clock)
+    executor = ChunkExecutor(
+        policy_type(error=ServerError(status, "x")), clock=clock, monotonic=clock
+    )
     executor.tick(observe)
     executor.join(5)
     if not retried:
@@ -526,3 +534,21 @@ def test_server_errors_from_500_are_retried(status, retried, clock, observe, pol
     executor.tick(observe)
     assert executor.stats.errors == 1
     executor.join(5)
+
+
+def test_an_executor_never_sends_a_nan_capture_time(policy_type) -> None:
+    """The observation is refused where it is built, inside `observe`: the error reaches the
+    loop, and no request goes out."""
+    frame = np.zeros((4, 4, 3), np.uint8)
+    policy = policy_type()
+
+    def observe() -> Observation:
+        return Observation({"a": frame, "b": frame}, capture_times={"a": math.nan, "b": 0.0})
+
+    executor = ChunkExecutor(policy, max_observation_age_s=0.1)
+    with pytest.raises(
+        InvalidObservationError, match=r"^capture_times\['a'\] must be a finite number"
+    ):
+        executor.tick(observe)
+    assert executor.join(5) and policy.requests == []
+    assert executor.stats.requests_sent == 0

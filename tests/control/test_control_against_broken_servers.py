@@ -204,7 +204,9 @@ ROWS = np.repeat(np.float32([[10.0], [11.0], [12.0]]), 2, axis=1)
 def test_after_a_malformed_reply_the_robot_keeps_to_the_watchdogs_behaviour(
     clock, observe, behaviour, options, tripped
 ) -> None:
-    executor = ChunkExecutor(scripted(ROWS, ProtocolError("ragged envelope")), clock=clock)
+    executor = ChunkExecutor(
+        scripted(ROWS, ProtocolError("ragged envelope")), clock=clock, monotonic=clock
+    )
     applied: list[np.ndarray] = []
     watchdog = Watchdog(0.25, behaviour, **options)
     loop = fake_time_loop(clock, executor, observe, applied, watchdog)
@@ -220,7 +222,7 @@ def test_after_a_malformed_reply_the_robot_keeps_to_the_watchdogs_behaviour(
 def test_a_good_reply_after_malformed_ones_is_played(clock, observe) -> None:
     later = ROWS + 10
     infer = scripted(ROWS, ProtocolError("bad"), ProtocolError("bad"), later)
-    executor = ChunkExecutor(infer, clock=clock)
+    executor = ChunkExecutor(infer, clock=clock, monotonic=clock)
     applied: list[np.ndarray] = []
     watchdog = Watchdog(0.25, "hold")
     fake_time_loop(clock, executor, observe, applied, watchdog).run(ticks=8)
@@ -231,7 +233,7 @@ def test_a_good_reply_after_malformed_ones_is_played(clock, observe) -> None:
 
 def test_a_chunk_of_another_action_dim_is_a_malformed_reply(clock, observe) -> None:
     wider = np.zeros((3, 3), np.float32)
-    executor = ChunkExecutor(scripted(ROWS, wider), clock=clock)
+    executor = ChunkExecutor(scripted(ROWS, wider), clock=clock, monotonic=clock)
     applied: list[np.ndarray] = []
     fake_time_loop(clock, executor, observe, applied, Watchdog(5.0)).run(ticks=6)
     assert all(a.tolist() == [12.0, 12.0] for a in applied[1:]) and len(applied) == 5

@@ -20,7 +20,7 @@ from vla_client.control import (
 
 def primed_executor(policy, clock, observe):
     """An executor whose first chunk is in hand, so every loop tick has an action."""
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     return executor
@@ -58,17 +58,24 @@ def test_ticks_start_on_the_absolute_schedule_without_drift(clock, observe, poli
     assert stats.overruns == 0
 
 
-def test_late_tick_runs_at_once_and_the_next_is_back_on_schedule(clock, observe, policy_type):
+def test_a_tick_late_by_a_period_skips_the_one_it_missed(clock, observe, policy_type):
+    """Tick 2 works 0.25 s at 10 Hz: tick 3 (due at 0.3 s) starts at 0.45 s. Slot 3 has
+    passed, so it runs as slot 4 (row 5 of the chunk), and tick 5 comes a period later."""
     executor = primed_executor(policy_type(horizon=100), clock, observe)
     work = {2: 0.25}
     count = iter(range(100))
+    applied, starts = [], []
 
     def apply_action(action):
+        applied.append(float(action[0]))
+        starts.append(clock() - 100.0)
         clock.advance(work.get(next(count), 0.0))
 
     stats = fake_time_loop(clock, executor, observe, apply_action).run(ticks=6)
-    assert list(stats.jitter_s) == pytest.approx([0, 0, 0, 0.15, 0.05, 0])
-    assert stats.overruns == 1
+    assert list(stats.jitter_s) == pytest.approx([0, 0, 0, 0.15, 0, 0])
+    assert starts == pytest.approx([0, 0.1, 0.2, 0.45, 0.55, 0.65])
+    assert applied == [1, 2, 3, 5, 6, 7]
+    assert (stats.overruns, stats.skipped) == (1, 1)
     assert stats.ticks == stats.applied == 6
 
 
@@ -96,7 +103,9 @@ def test_rejected_action_ends_the_loop_before_the_robot_gets_it(clock, observe, 
 def test_idle_ticks_before_the_first_chunk_call_nothing(clock, observe, policy_type):
     policy = policy_type(gated=True)
     applied = []
-    loop = fake_time_loop(clock, ChunkExecutor(policy, clock=clock), observe, applied.append)
+    loop = fake_time_loop(
+        clock, ChunkExecutor(policy, clock=clock, monotonic=clock), observe, applied.append
+    )
     stats = loop.run(ticks=4)
     policy.release()
     assert applied == []
@@ -133,7 +142,7 @@ def test_exception_in_observe_surfaces(clock, policy_type):
     def observe():
         raise KeyError("camera unplugged")
 
-    executor = ChunkExecutor(policy_type(), clock=clock)
+    executor = ChunkExecutor(policy_type(), clock=clock, monotonic=clock)
     loop = fake_time_loop(clock, executor, observe, lambda action: None)
     with pytest.raises(KeyError, match="camera unplugged"):
         loop.run(ticks=3)
@@ -165,7 +174,9 @@ def test_real_time_loop_keeps_its_schedule_and_drives_the_sim(policy_type):
 
     A loop that slept a period after each tick's work (or that paced relative to the last tick)
     would fall 6 ms behind per tick, 234 ms by the 40th; the bounds allow 120 ms of lateness
-    for a busy machine, measured with this test's own clock, not only the loop's jitter.
+    for a busy machine, measured with this test's own clock, not only the loop's jitter. A
+    machine busy enough to make a tick a period late makes the loop skip ticks: the grid then
+    moves on by the ticks skipped, and starts again from the late tick (less than a period on).
     """
     robot = SimRobot(action_dim=2, dt=0.01)
     policy = policy_type(horizon=10, infer_s=0.02)
@@ -178,6 +189,13 @@ def test_real_time_loop_keeps_its_schedule_and_drives_the_sim(policy_type):
         return tick(observe)
 
     executor.tick = timed_tick  # the loop calls it once at the start of every tick
+    skip, skips = executor.skip, []
+
+    def counted_skip(ticks):
+        skips.append((len(ticked), ticks))
+        skip(ticks)
+
+    executor.skip = counted_skip  # the loop calls it before the tick that skipped
 
     def apply_action(action):
         applied.append(action)
@@ -191,15 +209,18 @@ def test_real_time_loop_keeps_its_schedule_and_drives_the_sim(policy_type):
     stats = loop.run(ticks=40)
     elapsed = time.monotonic() - started
     executor.close(5)
-    assert 39 * 0.01 <= elapsed < 39 * 0.01 + 0.12 + 0.006
+    restarts = 0.01 * stats.overruns
+    assert 39 * 0.01 <= elapsed < (39 + stats.skipped) * 0.01 + restarts + 0.12 + 0.006
     assert stats.ticks == 40 and stats.applied + stats.idle == 40
     assert stats.jitter_ms().count == 40
     jitter = list(stats.jitter_s)
     assert min(jitter) >= 0.0 and max(jitter) < 0.12
-    lateness = [t - (started + i * 0.01) for i, t in enumerate(ticked)]
-    assert len(ticked) == 40 and min(lateness) >= 0.0 and max(lateness) < 0.12
+    assert sum(n for _, n in skips) == stats.skipped and len(skips) == stats.overruns
+    slots = [i + sum(n for at, n in skips if at <= i) for i in range(len(ticked))]
+    lateness = [t - (started + slot * 0.01) for slot, t in zip(slots, ticked, strict=True)]
+    assert len(ticked) == 40 and min(lateness) >= 0.0 and max(lateness) < 0.12 + restarts
     # Lateness does not build up: the last ten ticks are on time as the first ten were.
-    assert np.median(lateness[-10:]) < 0.02 and np.median(jitter[-10:]) < 0.02
+    assert np.median(lateness[-10:]) < 0.02 + restarts and np.median(jitter[-10:]) < 0.02
     assert executor.stats.chunks_received >= 2
     assert executor.stats.dropped_mismatched == executor.stats.dropped_late == 0
     assert robot.steps == len(applied)

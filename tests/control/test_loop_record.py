@@ -35,7 +35,7 @@ def test_each_applied_action_is_recorded_with_the_observation_of_its_tick(
     clock, policy_type, observe
 ):
     policy = policy_type(horizon=100)
-    executor = ChunkExecutor(policy, clock=clock)
+    executor = ChunkExecutor(policy, clock=clock, monotonic=clock)
     executor.tick(observe)  # the first chunk in hand: every tick below has an action
     executor.join(5)
     robot, applied, recorded = CountingRobot(), [], []
@@ -52,7 +52,7 @@ def test_each_applied_action_is_recorded_with_the_observation_of_its_tick(
 def test_idle_ticks_record_nothing_and_the_executor_sends_the_ticks_own_reading(clock, policy_type):
     policy = policy_type(gated=True)
     robot, applied, recorded = CountingRobot(), [], []
-    loop = loop_for(clock, ChunkExecutor(policy, clock=clock), robot, applied,
+    loop = loop_for(clock, ChunkExecutor(policy, clock=clock, monotonic=clock), robot, applied,
                     record=lambda o, a: recorded.append((o, a)))  # fmt: skip
     stats = loop.run(ticks=4)
     policy.release()
@@ -63,9 +63,9 @@ def test_idle_ticks_record_nothing_and_the_executor_sends_the_ticks_own_reading(
 
 @pytest.mark.parametrize("record", ["file.vlaobs", 3, object()])
 def test_a_record_that_is_not_callable_is_refused(clock, policy_type, record) -> None:
+    executor = ChunkExecutor(policy_type(), clock=clock, monotonic=clock)
     with pytest.raises(ValueError, match=r"record must be a callable taking \(observation, action"):
-        loop_for(clock, ChunkExecutor(policy_type(), clock=clock), CountingRobot(), [],
-                 record=record)  # fmt: skip
+        loop_for(clock, executor, CountingRobot(), [], record=record)
 
 
 def test_a_writers_record_keeps_the_applied_actions_and_the_episodes(
@@ -76,7 +76,7 @@ def test_a_writers_record_keeps_the_applied_actions_and_the_episodes(
     with ObservationWriter(path, fps=10) as writer:
         for episode in range(2):
             assert writer.episode == episode
-            executor = ChunkExecutor(policy_type(horizon=100), clock=clock)
+            executor = ChunkExecutor(policy_type(horizon=100), clock=clock, monotonic=clock)
             executor.tick(observe)
             executor.join(5)
             loop_for(clock, executor, robot, applied, record=writer.record).run(ticks=3)

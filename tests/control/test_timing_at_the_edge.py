@@ -111,7 +111,7 @@ def test_the_executor_sends_an_observation_exactly_max_age_old(
 ) -> None:
     assert START - (START - age) == age  # the age the executor computes, to the last bit
     policy = policy_type()
-    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock)
+    executor = ChunkExecutor(policy, max_observation_age_s=0.5, clock=clock, monotonic=clock)
     executor.tick(observe_aged(age))
     executor.join(5)
     assert len(policy.requests) == int(sent)
@@ -126,7 +126,7 @@ def test_the_executor_keeps_a_reply_that_took_exactly_its_deadline(
 ) -> None:
     assert (START + infer_s) - START == infer_s
     policy = policy_type(clock=clock, infer_s=infer_s)
-    executor = ChunkExecutor(policy, reply_deadline_s=0.25, clock=clock)
+    executor = ChunkExecutor(policy, reply_deadline_s=0.25, clock=clock, monotonic=clock)
     executor.tick(observe)
     executor.join(5)
     taken = executor.tick(observe)

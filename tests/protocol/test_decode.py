@@ -413,6 +413,24 @@ def test_bad_capture_times_are_refused_with_their_field(times):
     assert refusal({"capture_times": times}).field == "capture_times"
 
 
+@pytest.mark.parametrize(
+    "times", [{"a": float("nan")}, {"a": 1.0, "b": float("inf")}, {"a": -float("inf")}]
+)
+def test_non_finite_capture_times_are_refused(times):
+    """msgpack carries NaN and infinity (JSON has no such numbers); the server refused NaN
+    times over JSON but took them over msgpack."""
+    error = refusal(nested({"capture_times": times}))
+    assert str(error) == (
+        "input.observation.capture_times: capture_times must be finite seconds (no NaN or infinity)"
+    )
+
+
+def test_a_capture_time_too_large_for_a_float_is_refused_not_crashed_on():
+    body = b'{"input": {"observation": {"capture_times": {"a": 1' + b"0" * 400 + b"}}}}"
+    with pytest.raises(CodecError, match="capture_times must be finite seconds"):
+        decode_payload(json.loads(body), "json")
+
+
 # Request id.
 
 

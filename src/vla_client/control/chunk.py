@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vla_client.client.result import ActionResult
+from vla_client.control.clocks import StepWatch, check_monotonic
 from vla_client.control.stats import ExecutorStats, LatencySample
 from vla_client.control.types import Action, InferFn, Observe
 from vla_client.errors import (
@@ -74,7 +75,7 @@ class _Request:
     """One inference in flight; the worker thread fills in the outcome, then sets `done`."""
 
     tick: int
-    captured_at: float
+    age_s: float
     sent_at: float
     done: threading.Event = field(default_factory=threading.Event)
     result: ActionResult | None = None
@@ -103,6 +104,7 @@ class ChunkExecutor:
         reply_deadline_s: float | None = None,
         validate: Callable[[Action], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        monotonic: Callable[[], float] = time.monotonic,
         align: bool = True,
     ) -> None:
         """Configure the executor.
@@ -114,11 +116,15 @@ class ChunkExecutor:
         without capture times is aged from the `observe` call). `reply_deadline_s`: discard a
         reply that took longer than this from sending. `validate` sees each accepted chunk
         before it is used (`SafetyGate.check_chunk`, say) and may raise. `clock` must be the
-        clock the observations' `capture_times` come from; a `ControlLoop` and its `Watchdog`
-        run on it too. `align=False` plays each chunk from its first row however late it arrived
-        (the naive execution some clients do, kept to measure what aligning is worth). The counts
-        are integers >= 0, the times finite numbers > 0 (or None) and `align` a bool, else
-        `ValueError`.
+        clock the observations' `capture_times` come from (`time.time` for cameras that stamp
+        wall time); only observation ages are measured on it. `monotonic` times everything
+        else (replies, deadlines, `last_chunk_at`), and a `ControlLoop` schedules its ticks,
+        its `Watchdog` measures silence and its `SafetyGate` its rate on it: it must never go
+        back, so the wall clock is refused (tests and simulations give a fake one; a test's
+        fake `clock` is usually given as both). `align=False` plays each chunk from its first
+        row however late it arrived (the naive execution some clients do, kept to measure what
+        aligning is worth). The counts are integers >= 0, the times finite numbers > 0 (or
+        None), the clocks callables and `align` a bool, else `ValueError`.
         """
         check_at_least("prefetch_at", prefetch_at, 0, integer=True)
         check_at_least("blend_steps", blend_steps, 0, integer=True)
@@ -126,6 +132,9 @@ class ChunkExecutor:
         check_positive("reply_deadline_s", reply_deadline_s, allow_none=True, finite=True)
         if not isinstance(align, bool):
             raise ValueError(f"align must be True or False; got {align!r}")
+        if not callable(clock):
+            raise ValueError(f"clock must be a callable giving seconds; got {clock!r}")
+        check_monotonic("monotonic", monotonic)
         self._infer = infer
         self._prefetch_at = prefetch_at
         self._blend_steps = blend_steps
@@ -133,6 +142,8 @@ class ChunkExecutor:
         self._deadline = reply_deadline_s
         self._validate = validate
         self._clock = clock
+        self._monotonic = monotonic
+        self._stamps = StepWatch(clock, monotonic)
         self._align = align
         self._seen_ids: deque[str] = deque(maxlen=SEEN_IDS)
         self._tick = 0
@@ -145,7 +156,7 @@ class ChunkExecutor:
         self.last_error: Exception | None = None
         self._failures_in_row = 0
         self.last_chunk_at: float | None = None
-        """Clock time the last chunk was accepted; a watchdog measures silence from it."""
+        """`monotonic` time the last chunk was accepted; a watchdog measures silence from it."""
         self.chunk_request_id: str | None = None
         """The request id of the chunk being played, to trace an action to its request."""
         self.source: ActionSource | None = None
@@ -153,8 +164,13 @@ class ChunkExecutor:
 
     @property
     def clock(self) -> Callable[[], float]:
-        """The clock the executor stamps times with (`last_chunk_at`, ages, deadlines)."""
+        """The clock capture times are stamped on, which observation ages are measured on."""
         return self._clock
+
+    @property
+    def monotonic(self) -> Callable[[], float]:
+        """The clock everything else is timed on: replies, deadlines, `last_chunk_at`."""
+        return self._monotonic
 
     @property
     def in_flight(self) -> bool:
@@ -187,6 +203,12 @@ class ChunkExecutor:
         self._tick += 1
         return action
 
+    def skip(self, ticks: int) -> None:
+        """Let `ticks` ticks pass without their actions (a late loop skipped them, an integer
+        >= 0), so that the tick count, which chunks are aligned by, keeps up with time."""
+        check_at_least("ticks", ticks, 0, integer=True)
+        self._tick += ticks
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the inference in flight to finish; False if it is still running."""
         pending = self._pending
@@ -206,13 +228,12 @@ class ChunkExecutor:
         observed_at = self._clock()
         observation = observe()
         oldest = observation.oldest_capture_time
-        captured_at = observed_at if oldest is None else oldest
-        sent_at = self._clock()
-        if self._max_age is not None and sent_at - captured_at > self._max_age:
+        age_s = self._stamps.read() - (observed_at if oldest is None else oldest)
+        if self._max_age is not None and not age_s <= self._max_age:  # NaN: not sent either
             self.stats.stale_observations += 1
-            log.debug("observation %.1f ms old, not sent", (sent_at - captured_at) * 1e3)
+            log.debug("observation %.1f ms old, not sent", age_s * 1e3)
             return
-        request = _Request(self._tick, captured_at, sent_at)
+        request = _Request(self._tick, age_s, self._monotonic())
         self._pending = request
         self.stats.requests_sent += 1
         threading.Thread(
@@ -225,7 +246,7 @@ class ChunkExecutor:
         except Exception as exc:  # handed to the control thread, which decides what to do
             request.error = exc
         finally:
-            request.finished_at = self._clock()
+            request.finished_at = self._monotonic()
             request.done.set()
 
     def _collect(self) -> None:
@@ -266,7 +287,7 @@ class ChunkExecutor:
         self.chunk_request_id = result.request_id
         if result.request_id is not None:
             self._seen_ids.append(result.request_id)
-        self.last_chunk_at = self._clock()
+        self.last_chunk_at = self._monotonic()
         self.stats.chunks_received += 1
         if self._failures_in_row:
             log.info("inference back after %d failed requests", self._failures_in_row)
@@ -335,7 +356,7 @@ def _latency(request: _Request, result: ActionResult, elapsed: int) -> LatencySa
     server_ms = result.timings.server.get("total_ms")
     return LatencySample(
         request_id=result.request_id,
-        observation_age_ms=(request.sent_at - request.captured_at) * 1e3,
+        observation_age_ms=request.age_s * 1e3,
         infer_ms=(request.finished_at - request.sent_at) * 1e3,
         server_ms=server_ms,
         network_ms=result.timings.network_ms,

@@ -1,10 +1,10 @@
 """Run observe -> executor -> watchdog -> gate -> apply at a fixed rate.
 
-Pacing with ``sleep(period - elapsed)`` after each tick lets every overshoot of the sleep add up,
-so the loop drifts slower than its rate. `ControlLoop` instead sleeps until the absolute time of
-the next tick (start + i * period). A tick that starts late runs at once, and the ones after it
-return to the schedule; ticks are never skipped, because the chunk executor counts ticks to
-align chunks, so the tick count must stay tied to wall time.
+The ticks are paced by `TickSchedule` on the executor's monotonic clock: each sleeps until its
+absolute time (start + i * period), so sleep overshoots do not add up. A tick a whole period
+late or more (a stall) skips the ticks it missed instead of running them back to back, and
+the executor is told, because it counts ticks to align chunks: its tick count stays tied to
+time. Skipped ticks are counted in `LoopStats.skipped` and logged once a run.
 
 A loop given `record` reads the robot on every tick (not only when the executor asks for an
 observation to send) and hands `record` each tick's observation with the action applied on it,
@@ -16,15 +16,16 @@ time on the loop's clock, observation and action.
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Callable
 
 from vla_client.control.chunk import ChunkExecutor
+from vla_client.control.clocks import clock_name
+from vla_client.control.pacing import TickSchedule
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import LoopStats
 from vla_client.control.types import Action, ApplyAction, Observe, TickLog
-from vla_client.control.watchdog import Watchdog, clock_name
+from vla_client.control.watchdog import Watchdog
 from vla_client.observation import Observation
 from vla_client.validation import check_at_least, check_positive
 
@@ -34,16 +35,16 @@ class ControlLoop:
     (the executor itself counts the failures a later request may not hit, and goes on).
 
     `run()` is for one thread at a time; `stop()` may be called from any thread, including from
-    inside `apply_action`. `clock` and `sleep` are injectable so the schedule can be tested
-    without waiting; by default the sleep wakes early when `stop()` is called. `reset` is
-    called as each `run()` starts, before its first tick: a run is an episode, and
-    `ActionClient.reset` there tells the server a new one begins.
+    inside `apply_action`. `sleep` is injectable, with the executor's `monotonic` clock, so
+    the schedule can be tested without waiting; by default the sleep wakes early when `stop()`
+    is called. `reset` is called as each `run()` starts, before its first tick: a run is an
+    episode, and `ActionClient.reset` there tells the server a new one begins.
 
-    The whole loop runs on one clock, the executor's (`ChunkExecutor(clock=)`, the clock the
-    cameras stamp frames with): the schedule, the executor's ages and deadlines, and the
-    watchdog's silence. `clock` may be left out (it is then the executor's); a `clock`, or a
-    watchdog built with a clock, other than the executor's is a `ValueError`. A watchdog built
-    without one is handed the loop's.
+    The loop uses the executor's two clocks (`ChunkExecutor(clock=, monotonic=)`). Its ticks,
+    the executor's deadlines, the watchdog's silence and the gate's rate run on `monotonic`;
+    the watchdog and the gate are handed it (one built with another clock is a `ValueError`).
+    `clock`, the one the cameras stamp frames with (maybe the wall clock), only ages frames;
+    `ControlLoop(clock=)` may be left out, and one other than the executor's is a `ValueError`.
     """
 
     def __init__(
@@ -77,14 +78,16 @@ class ControlLoop:
         elif clock != executor.clock:
             raise ValueError(
                 f"the loop's clock {clock_name(clock)} is not the executor's "
-                f"{clock_name(executor.clock)}: the loop, the executor and the watchdog run on "
-                "one clock; give ChunkExecutor the clock and leave ControlLoop's out"
+                f"{clock_name(executor.clock)}: frames are stamped on one clock; give "
+                "ChunkExecutor the clock and leave ControlLoop's out"
             )
         if watchdog is not None:
-            watchdog.use_clock(clock)
+            watchdog.use_clock(executor.monotonic)
+        if gate is not None:
+            gate.use_clock(executor.monotonic)
         self.period_s = 1.0 / rate_hz
         if log is not None:
-            log.use_clock(clock, self.period_s)
+            log.use_clock(executor.monotonic, self.period_s)
         self._observe = observe
         self._executor = executor
         self._apply = apply_action
@@ -100,8 +103,13 @@ class ControlLoop:
 
     @property
     def clock(self) -> Callable[[], float]:
-        """The one clock of the loop: its schedule, the executor's times, the watchdog's."""
+        """The clock frames are stamped with: the executor's `clock`."""
         return self._clock
+
+    @property
+    def monotonic(self) -> Callable[[], float]:
+        """The clock the ticks run on: the executor's `monotonic`, the watchdog's, the gate's."""
+        return self._executor.monotonic
 
     def stop(self) -> None:
         """Make `run()` return before its next tick."""
@@ -109,29 +117,28 @@ class ControlLoop:
 
     def run(self, ticks: int | None = None) -> LoopStats:
         """Run `ticks` ticks (forever when None; else an integer >= 0) or until `stop()`;
-        returns the stats."""
+        returns the stats. Skipped ticks do not count: `ticks` is how many run."""
         if ticks is not None:
             check_at_least("ticks", ticks, 0, integer=True)
+        end = None if ticks is None else self.stats.ticks + ticks
         self._stopping.clear()
         if self._reset is not None:
             self._reset()
-        start = self._clock()
-        counter = range(ticks) if ticks is not None else itertools.count()
-        for i in counter:
-            scheduled = start + i * self.period_s
-            self._wait_until(scheduled)
-            if self._stopping.is_set():
-                break
-            lateness = self._clock() - scheduled
-            self.stats.jitter_s.append(lateness)
-            self.stats.overruns += lateness >= self.period_s
-            self._tick()
+        schedule = TickSchedule(self.period_s, self.monotonic, self._sleep)
+        try:
+            while end is None or self.stats.ticks < end:
+                tick = schedule.wait(self._stopping.is_set)
+                if tick is None:
+                    break
+                self.stats.jitter_s.append(tick.late_s)
+                if tick.skipped:
+                    self.stats.overruns += 1
+                    self.stats.skipped += tick.skipped
+                    self._executor.skip(tick.skipped)
+                self._tick()
+        finally:
+            self.stats.clock_steps += schedule.clock_steps
         return self.stats
-
-    def _wait_until(self, deadline: float) -> None:
-        # Loop because a timed wait may wake a little early; a tick never starts before its time.
-        while not self._stopping.is_set() and (delay := deadline - self._clock()) > 0:
-            self._sleep(delay)
 
     def _tick(self) -> None:
         self.stats.ticks += 1
@@ -143,7 +150,7 @@ class ControlLoop:
         if action is not None and self._record is not None:
             self._record(observation, action)
         if self._log is not None:
-            self._log.tick(self._clock(), observation, action)
+            self._log.tick(self.monotonic(), observation, action)
 
     def _act(self, observe: Observe) -> Action | None:
         """This tick's action, through the executor, the watchdog and the gate, applied; None

@@ -8,13 +8,16 @@ action through, and says why with an `UnsafeActionError`.
 
 from __future__ import annotations
 
+import functools
 import numbers
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from vla_client.control.clocks import Clock, check_monotonic, shared_clock
 from vla_client.control.types import Action
 from vla_client.errors import UnsafeActionError
 from vla_client.validation import check_choice
@@ -28,13 +31,22 @@ Limit = float | npt.ArrayLike
 
 
 class SafetyGate:
-    """Finite values, shape and dims always; bounds and per-step deltas when configured.
+    """Finite values, shape and dims always; bounds, step and rate limits when configured.
 
-    Bounds and delta violations are either clipped (`"clip"`) or raised (`"reject"`, the default:
+    Bounds and step violations are either clipped (`"clip"`) or raised (`"reject"`, the default:
     a policy that leaves its envelope is worth stopping for); any other value is a `ValueError`
     here, never a silent clip. Non-finite values and wrong shapes
-    are always raised, since there is nothing sensible to clip them to. The delta limit is taken
-    from the last action this gate passed; `reset()` forgets it (after re-homing, say).
+    are always raised, since there is nothing sensible to clip them to. Steps are taken from
+    the last action this gate passed; `reset()` forgets it (after re-homing, say).
+
+    Two limits bound a step, and an action must keep both. `max_delta` is what one action may
+    differ from the last, however much time passed between them: after a stall, the robot is
+    still only moved one step. `max_rate` is a speed, in action units per second: a step may
+    be at most `max_rate` times the time since the last action passed, read on the gate's
+    monotonic `clock` (a `ControlLoop`'s, handed to the gate by the loop; `time.monotonic`
+    on its own), so actions that come too close together (a burst) are held to the rate
+    however small each step is. A limit on a robot's speed is `max_rate`; `max_delta` =
+    `max_rate` x the loop's period adds a cap on any single step.
 
     The gate's action dimension is fixed by the first thing that gives it: `action_dim`, else
     the length of a vector limit (all vector limits must agree), else the first action or
@@ -54,9 +66,16 @@ class SafetyGate:
         on_bounds: OnViolation = "reject",
         max_delta: Limit | None = None,
         on_delta: OnViolation = "reject",
+        max_rate: Limit | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        """`on_delta` applies to both step limits. `clock`: the monotonic clock `max_rate` is
+        measured on; None takes the loop's, or `time.monotonic` on its own. A wall clock
+        (`time.time`) is a `ValueError`."""
         check_choice("on_bounds", on_bounds, ON_VIOLATION)
         check_choice("on_delta", on_delta, ON_VIOLATION)
+        if clock is not None:
+            check_monotonic("the gate's clock", clock)
         for option, size in (("action_dim", action_dim), ("horizon", horizon)):
             if size is not None and (not isinstance(size, numbers.Integral) or size < 1):
                 raise ValueError(f"{option} must be a positive integer or None; got {size!r}")
@@ -67,16 +86,23 @@ class SafetyGate:
         self._low: Action | None = None
         self._high: Action | None = None
         self._max_delta: Action | None = None
+        self._max_rate: Action | None = None
         self._low = self._limit("low", low)
         self._high = self._limit("high", high)
         self._max_delta = self._limit("max_delta", max_delta)
+        self._max_rate = self._limit("max_rate", max_rate)
         if self._low is not None and self._high is not None and (self._low > self._high).any():
             raise ValueError("low must not exceed high")
-        if self._max_delta is not None and (self._max_delta < 0).any():
-            raise ValueError("max_delta must be >= 0")
+        for option, limit in (("max_delta", self._max_delta), ("max_rate", self._max_rate)):
+            if limit is not None and (limit < 0).any():
+                raise ValueError(f"{option} must be >= 0")
+        if self._max_rate is not None and not np.isfinite(self._max_rate).all():
+            raise ValueError("max_rate must be finite (units per second; leave it out for none)")
         self._on_bounds = on_bounds
         self._on_delta = on_delta
+        self._clock = clock
         self._last: Action | None = None
+        self._last_at: float | None = None
         self.clipped = 0
         self.rejected = 0
 
@@ -128,7 +154,7 @@ class SafetyGate:
     def _fix_dim(self, size: int, origin: str) -> None:
         """Fix the action dimension at `size`, and spread the scalar limits given so far."""
         self._dim, self._dim_origin = size, origin
-        for name in ("_low", "_high", "_max_delta"):
+        for name in ("_low", "_high", "_max_delta", "_max_rate"):
             limit = getattr(self, name)
             if limit is not None and limit.ndim == 0:
                 setattr(self, name, np.full(size, limit, dtype=np.float32))
@@ -138,14 +164,30 @@ class SafetyGate:
         """The last action this gate passed."""
         return self._last
 
+    @property
+    def clock(self) -> Clock | None:
+        """The clock `max_rate` is measured on; None until given one (`time.monotonic` is
+        read meanwhile)."""
+        return self._clock
+
+    def use_clock(self, clock: Clock) -> None:
+        """Measure the rate on `clock` (a control loop's); `ValueError` if the gate already has
+        another one, given when it was built or taken by an earlier loop. A reference action
+        set before (`reset`) counts from now, its time having been read on another clock."""
+        own, self._clock = self._clock, shared_clock("gate", self._clock, clock, "the rate")
+        if own is None and self._last_at is not None:
+            self._last_at = clock()
+
     def reset(self, last_action: npt.ArrayLike | None = None) -> None:
-        """Forget the last action, or set it (the robot's current command) for the delta check.
+        """Forget the last action, or set it (the robot's current command, now) for the step
+        limits.
 
         The action must be finite and of the gate's dimension (it fixes the dimension if
         nothing has yet), else `UnsafeActionError` and the previous reference is kept: a NaN
         reference would turn the step limit off.
         """
         self._last = None if last_action is None else self._action(last_action, "reference action")
+        self._last_at = self._now()
 
     def check_chunk(self, actions: npt.ArrayLike) -> None:
         """Raise unless `actions` is a finite ``[H, D]`` chunk of the expected size."""
@@ -159,25 +201,65 @@ class SafetyGate:
 
     def check(self, action: npt.ArrayLike) -> Action:
         """The action to execute: `action` itself or clipped, else `UnsafeActionError`."""
+        now = self._now()
         try:
             checked = self._action(action, "action")
             if self._low is not None or self._high is not None:
                 bounded = np.clip(checked, self._low, self._high)
                 checked = self._enforce(checked, bounded, self._on_bounds, self._bounds_violation)
-            if self._max_delta is not None and self._last is not None:
-                last, max_delta = self._last, self._max_delta
+            elapsed_s = self._elapsed(now)
+            most = self._step_limit(elapsed_s)
+            if most is not None and self._last is not None:
+                last = self._last
                 step = checked - last
                 # Only steps over the limit are replaced: last + step is not exactly the action
                 # in float32, and rounding must not count (or, with "reject", stop) as one.
-                limited = np.where(
-                    np.abs(step) > max_delta, last + np.clip(step, -max_delta, max_delta), checked
-                )
-                checked = self._enforce(checked, limited, self._on_delta, self._step_violation)
+                limited = np.where(np.abs(step) > most, last + np.clip(step, -most, most), checked)
+                describe = functools.partial(self._step_violation, most=most, elapsed_s=elapsed_s)
+                checked = self._enforce(checked, limited, self._on_delta, describe)
         except UnsafeActionError:
             self.rejected += 1
             raise
-        self._last = checked
+        self._last, self._last_at = checked, now
         return checked
+
+    def _now(self) -> float | None:
+        """The time on the gate's clock when it has a rate to keep, else None (not read)."""
+        if self._max_rate is None:
+            return None
+        return (self._clock or time.monotonic)()
+
+    def _elapsed(self, now: float | None) -> float | None:
+        """Seconds since the last action passed, when there is a rate to keep; a clock read
+        back (only a fake one can be) gives no time, so no movement."""
+        if now is None or self._last_at is None:
+            return None
+        return max(0.0, now - self._last_at)
+
+    def _step_limit(self, elapsed_s: float | None) -> Action | None:
+        """The most each dimension may move from the last action: `max_delta`, or `max_rate`
+        times `elapsed_s`, or the smaller of the two; None when neither applies."""
+        by_rate = None
+        if self._max_rate is not None and elapsed_s is not None:
+            by_rate = self._max_rate * np.float32(elapsed_s)  # float32, as the limits are
+        if by_rate is None or self._max_delta is None:
+            return self._max_delta if by_rate is None else by_rate
+        tighter: Action = np.minimum(self._max_delta, by_rate)
+        return tighter
+
+    def _step_violation(
+        self, action: Action, dim: int, *, most: Action, elapsed_s: float | None
+    ) -> str:
+        assert self._last is not None
+        step = action[dim] - self._last[dim]
+        text = (
+            f"step too large at dim {dim}: {_num(self._last[dim])} to {_num(action[dim])} is "
+            f"{_num(step)}, limit {_num(most[dim])}"
+        )
+        if elapsed_s is not None and (self._max_delta is None or most[dim] < self._max_delta[dim]):
+            assert self._max_rate is not None  # an elapsed time is only read for a rate
+            text += f" (max_rate {_num(self._max_rate[dim])} per s for {elapsed_s * 1e3:.3g} ms)"
+        return text
 
     def _action(self, value: npt.ArrayLike, what: str) -> Action:
         """`value` as a finite float32 copy of shape ``[D]``, else `UnsafeActionError`."""
@@ -238,14 +320,6 @@ class SafetyGate:
         limit = self._low if below else self._high
         assert limit is not None  # the action is outside one of the bounds
         return f"outside bounds at dim {dim}: {_num(action[dim])}, limit {_num(limit[dim])}"
-
-    def _step_violation(self, action: Action, dim: int) -> str:
-        assert self._last is not None and self._max_delta is not None
-        step = action[dim] - self._last[dim]
-        return (
-            f"step too large at dim {dim}: {_num(self._last[dim])} to {_num(action[dim])} is "
-            f"{_num(step)}, limit {_num(self._max_delta[dim])}"
-        )
 
 
 def _shape(shape: tuple[int | None, ...]) -> str:

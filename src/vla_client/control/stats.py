@@ -50,9 +50,9 @@ class LatencySample:
     """Where the time went for one accepted chunk, every figure from the robot's own clock.
 
     No clocks are compared across machines (LeRobot's wall-clock comparison goes negative under
-    skew, lerobot#2458): the observation's age and the inference call are both measured on the
-    robot's monotonic clock, and the network share is the client round trip minus the server's
-    own reported time.
+    skew, lerobot#2458): the observation's age is measured on the robot's clock its cameras
+    stamp frames with, the inference call on the robot's monotonic clock, and the network share
+    is the client round trip minus the server's own reported time.
     """
 
     request_id: str | None
@@ -108,13 +108,20 @@ class LoopStats:
     """Tick counts and tick-start jitter (actual minus scheduled start, seconds, never < 0)."""
 
     ticks: int = 0
+    """Ticks run; skipped ones are not counted here."""
     applied: int = 0
     """Ticks on which `apply_action` was called."""
     idle: int = 0
     """Ticks with no action to apply (before the first chunk, with no watchdog to hold)."""
     overruns: int = 0
-    """Ticks that started a whole period or more late."""
+    """Ticks that started a whole period or more late, and so skipped the ticks they missed."""
     jitter_s: deque[float] = field(default_factory=lambda: deque(maxlen=JITTER_WINDOW))
+    skipped: int = 0
+    """Ticks not run because their time had passed (a stall, a clock that jumped forward): the
+    loop goes on from now rather than running them back to back."""
+    clock_steps: int = 0
+    """Times the loop's monotonic clock went back (a fake or broken clock); the schedule
+    moved back with it."""
 
     def jitter_ms(self) -> Percentiles:
         """Percentiles of tick-start jitter in milliseconds."""

@@ -17,8 +17,9 @@ Before the timeout, a tick with no action (the chunk ran out while the next one 
 repeats the last action, so the robot holds rather than receiving nothing.
 
 Silence is measured from the executor's `last_chunk_at`, so the watchdog must read the same
-clock as the executor: in a `ControlLoop` it is handed the loop's clock (and the loop refuses a
-watchdog built with another one); on its own it reads `time.monotonic`.
+monotonic clock as the executor: in a `ControlLoop` it is handed the loop's (and the loop
+refuses a watchdog built with another one); on its own it reads `time.monotonic`. The wall
+clock is refused: set back an hour, it would hide an hour of silence.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from vla_client.control.clocks import check_monotonic, shared_clock
 from vla_client.control.types import Action
 from vla_client.errors import ServerSilentError
 from vla_client.validation import check_choice, check_positive
@@ -62,9 +64,12 @@ class Watchdog:
         on_trip: Callable[[WatchdogTrip], None] | None = None,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        """`clock`: None (the default) runs on the clock of the `ControlLoop` the watchdog is
-        given to, or on `time.monotonic` when used on its own."""
+        """`clock`: None (the default) runs on the monotonic clock of the `ControlLoop` the
+        watchdog is given to, or on `time.monotonic` when used on its own; a wall clock
+        (`time.time`) is a `ValueError`."""
         check_positive("timeout_s", timeout_s, finite=True)
+        if clock is not None:
+            check_monotonic("the watchdog's clock", clock)
         check_choice("behaviour", behaviour, BEHAVIOURS)
         if stop_action is not None and behaviour != "stop":
             raise ValueError(f"stop_action is only used by behaviour 'stop', not {behaviour!r}")
@@ -88,14 +93,7 @@ class Watchdog:
     def use_clock(self, clock: Callable[[], float]) -> None:
         """Measure silence on `clock` (a control loop's); `ValueError` if the watchdog already
         has another one, given when it was built or taken by an earlier loop or call."""
-        if self._clock is None:
-            self._clock = clock
-        elif self._clock != clock:
-            raise ValueError(
-                f"the watchdog runs on {clock_name(self._clock)}, the loop on "
-                f"{clock_name(clock)}: silence would be measured across two clocks; give the "
-                "watchdog the loop's clock, or no clock to take the loop's"
-            )
+        self._clock = shared_clock("watchdog", self._clock, clock, "silence")
 
     def filter(self, action: Action | None, last_chunk_at: float | None) -> Action | None:
         """The action to execute this tick, given the chunk's action and when a chunk last came.
@@ -133,9 +131,3 @@ class Watchdog:
         elif not silent and self.tripped:
             self.tripped = False
             log.info("server back after %d watchdog trip(s)", self.trips)
-
-
-def clock_name(clock: Callable[[], float]) -> str:
-    """How an error names a clock: ``time.monotonic``, or the object's repr."""
-    module, name = getattr(clock, "__module__", None), getattr(clock, "__qualname__", None)
-    return f"{module}.{name}" if module and name else repr(clock)

@@ -15,6 +15,7 @@ here (header, size limit, end marker) but not decoded.
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -267,7 +268,17 @@ def _capture_times(value: Any, prefix: str) -> dict[str, float]:
         raise CodecError(
             "capture_times must map camera names to seconds", field=f"{prefix}capture_times"
         )
-    return {str(k): float(v) for k, v in value.items()}
+    try:
+        times = {str(k): float(v) for k, v in value.items()}
+        finite = all(math.isfinite(t) for t in times.values())
+    except OverflowError:  # an integer too large for a float, which a JSON body may hold
+        finite = False
+    if not finite:  # msgpack carries NaN and infinity; an age from one means nothing
+        raise CodecError(
+            "capture_times must be finite seconds (no NaN or infinity)",
+            field=f"{prefix}capture_times",
+        )
+    return times
 
 
 def _request_id(payload: dict[str, Any]) -> str | None:

@@ -193,6 +193,7 @@ def run_episode(
         blend_steps=config.blend_steps if config.mode == "blended" else 0,
         validate=gate.check_chunk if gate is not None else None,
         clock=clock,
+        monotonic=clock,
         align=config.mode != "naive",
     )
     if gate is not None:
