@@ -223,11 +223,14 @@ class WorkerRunner:
             else:
                 in_place.append(ArrayLayout(key, array.dtype.str, array.shape, offset))
         copies, end = plan_layout(to_copy, slot.used)
-        if not slot.fits(end):
-            # Growing replaces the segment the body is in: everything moves to the new one.
-            in_place, to_copy = [], arrays
-            copies, end = plan_layout(arrays)
-            slot.reserve(end)
+        if slot.fits(end):
+            slot.reserve(end)  # a no-op that notes the need: the pool sizes idle slots by it
+        else:
+            # Growing replaces the segment the body is in: everything moves to the new one,
+            # made big enough for body and copies together, so the next such request fits.
+            moved, moved_end = plan_layout(arrays)
+            slot.reserve(max(end, moved_end))
+            in_place, to_copy, copies, end = [], arrays, moved, moved_end
         write_arrays(slot.buffer, to_copy, copies)
         return Job(
             job_id=next(self._job_ids),
