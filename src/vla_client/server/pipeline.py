@@ -33,6 +33,7 @@ from vla_client.protocol import (
     FLAT,
     DecodedRequest,
     ErrorStatus,
+    SamplingParameters,
     build_envelope,
     build_raw,
     decode_image_value,
@@ -49,7 +50,7 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.failure_log import FailureLog, traceback_text
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
-from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
 from vla_client.server.recorder import RequestRecorder
 from vla_client.server.startup import Startup
 
@@ -253,6 +254,7 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
             f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}"
         )
     parameters = decoded.parameters
+    check_sizes(parameters, spec)
     return PolicyInput(
         images=images,
         state=decoded.state,
@@ -261,6 +263,35 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         num_inference_steps=parameters.num_inference_steps,
         seed=parameters.seed,
     )
+
+
+def check_sizes(parameters: SamplingParameters, spec: PolicySpec) -> None:
+    """`CodecError` (400) naming the bound for a request that asks the policy for more than
+    it announces: a longer chunk or more denoising steps (see `PolicySpec`)."""
+    horizon = parameters.action_horizon
+    if horizon is not None:
+        limit, name = spec.action_horizon, "output.action_horizon"
+        if spec.max_action_horizon is not None:
+            limit, name = spec.max_action_horizon, "output.max_action_horizon"
+        if horizon > limit:
+            raise CodecError(
+                f"at most {limit} (the metadata's {name}); got {horizon}",
+                field="parameters.action_horizon",
+            )
+    steps = parameters.num_inference_steps
+    if steps is not None:
+        most = spec.max_inference_steps or spec.num_inference_steps
+        if most is None:
+            raise CodecError(
+                "this policy takes no denoising steps; leave it out",
+                field="parameters.num_inference_steps",
+            )
+        if steps > most:
+            where = "max_inference_steps" if spec.max_inference_steps else "num_inference_steps"
+            raise CodecError(
+                f"at most {most} (the metadata's defaults.{where}); got {steps}",
+                field="parameters.num_inference_steps",
+            )
 
 
 def failure(exc: BaseException, request_id: str | None, failures: FailureLog) -> ErrorStatus:
