@@ -206,11 +206,13 @@ def metadata_document(
             state_dim=spec.state_dim,
             openpi_layout=openpi_layout,
         ),
-        output=MetadataOutput(
-            action_horizon=spec.action_horizon,
-            action_dim=spec.action_dim,
-            padded_action_dim=spec.action_dim,
-            **_announced("max_action_horizon", spec.max_action_horizon),
+        output=MetadataOutput.model_validate(
+            {
+                "action_horizon": spec.action_horizon,
+                "action_dim": spec.action_dim,
+                "padded_action_dim": spec.action_dim,
+                **_announced("max_action_horizon", spec.max_action_horizon),
+            }
         ),
         defaults={
             "num_inference_steps": spec.num_inference_steps,
