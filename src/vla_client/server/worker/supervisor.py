@@ -263,8 +263,15 @@ def _greeting(conn: Channel) -> Ready:
 
 
 def _reap(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `process` to exit, else kill it and wait as long again.
+
+    Never raises: it runs while a start error is being raised, which a `TimeoutExpired` of its
+    own would replace. A killed process not reaped in time (a machine too busy) is left to
+    `subprocess`, which reaps it on a later call.
+    """
     try:
         process.wait(timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.wait(timeout_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout_s)
