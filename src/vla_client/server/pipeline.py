@@ -50,6 +50,7 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.failure_log import FailureLog, traceback_text
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
+from vla_client.server.metrics import ServerMetrics
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
 from vla_client.server.recorder import RequestRecorder
 from vla_client.server.startup import Startup
@@ -87,6 +88,8 @@ class Pipeline:
         """The metadata as the first frame of every websocket connection."""
         self.failures = FailureLog(log)
         """Where every route's 500s are logged (see `failure`)."""
+        self.metrics = ServerMetrics()
+        """What ``/metrics`` reports: requests, stage timings, requests in inference."""
 
     async def decode(
         self, body: bytes | memoryview, content_type: str | None, *, openpi: bool = False
@@ -143,10 +146,13 @@ class Pipeline:
         self.startup.check()
         observation = policy_input(decoded, self.policy)
         timeout_s = self.config.infer_timeout_s
+        self.metrics.in_inference += 1
         try:
             actions, stage_timings = await within(timeout_s, self.runner.infer(observation, memory))
         except asyncio.TimeoutError:  # a distinct class before Python 3.11
             raise InferenceError(504, f"inference did not finish within {timeout_s:g} s") from None
+        finally:
+            self.metrics.in_inference -= 1
         post_start = time.perf_counter()
         if decoded.runtime.return_digest:  # hashing every frame takes milliseconds
             reply = await run_in_threadpool(self.reply_document, decoded, actions, form)
@@ -159,6 +165,7 @@ class Pipeline:
             "postprocess_ms": (end - post_start) * 1000,
             "total_ms": (end - started) * 1000,
         }
+        self.metrics.observe(timings)
         if decoded.runtime.return_timing:
             reply["timings"] = timings
         if self.recorder is not None:
