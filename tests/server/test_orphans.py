@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -97,6 +98,47 @@ def test_sigkill_of_serve_leaves_no_process_no_port_and_no_key(api_servers: str)
         httpx.get(url + "/health", timeout=1)
     assert load_test.leaked_segments(children, wait_s=5) == []
     assert files_holding(key.encode(), Path(tempfile.gettempdir()), started) == []
+
+
+def test_sigkill_of_serve_under_load_ends_every_child_within_seconds() -> None:
+    # Robots keep sending while `serve --api-servers 2` is killed. The entrypoints' worker
+    # dies with the server and nobody restarts it: their requests used to wait the link's
+    # 10 s for it, and the entrypoints (and the resource tracker) outlived the server.
+    port = load_test.free_port()
+    server = start_serve(port, "--api-servers", "2")
+    url = f"http://127.0.0.1:{port}{GENERATIONS}"
+    body, content_type = encode_request(
+        Observation(images=synthetic_frames(1, 96, 128)), encoding="raw", wire="msgpack"
+    )
+    sending = threading.Event()
+    sending.set()
+
+    def robot() -> None:
+        with httpx.Client(headers={"content-type": content_type}, timeout=30) as client:
+            while sending.is_set():
+                try:
+                    client.post(url, content=body)
+                except httpx.TransportError:
+                    time.sleep(0.05)  # refused once the entrypoints stop listening
+
+    robots = [threading.Thread(target=robot) for _ in range(4)]
+    try:
+        for thread in robots:
+            thread.start()
+        time.sleep(1.0)
+        children = load_test.process_tree(server.pid)[1:]
+        assert len(children) >= 4, children  # worker, tracker, two entrypoints
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+        assert survivors(children, wait_s=6) == [], "children outlived the server"
+    finally:
+        sending.clear()
+        for thread in robots:
+            thread.join(30)
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert load_test.leaked_segments(children, wait_s=5) == []
 
 
 # A parent that starts a child, which asks to end with it, then both wait.

@@ -16,6 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from vla_client.server.worker.shm import (
     MIN_SLOT_BYTES,
+    RECENT_REQUESTS,
     SEGMENT_PREFIX,
     ArrayLayout,
     Attachments,
@@ -23,6 +24,7 @@ from vla_client.server.worker.shm import (
     Slot,
     SlotPool,
     plan_layout,
+    slot_size,
     view,
     write_arrays,
 )
@@ -100,6 +102,28 @@ def test_a_created_segment_has_its_size_is_private_and_its_name_is_taken(name: s
         segment.unlink()
         segment.close()
     assert not on_disk(name)
+
+
+def reserved_bytes(name: str) -> int:
+    """Bytes of pages /dev/shm has given segment `name`."""
+    return os.stat(f"/dev/shm/{name}").st_blocks * 512
+
+
+def test_a_created_segment_has_its_pages_reserved_and_discard_gives_them_back(name: str) -> None:
+    # Sparse, a full /dev/shm would be found at the first write: SIGBUS, not an error.
+    segment = Segment.create(name, 3 * MIN_SLOT_BYTES)
+    try:
+        assert reserved_bytes(name) == 3 * MIN_SLOT_BYTES
+        held = np.frombuffer(segment.buf, np.uint8)  # a view: the mapping stays
+        held[:10] = 1
+        segment.discard(MIN_SLOT_BYTES + 1)  # from the next page on
+        assert reserved_bytes(name) == 2 * MIN_SLOT_BYTES - (MIN_SLOT_BYTES - 4096)
+        segment.discard()
+        assert reserved_bytes(name) == 0 and held[:10].sum() == 0, "given back while viewed"
+        del held
+    finally:
+        segment.unlink()
+        segment.close()
 
 
 def test_a_segment_that_cannot_be_mapped_leaves_no_name_and_no_descriptor(name: str) -> None:
@@ -196,24 +220,31 @@ def test_a_slot_before_reserve_has_no_segment_and_says_so() -> None:
     slot.release()  # nothing to release: no error
 
 
-def test_a_slot_is_at_least_a_mebibyte_and_grows_to_the_next_power_of_two() -> None:
+def test_a_slot_is_at_least_a_mebibyte_and_grows_by_eighths_of_a_power_of_two() -> None:
+    assert [slot_size(n) for n in (0, 1, MIN_SLOT_BYTES)] == [MIN_SLOT_BYTES] * 3
+    mib = MIN_SLOT_BYTES
+    assert slot_size(mib + 1) == mib + mib // 4  # 2 MiB in eighths: steps of 256 KiB
+    assert slot_size(4 * mib) == 4 * mib  # a power of two is big enough as it is
+    assert slot_size(4 * mib + 1) == 5 * mib  # 8 MiB in eighths: steps of 1 MiB
+    assert slot_size(40_000_000) == 40 * mib  # at most an eighth unused
     forgotten: list[int] = []
     slot = Slot(f"{os.getpid()}_grow", 3, forgotten)
     try:
         slot.reserve(1)
-        assert len(slot.buffer) == MIN_SLOT_BYTES
+        assert len(slot.buffer) == MIN_SLOT_BYTES == slot.size
         assert forgotten == [], "a first segment replaces nothing"
         assert slot.fits(MIN_SLOT_BYTES) and not slot.fits(MIN_SLOT_BYTES + 1)
         first = slot.name
         slot.reserve(MIN_SLOT_BYTES)  # fits: same segment
         assert slot.name == first
-        slot.reserve(4 * MIN_SLOT_BYTES)  # a power of two is big enough as it is
+        slot.reserve(4 * MIN_SLOT_BYTES)
         assert len(slot.buffer) == 4 * MIN_SLOT_BYTES
         assert forgotten == [3], "the worker must unmap the old segment"
         second = slot.name
         slot.reserve(4 * MIN_SLOT_BYTES + 1)
-        assert len(slot.buffer) == 8 * MIN_SLOT_BYTES
+        assert len(slot.buffer) == 5 * MIN_SLOT_BYTES
         assert forgotten == [3, 3]
+        assert slot.needed == 4 * MIN_SLOT_BYTES + 1, "the most it was asked for"
         assert len({first, second, slot.name}) == 3, "a grown slot has a new name"
         assert not on_disk(first) and not on_disk(second) and on_disk(slot.name)
         assert slot.name.startswith(f"{SEGMENT_PREFIX}{os.getpid()}_grow_3_")
@@ -314,16 +345,41 @@ def test_the_pool_keeps_idle_slots_up_to_keep_and_lends_them_again() -> None:
     for lease in leases:
         lease.release()
     assert pool.in_use == 0
-    assert [on_disk(n) for n in names] == [True, True, False], "two kept, the third unlinked"
-    assert pool.take_forgotten() == (2,)
+    # The longest idle goes: the last two given back are kept.
+    assert [on_disk(n) for n in names] == [False, True, True], "two kept, the first unlinked"
+    assert pool.take_forgotten() == (0,)
     assert pool.take_forgotten() == (), "each index is handed over once"
     with pytest.raises(KeyError):
-        pool.slot(2)
+        pool.slot(0)
     again = pool.lend()
-    assert again.slot is leases[1].slot and again.slot.name == names[1], "reused, not remade"
+    assert again.slot is leases[2].slot and again.slot.name == names[2], "reused, not remade"
     assert pool.in_use == 1
     pool.close()
     assert not any(on_disk(n) for n in names)
+
+
+def test_idle_slots_shrink_to_what_recent_requests_needed_in_number_and_size() -> None:
+    pool = SlotPool(32)
+    burst = [pool.lend() for _ in range(4)]
+    for lease in burst:
+        lease.reserve(3 * MIN_SLOT_BYTES)
+    names = [lease.slot.name for lease in burst]
+    for lease in burst:
+        lease.release()
+    assert all(on_disk(n) for n in names), "right after the burst, its slots are kept"
+    assert pool.reserved_bytes == 4 * 3 * MIN_SLOT_BYTES
+    for _ in range(RECENT_REQUESTS):  # small requests, one at a time
+        lease = pool.lend()
+        lease.reserve(100)
+        lease.release()
+    assert not any(on_disk(n) for n in names)
+    assert set(pool.take_forgotten()) >= {0, 1, 2, 3}, "the worker unmaps each one"
+    lease = pool.lend()
+    lease.reserve(100)
+    lease.release()
+    assert pool.reserved_bytes == MIN_SLOT_BYTES, "one idle slot, of the size small ones need"
+    assert pool.in_use == 0
+    pool.close()
 
 
 def test_a_pool_that_keeps_nothing_unlinks_every_slot_given_back() -> None:

@@ -211,7 +211,7 @@ def test_slots_beyond_the_kept_ones_are_unlinked_and_unmapped_by_the_worker(
         names = [lease.slot.name for lease in leases]
         await runner.infer(observation, leases[3])  # the worker maps the fourth slot
         assert worker_maps(runner.worker_pid, names) == [names[3]]
-        for lease in leases:
+        for lease in reversed(leases):  # the longest idle go first
             lease.release()
         assert own_segments() == sorted(names[:2]), "two kept, two unlinked"
         await runner.infer(observation)  # the next batch tells the worker to forget them

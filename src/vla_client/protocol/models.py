@@ -271,6 +271,15 @@ def read_metadata(document: Any) -> ActionMetadata:
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
+def check_request_id(request_id: object) -> None:
+    """`CodecError` naming ``request_id`` unless it is a string or None: a request built with
+    another kind of id fails here, typed, rather than as pydantic's `ValidationError`."""
+    if request_id is not None and not isinstance(request_id, str):
+        raise CodecError(
+            f"must be a string or None; got {type(request_id).__name__}", field="request_id"
+        )
+
+
 def validate_block(model: type[ModelT], raw: Any, name: str) -> ModelT:
     """`raw` (the request's `name` block) as `model`, or a `CodecError` naming the bad field."""
     if not isinstance(raw, dict):

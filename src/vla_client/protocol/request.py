@@ -30,6 +30,7 @@ from vla_client.protocol.models import (
     ActionRequest,
     ObservationPayload,
     RuntimeOptions,
+    check_request_id,
     validate_block,
 )
 from vla_client.protocol.wire import CONTENT_TYPES, Wire, dumps
@@ -47,8 +48,10 @@ def build_request(
 ) -> ActionRequest:
     """The typed request for `observation`, with each frame encoded as `encoding` for `wire`.
 
-    Raises `CodecError` for a `runtime` block the API does not allow.
+    Raises `CodecError` for a `runtime` block the API does not allow, or a `request_id` that
+    is not a string.
     """
+    check_request_id(request_id)
     runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
     images = encode_images(observation, encoding, wire, jpeg_quality)
     state: Any = observation.state
@@ -89,6 +92,7 @@ def build_openpi_request(
     clients give none: openpi's own requests carry only the layout's keys). A layout function
     gets the observation and returns the dict; parameters and the request id are added to it.
     """
+    check_request_id(request_id)
     if isinstance(layout, OpenpiLayout):
         request = layout.encode(
             observation, encode_images(observation, encoding, "msgpack", jpeg_quality)

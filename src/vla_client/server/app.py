@@ -2,8 +2,9 @@
 
 `create_app` picks the runner (a supervised inference worker process by default, a thread
 with ``in_process``), builds the request `Pipeline` around it, and puts the routes in front:
-the HTTP edge (`vla_client.server.http`) and the websocket edge
-(`vla_client.server.websocket`). The API-key check wraps them all. The app's lifespan starts
+the HTTP edge (`vla_client.server.http`), the websocket edge
+(`vla_client.server.websocket`) and Prometheus's ``/metrics`` (`vla_client.server.metrics`).
+The API-key check wraps them all, and the request count wraps that. The app's lifespan starts
 the runner in the background (`vla_client.server.startup`: the server listens, and ``/health``
 says ``loading``, while the policy loads), opens the request recorder when the config asks for
 one (in each process that serves, so every entrypoint records its own requests), and stops
@@ -31,6 +32,7 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.http import failure_handler, generations_endpoint, health_endpoint
 from vla_client.server.inference import Runner, ThreadRunner
 from vla_client.server.memory import keep_freed_memory
+from vla_client.server.metrics import METRICS_PATH, MetricsMiddleware, metrics_endpoint
 from vla_client.server.openapi import generations_openapi
 from vla_client.server.pipeline import Pipeline
 from vla_client.server.policy import Policy
@@ -116,9 +118,10 @@ def create_app(
             if pipeline.recorder is not None:  # writes what is queued: off the event loop
                 await asyncio.to_thread(pipeline.recorder.close)
 
-    middleware = (
-        [Middleware(APIKeyMiddleware, api_key=config.api_key)] if config.api_key is not None else []
-    )
+    # Outermost, the metrics: a refused key is a request too.
+    middleware = [Middleware(MetricsMiddleware, metrics=pipeline.metrics)]
+    if config.api_key is not None:
+        middleware.append(Middleware(APIKeyMiddleware, api_key=config.api_key))
     failure_response = failure_handler(pipeline)
     handlers: dict[Any, Any] = {VLAClientError: failure_response, Exception: failure_response}
     app = ActionServerApp(
@@ -140,6 +143,8 @@ def create_app(
     app.add_api_route(
         GENERATIONS_PATH, generations, methods=["POST"], openapi_extra=generations_openapi()
     )
+    app.add_route(METRICS_PATH, metrics_endpoint(pipeline.metrics, runner), include_in_schema=False)
     app.hot_route = Starlette(routes=[Route(GENERATIONS_PATH, generations, methods=["POST"])])
     register_websocket_routes(app, pipeline)
+    pipeline.metrics.routes = frozenset(getattr(route, "path", "") for route in app.routes)
     return app

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Protocol
 
 import numpy as np
@@ -34,6 +35,9 @@ class RequestMemory(Protocol):
 
 class Runner(Protocol):
     """Runs one observation through the policy; returns the chunk and stage timings in ms."""
+
+    batch_sizes: Counter[int]
+    """How many policy calls of each batch size it has made (for ``/metrics``)."""
 
     async def start(self) -> None:
         """Start workers and the policy (`start_policy`); called once, in the background, by
@@ -64,6 +68,7 @@ class ThreadRunner:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self.batch_sizes: Counter[int] = Counter()
         self._started = False
         self._decodes_jpeg = False
 
@@ -86,6 +91,7 @@ class ThreadRunner:
         self, observation: PolicyInput, memory: RequestMemory | None = None
     ) -> tuple[np.ndarray, dict[str, float]]:
         start = time.perf_counter()
+        self.batch_sizes[1] += 1
         try:
             (chunk,) = await run_in_threadpool(self.policy.infer_batch, [observation])
             stages = dict(self.policy.batch_timings())

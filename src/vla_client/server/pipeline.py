@@ -33,6 +33,7 @@ from vla_client.protocol import (
     FLAT,
     DecodedRequest,
     ErrorStatus,
+    SamplingParameters,
     build_envelope,
     build_raw,
     decode_image_value,
@@ -49,7 +50,8 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.failure_log import FailureLog, traceback_text
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
-from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.metrics import ServerMetrics
+from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
 from vla_client.server.recorder import RequestRecorder
 from vla_client.server.startup import Startup
 
@@ -86,6 +88,8 @@ class Pipeline:
         """The metadata as the first frame of every websocket connection."""
         self.failures = FailureLog(log)
         """Where every route's 500s are logged (see `failure`)."""
+        self.metrics = ServerMetrics()
+        """What ``/metrics`` reports: requests, stage timings, requests in inference."""
 
     async def decode(
         self, body: bytes | memoryview, content_type: str | None, *, openpi: bool = False
@@ -142,10 +146,13 @@ class Pipeline:
         self.startup.check()
         observation = policy_input(decoded, self.policy)
         timeout_s = self.config.infer_timeout_s
+        self.metrics.in_inference += 1
         try:
             actions, stage_timings = await within(timeout_s, self.runner.infer(observation, memory))
         except asyncio.TimeoutError:  # a distinct class before Python 3.11
             raise InferenceError(504, f"inference did not finish within {timeout_s:g} s") from None
+        finally:
+            self.metrics.in_inference -= 1
         post_start = time.perf_counter()
         if decoded.runtime.return_digest:  # hashing every frame takes milliseconds
             reply = await run_in_threadpool(self.reply_document, decoded, actions, form)
@@ -158,6 +165,7 @@ class Pipeline:
             "postprocess_ms": (end - post_start) * 1000,
             "total_ms": (end - started) * 1000,
         }
+        self.metrics.observe(timings)
         if decoded.runtime.return_timing:
             reply["timings"] = timings
         if self.recorder is not None:
@@ -253,6 +261,7 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
             f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}"
         )
     parameters = decoded.parameters
+    check_sizes(parameters, spec)
     return PolicyInput(
         images=images,
         state=decoded.state,
@@ -261,6 +270,35 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         num_inference_steps=parameters.num_inference_steps,
         seed=parameters.seed,
     )
+
+
+def check_sizes(parameters: SamplingParameters, spec: PolicySpec) -> None:
+    """`CodecError` (400) naming the bound for a request that asks the policy for more than
+    it announces: a longer chunk or more denoising steps (see `PolicySpec`)."""
+    horizon = parameters.action_horizon
+    if horizon is not None:
+        limit, name = spec.action_horizon, "output.action_horizon"
+        if spec.max_action_horizon is not None:
+            limit, name = spec.max_action_horizon, "output.max_action_horizon"
+        if horizon > limit:
+            raise CodecError(
+                f"at most {limit} (the metadata's {name}); got {horizon}",
+                field="parameters.action_horizon",
+            )
+    steps = parameters.num_inference_steps
+    if steps is not None:
+        most = spec.max_inference_steps or spec.num_inference_steps
+        if most is None:
+            raise CodecError(
+                "this policy takes no denoising steps; leave it out",
+                field="parameters.num_inference_steps",
+            )
+        if steps > most:
+            where = "max_inference_steps" if spec.max_inference_steps else "num_inference_steps"
+            raise CodecError(
+                f"at most {most} (the metadata's defaults.{where}); got {steps}",
+                field="parameters.num_inference_steps",
+            )
 
 
 def failure(exc: BaseException, request_id: str | None, failures: FailureLog) -> ErrorStatus:

@@ -46,6 +46,12 @@ class PolicySpec:
     announced, for clients that resize before sending. With `state_required` a request without
     a state is refused (400) before it reaches the policy. `about` says what is served (a LeRobot
     policy's type and folder, say): the metadata's ``policy`` block, left out when empty.
+
+    A request may ask for a shorter chunk or other denoising steps (``parameters``), never more
+    than the policy announces: `max_action_horizon` (None: `action_horizon`) and
+    `max_inference_steps` (None: `num_inference_steps`; a policy announcing neither takes no
+    steps). Past those the request is refused (400) before the policy runs: both size the
+    policy's work and the reply, which an 850-byte request could otherwise make gigabytes.
     """
 
     family: str
@@ -60,6 +66,8 @@ class PolicySpec:
     image_size_required: bool = False
     state_required: bool = False
     about: dict[str, Any] = field(default_factory=dict)
+    max_action_horizon: int | None = None
+    max_inference_steps: int | None = None
 
 
 class Policy(ABC):
@@ -198,12 +206,18 @@ def metadata_document(
             state_dim=spec.state_dim,
             openpi_layout=openpi_layout,
         ),
-        output=MetadataOutput(
-            action_horizon=spec.action_horizon,
-            action_dim=spec.action_dim,
-            padded_action_dim=spec.action_dim,
+        output=MetadataOutput.model_validate(
+            {
+                "action_horizon": spec.action_horizon,
+                "action_dim": spec.action_dim,
+                "padded_action_dim": spec.action_dim,
+                **_announced("max_action_horizon", spec.max_action_horizon),
+            }
         ),
-        defaults={"num_inference_steps": spec.num_inference_steps},
+        defaults={
+            "num_inference_steps": spec.num_inference_steps,
+            **_announced("max_inference_steps", spec.max_inference_steps),
+        },
         capabilities={
             "realtime_websocket": websockets,
             "openpi_websocket": websockets,
@@ -216,3 +230,8 @@ def metadata_document(
         policy=dict(spec.about) if spec.about else None,
     )
     return metadata.model_dump(mode="json")
+
+
+def _announced(key: str, value: int | None) -> dict[str, int]:
+    """``{key: value}`` for a bound the policy announces, nothing for one it leaves out."""
+    return {} if value is None else {key: value}

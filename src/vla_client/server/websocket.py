@@ -84,11 +84,14 @@ async def serve_connection(
                 server_timing["prev_total_ms"] = previous_ms
             reply["server_timing"] = server_timing
             await websocket.send_bytes(dumps(reply, "msgpack"))
+            pipeline.metrics.count(websocket.scope["path"], 200)
             previous_ms = (time.perf_counter() - cycle_start) * 1000
     except WebSocketDisconnect:
         return
     except Exception as exc:  # every failure ends the connection with a message, never a crash
-        await _fail(websocket, failure(exc, request_id, pipeline.failures), text=openpi)
+        status = failure(exc, request_id, pipeline.failures)
+        pipeline.metrics.count(websocket.scope["path"], status.status)
+        await _fail(websocket, status, text=openpi)
 
 
 async def _fail(websocket: WebSocket, status: ErrorStatus, *, text: bool) -> None:

@@ -13,6 +13,14 @@ process that serves HTTP imports neither torch nor lerobot:
 - horizon: what the policy's ``predict_action_chunk`` returns (ACT: ``chunk_size``; Diffusion:
   ``n_action_steps``).
 
+The processors must hold normalisation statistics for every feature ``config.json`` announces
+and normalises (its ``normalization_mapping``): the preprocessor's normaliser for the cameras
+and the state, the postprocessor's for the actions. LeRobot's normaliser passes a feature it
+has no statistics for through untouched, so a folder whose ``config.json`` renamed a camera
+(``top`` to ``front``) while the statistics kept the old name would serve, feeding that camera
+un-normalised; it is refused at start instead (`check_statistics`). The statistics' names are
+read from the processors' JSON and the headers of their safetensors files, without torch.
+
 `load` (in the worker) builds the policy class and ``make_pre_post_processors`` from the folder.
 Each observation then goes the way LeRobot's async-inference ``PolicyServer`` takes it: LeRobot's
 ``raw_observation_to_observation`` (frames resized bilinearly to the policy's size, scaled to
@@ -44,6 +52,11 @@ from vla_client.validation import check_choice
 IMAGE_PREFIX = "observation.images."
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
+NORMALISERS = {
+    "policy_preprocessor.json": "normalizer_processor",
+    "policy_postprocessor.json": "unnormalizer_processor",
+}
+"""Each processor file, and the registry name of its step that holds the statistics."""
 HORIZON_FIELDS = {"act": "chunk_size", "diffusion": "n_action_steps"}
 """The policy types served, and the config field that says how long their chunks are."""
 FOLDER_FILES = (
@@ -89,7 +102,59 @@ def read_folder(path: str | Path) -> LeRobotFolder:
         raise PolicyLoadError(f"{folder / 'config.json'} is not readable JSON: {exc}") from None
     if not isinstance(config, dict):
         raise PolicyLoadError(f"{folder / 'config.json'} must hold a JSON object")
-    return _spec_of(folder, config)
+    spec = _spec_of(folder, config)
+    check_statistics(folder, config)
+    return spec
+
+
+def check_statistics(folder: Path, config: dict[str, Any]) -> None:
+    """`PolicyLoadError` naming the first feature ``config.json`` announces and normalises
+    that its processor holds no statistics for (see the module's docstring)."""
+    modes = config.get("normalization_mapping") or {}
+    where = folder / "config.json"
+    for table, file in (("input_features", "policy_preprocessor.json"),
+                        ("output_features", "policy_postprocessor.json")):  # fmt: skip
+        wanted = {
+            key: modes.get(kind, "IDENTITY")
+            for key, (kind, _) in _features(config, table, where).items()
+            if modes.get(kind, "IDENTITY") != "IDENTITY"
+        }
+        if not wanted:
+            continue
+        covered = _statistics(folder, file)
+        for key, mode in wanted.items():
+            if key not in covered:
+                raise PolicyLoadError(
+                    f"LeRobot policy folder {folder}: config.json normalises {key} ({mode}) but "
+                    f"{file} holds no statistics for it (it has {sorted(covered) or 'none'}); "
+                    "rename features in config.json and in the processors together"
+                )
+
+
+def _statistics(folder: Path, file: str) -> set[str]:
+    """The features the normaliser step of processor `file` has statistics for, and lists
+    among its features (it normalises only those)."""
+    try:
+        pipeline = json.loads((folder / file).read_text(encoding="utf-8"))
+        (step,) = [s for s in pipeline["steps"] if s.get("registry_name") == NORMALISERS[file]]
+        features = set(step["config"]["features"])
+        names = _tensor_names(folder / step["state_file"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise PolicyLoadError(
+            f"LeRobot policy folder {folder}: {file} has no readable {NORMALISERS[file]} step "
+            f"with its statistics ({type(exc).__name__}: {exc})"
+        ) from None
+    return features & {name.rsplit(".", 1)[0] for name in names}
+
+
+def _tensor_names(path: Path) -> list[str]:
+    """The tensor names of a safetensors file, from its header (8 bytes of length, then JSON)."""
+    with path.open("rb") as file:
+        size = int.from_bytes(file.read(8), "little")
+        if not 2 <= size <= 100_000_000:
+            raise ValueError(f"{path.name} is not a safetensors file")
+        header = json.loads(file.read(size))
+    return [name for name in header if name != "__metadata__"]
 
 
 def _spec_of(folder: Path, config: dict[str, Any]) -> LeRobotFolder:

@@ -20,6 +20,7 @@ import logging
 import os
 import socket
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -100,6 +101,8 @@ class WorkerRunner:
             self._send,
             one_at_a_time=not self.links,
         )
+        self.batch_sizes: Counter[int] = Counter()
+        """How many batches of each size it has sent the worker (for ``/metrics``)."""
         self._in_flight: dict[int, Pending[Job]] = {}
         # batch id -> its job ids and the timer that bounds it, for each batch at the worker
         self._batches: dict[int, tuple[tuple[int, ...], asyncio.TimerHandle]] = {}
@@ -132,6 +135,11 @@ class WorkerRunner:
     def slots_in_use(self) -> int:
         """Shared-memory slots held by requests now: 0 whenever the server is idle."""
         return self._pool.in_use
+
+    @property
+    def shm_bytes(self) -> int:
+        """Bytes of shared memory its slots hold now, idle ones included."""
+        return self._pool.reserved_bytes
 
     @property
     def worker_pid(self) -> int | None:
@@ -223,11 +231,14 @@ class WorkerRunner:
             else:
                 in_place.append(ArrayLayout(key, array.dtype.str, array.shape, offset))
         copies, end = plan_layout(to_copy, slot.used)
-        if not slot.fits(end):
-            # Growing replaces the segment the body is in: everything moves to the new one.
-            in_place, to_copy = [], arrays
-            copies, end = plan_layout(arrays)
-            slot.reserve(end)
+        if slot.fits(end):
+            slot.reserve(end)  # a no-op that notes the need: the pool sizes idle slots by it
+        else:
+            # Growing replaces the segment the body is in: everything moves to the new one,
+            # made big enough for body and copies together, so the next such request fits.
+            moved, moved_end = plan_layout(arrays)
+            slot.reserve(max(end, moved_end))
+            in_place, to_copy, copies, end = [], arrays, moved, moved_end
         write_arrays(slot.buffer, to_copy, copies)
         return Job(
             job_id=next(self._job_ids),
@@ -242,6 +253,7 @@ class WorkerRunner:
         )
 
     def _send(self, batch: list[Pending[Job]]) -> None:
+        self.batch_sizes[len(batch)] += 1
         now = time.perf_counter()
         for pending in batch:
             pending.dispatched = now

@@ -10,6 +10,14 @@ more room, and every segment name starts with `SEGMENT_PREFIX` so a leak is easy
 replaced or the pool closes; if the entrypoint is killed outright, its resource tracker unlinks
 them. The worker maps them without ever telling a resource tracker (`Segment.attach`).
 
+``/dev/shm`` is a tmpfs of bounded size (64 MiB in a Docker container unless ``--shm-size``
+says otherwise). A segment's pages are therefore reserved when it is made (`Segment.create`):
+a sparse one would be accepted and then fault (SIGBUS, the end of the server) at the first
+write to a page the full tmpfs cannot give. Short of room, the pool first gives back its idle
+slots, then refuses the request: 503 with ``Retry-After`` while other requests hold the room,
+413 when the slot is bigger than the whole of ``/dev/shm`` (`SlotPool`). Idle slots follow
+what recent requests needed, so a burst of large bodies does not keep its memory.
+
 A segment is given up on many paths (a slot returned past the pool's `keep`, a slot that grows,
 the pool closing), often while a view of it still lives: a request that timed out (408) is
 abandoned with its body buffer still referenced from the exception's traceback, and arrays
@@ -22,19 +30,31 @@ from __future__ import annotations
 
 import _posixshmem  # type: ignore[import-not-found]  # the module SharedMemory is built on
 import contextlib
+import errno
 import itertools
+import logging
 import mmap
 import os
 import secrets
 import sys
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from multiprocessing import resource_tracker
 
 import msgspec
 import numpy as np
 
+from vla_client.errors import InferenceError
+
+log = logging.getLogger("vla_client.server.worker")
+
 SEGMENT_PREFIX = "vlac_"
+SHM_DIR = "/dev/shm"
 MIN_SLOT_BYTES = 1 << 20
+RECENT_REQUESTS = 64
+"""How many of the latest requests decide how many idle slots the pool keeps, and how big."""
+SHORT_RETRY_AFTER_S = 1.0
+"""The ``Retry-After`` of a 503 for shared memory that other requests hold."""
 _ALIGN = 64
 
 
@@ -60,6 +80,22 @@ def plan_layout(arrays: Mapping[str, np.ndarray], start: int = 0) -> tuple[list[
 
 def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
+
+
+def slot_size(nbytes: int) -> int:
+    """The segment size for `nbytes`: at least `MIN_SLOT_BYTES`, else `nbytes` rounded up to an
+    eighth of its power of two (so at most 12.5% of a slot's reserved pages go unused, and a
+    body a little larger than the last one usually still fits)."""
+    if nbytes <= MIN_SLOT_BYTES:
+        return MIN_SLOT_BYTES
+    step = 1 << ((nbytes - 1).bit_length() - 3)
+    return -(-nbytes // step) * step
+
+
+def shm_space() -> tuple[int, int]:
+    """The size of ``/dev/shm`` and the bytes free there."""
+    stats = os.statvfs(SHM_DIR)
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
 def _address(array: np.ndarray) -> int:
@@ -121,10 +157,13 @@ class Segment:
 
     @classmethod
     def create(cls, name: str, size: int) -> Segment:
-        """A new segment of `size` bytes, owned by this process (unlink it when done)."""
+        """A new segment of `size` bytes, owned by this process (unlink it when done), its pages
+        reserved: `OSError` with ``ENOSPC`` when ``/dev/shm`` lacks the room."""
         fd = _posixshmem.shm_open(f"/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
         try:
             os.ftruncate(fd, size)
+            if size and hasattr(os, "posix_fallocate"):  # not on macOS: its segments are no files
+                os.posix_fallocate(fd, 0, size)
             mapping = _map(fd, size)
         except BaseException:
             os.close(fd)
@@ -143,6 +182,15 @@ class Segment:
         finally:
             os.close(fd)
         return cls(name, mapping)
+
+    def discard(self, start: int = 0) -> None:
+        """Give the pages from `start` (rounded up to a page) to the end back to ``/dev/shm``
+        now, even while a view or another process (the worker) still maps them: for memory
+        nothing will read again. They read as zeros afterwards. Linux only (``MADV_REMOVE``);
+        elsewhere the pages go when the last mapping does."""
+        start = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+        if start < self.size and hasattr(mmap, "MADV_REMOVE"):
+            self._mmap.madvise(mmap.MADV_REMOVE, start, self.size - start)
 
     def close(self) -> bool:
         """Unmap now; False while a view still uses the segment (it is unmapped when the last
@@ -170,16 +218,26 @@ def _map(fd: int, size: int) -> mmap.mmap:
 class Slot:
     """One reusable segment, owned by the entrypoint; `name` changes when it grows.
 
-    `used` is how many bytes at its start hold a request body (read there by a `Lease`). When
-    the segment is replaced, the index is added to `forgotten` (the pool's list) so the worker
-    unmaps the old one at its next batch instead of keeping it until the slot is used again.
+    `used` is how many bytes at its start hold a request body (read there by a `Lease`), and
+    `needed` the most the request using it has asked `reserve` for. When the segment is
+    replaced, the index is added to `forgotten` (the pool's list) so the worker unmaps the old
+    one at its next batch instead of keeping it until the slot is used again. `create` makes
+    its segments (the pool's, which makes room when ``/dev/shm`` is short).
     """
 
-    def __init__(self, pool_tag: str, index: int, forgotten: list[int]) -> None:
+    def __init__(
+        self,
+        pool_tag: str,
+        index: int,
+        forgotten: list[int],
+        create: Callable[[str, int], Segment] = Segment.create,
+    ) -> None:
         self._pool_tag = pool_tag
         self._forgotten = forgotten
+        self._create = create
         self.index = index
         self.used = 0
+        self.needed = 0
         self._generation = 0
         self._segment: Segment | None = None
         self._address = 0
@@ -194,30 +252,40 @@ class Slot:
         assert self._segment is not None, "slot used before reserve()"
         return self._segment.buf
 
+    @property
+    def size(self) -> int:
+        """The bytes of its segment (0 before `reserve`)."""
+        return 0 if self._segment is None else self._segment.size
+
     def fits(self, nbytes: int) -> bool:
         return self._segment is not None and self._segment.size >= nbytes
 
     def reserve(self, nbytes: int) -> None:
-        """Make sure the segment holds at least `nbytes`, replacing it with a bigger one if not.
+        """Make sure the segment holds at least `nbytes`, replacing it with a bigger one
+        (`slot_size`) if not.
 
         Arrays still viewing the old segment stay valid: it is unlinked at once and unmapped
         once the last view of it is gone.
         """
+        self.needed = max(self.needed, nbytes)
         if self.fits(nbytes):
             return
         if self._segment is not None:
+            # Past the body lies only what earlier requests left: its pages go first, so that
+            # the old segment and the new one need not both fit in /dev/shm.
+            self._segment.discard(self.used)
             self._forgotten.append(self.index)
         self.release()
-        size = max(MIN_SLOT_BYTES, 1 << max(nbytes - 1, 1).bit_length())
         self._generation += 1
         name = f"{SEGMENT_PREFIX}{self._pool_tag}_{self.index}_{self._generation}"
-        self._segment = Segment.create(name, size)
+        self._segment = self._create(name, slot_size(nbytes))
         self._address = _address(np.frombuffer(self.buffer, np.uint8, count=1))
         self.used = 0
 
     def reset(self) -> None:
-        """The request using the slot is done: forget its body."""
+        """The request using the slot is done: forget its body and what it needed."""
         self.used = 0
+        self.needed = 0
 
     def locate(self, array: np.ndarray) -> int | None:
         """Where `array` lies in the segment, or None when it is not wholly and plainly there."""
@@ -227,6 +295,11 @@ class Slot:
         if 0 <= offset <= self._segment.size - array.nbytes and offset % array.itemsize == 0:
             return offset
         return None
+
+    def discard(self) -> None:
+        """Free the segment's pages now (`Segment.discard`): for a slot no request uses."""
+        if self._segment is not None:
+            self._segment.discard()
 
     def release(self) -> None:
         """Unlink the segment, and unmap it now or, if something still views it, when that
@@ -256,7 +329,8 @@ class Lease:
         """A writable view of the slot's first `nbytes`, for a request body to be read into.
 
         The view is released when the lease ends, so a reference to it left behind (in the
-        traceback of a request that timed out, say) cannot keep the segment mapped.
+        traceback of a request that timed out, say) cannot keep the segment mapped. Raises
+        `InferenceError` (503 or 413) when shared memory lacks the room (`SlotPool`).
         """
         self.slot.reserve(nbytes)
         self.slot.used = nbytes
@@ -280,12 +354,23 @@ class Lease:
 
 
 class SlotPool:
-    """Slots for the requests in the server; up to `keep` idle ones stay mapped for reuse.
+    """Slots for the requests in the server; idle ones stay mapped for reuse, as many and as
+    big as the latest `RECENT_REQUESTS` requests needed, and never more than `keep`.
 
     There is always a slot to lend (a request reading its body has one, however slowly it
-    arrives); how many requests may queue is the runner's limit, not the pool's. Slots beyond
-    `keep` are unlinked when given back, and their indices collected in `forgotten` (as are
+    arrives); how many requests may queue is the runner's limit, not the pool's. Slots not
+    kept are unlinked when given back, and their indices collected in `forgotten` (as are
     those of slots that grew) so the worker can unmap them too; `take_forgotten` empties it.
+
+    A burst of large bodies therefore leaves its slots only until smaller requests have
+    replaced it in the recent record: then idle slots bigger than any recent request needed,
+    or more than were ever in use at once recently, are unlinked.
+
+    When ``/dev/shm`` is too full for a new segment, the idle slots are unlinked and the
+    segment tried once more; if it still does not fit, the request is refused with
+    `InferenceError`: 413 when the slot is larger than the whole of ``/dev/shm`` (no retry
+    can help), else 503 with ``Retry-After``. The first refusal is logged, with what
+    ``/dev/shm`` holds and what this pool uses.
     """
 
     def __init__(self, keep: int) -> None:
@@ -295,6 +380,11 @@ class SlotPool:
         self._free: list[Slot] = []
         self._live: dict[int, Slot] = {}
         self._closed = False
+        self._told_short = False
+        # What each of the latest requests needed, and how many slots were lent when it began.
+        self._needs: deque[int] = deque(maxlen=RECENT_REQUESTS)
+        self._crowds: deque[int] = deque(maxlen=RECENT_REQUESTS)
+        self._crowd: dict[int, int] = {}
         self.forgotten: list[int] = []
 
     @property
@@ -302,13 +392,19 @@ class SlotPool:
         """Slots held by requests now."""
         return len(self._live) - len(self._free)
 
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes of shared memory the pool's segments hold now, idle slots included."""
+        return sum(slot.size for slot in self._live.values())
+
     def lend(self) -> Lease:
         """A slot for one request, held once by the caller."""
         if self._free:
             slot = self._free.pop()
         else:
-            slot = Slot(self._tag, next(self._indices), self.forgotten)
+            slot = Slot(self._tag, next(self._indices), self.forgotten, self._create)
         self._live[slot.index] = slot
+        self._crowd[slot.index] = self.in_use
         return Lease(self, slot)
 
     def take_forgotten(self) -> tuple[int, ...]:
@@ -321,13 +417,21 @@ class SlotPool:
         return self._live[index]
 
     def give_back(self, slot: Slot) -> None:
+        self._needs.append(slot.needed)
+        self._crowds.append(self._crowd.pop(slot.index, 1))
         slot.reset()
-        if len(self._free) < self._keep and not self._closed:
-            self._free.append(slot)
+        if self._closed:
+            self._drop(slot)
             return
-        slot.release()
-        self._live.pop(slot.index, None)
-        self.forgotten.append(slot.index)
+        self._free.append(slot)
+        # Idle slots: as many as were lent at once lately, none bigger than lately needed.
+        largest = slot_size(max(self._needs))
+        for idle in [idle for idle in self._free if idle.size > largest]:
+            self._free.remove(idle)
+            self._drop(idle)
+        kept = min(self._keep, max(self._crowds))
+        while len(self._free) > kept:
+            self._drop(self._free.pop(0))  # the longest idle first
 
     def close(self) -> None:
         """Unlink every segment; call once the worker reads them no more.
@@ -340,6 +444,62 @@ class SlotPool:
             slot.release()
         self._live.clear()
         self._free.clear()
+
+    def _drop(self, slot: Slot) -> None:
+        """Unlink `slot` for good, its pages freed now (the worker may map it until its next
+        batch tells it to forget), and tell the worker to unmap it."""
+        slot.discard()
+        slot.release()
+        self._live.pop(slot.index, None)
+        self.forgotten.append(slot.index)
+
+    def _create(self, name: str, size: int) -> Segment:
+        """`Segment.create`, with the idle slots unlinked to make room if there is none."""
+        segment = _try_create(name, size)
+        if segment is None and self._free:
+            free, self._free = self._free, []
+            for idle in free:
+                self._drop(idle)
+            segment = _try_create(name, size)
+        if segment is None:
+            raise self._short(size)
+        return segment
+
+    def _short(self, size: int) -> InferenceError:
+        total, free = shm_space()
+        mib = 1 << 20
+        if not self._told_short:
+            self._told_short = True
+            log.warning(
+                "shared memory is short: %s holds %.0f MiB (%.0f MiB free), a request needed "
+                "%.1f MiB and this server process holds %.1f MiB for %d requests; give it more "
+                "(docker run --shm-size, see docs/server.md, 'Shared memory') or send smaller "
+                "frames. Such requests get 503 (413 when larger than %s)",
+                SHM_DIR, total / mib, free / mib, size / mib,
+                self.reserved_bytes / mib, self.in_use, SHM_DIR,
+            )  # fmt: skip
+        if size > total:
+            return InferenceError(
+                413,
+                f"the request needs {size / mib:.1f} MiB of shared memory and the server's "
+                f"{SHM_DIR} holds {total / mib:.0f} MiB in all: send smaller frames",
+            )
+        return InferenceError(
+            503,
+            f"the server is short of shared memory: the request needs {size / mib:.1f} MiB, "
+            f"{free / mib:.1f} MiB of {SHM_DIR} is free",
+            retry_after=SHORT_RETRY_AFTER_S,
+        )
+
+
+def _try_create(name: str, size: int) -> Segment | None:
+    """`Segment.create`, or None when ``/dev/shm`` has no room for it."""
+    try:
+        return Segment.create(name, size)
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        return None
 
 
 class Attachments:

@@ -194,6 +194,13 @@ class WorkerLink(WorkerChannel):
     `start` connects (waiting up to `start_timeout_s` for a worker that is being restarted);
     `stop` only disconnects. `kill` ends the shared worker: its starter restarts it, and every
     entrypoint's requests in flight get 503, as they would with a worker of their own.
+
+    The starter is this process's parent (``serve --api-servers``): once the parent has changed
+    (it died, and this process was handed to another), nobody will restart the worker, and
+    `start` fails at once instead of waiting for it. The entrypoint is stopping then (the
+    parent's death sends it SIGTERM); without this, its requests waited the whole
+    `start_timeout_s` for a worker that could not come back, and the entrypoint, and the
+    resource tracker it keeps alive, outlived the server by seconds.
     """
 
     def __init__(
@@ -207,6 +214,7 @@ class WorkerLink(WorkerChannel):
         super().__init__(on_message=on_message, on_exit=on_exit)
         self._address = address
         self._start_timeout_s = start_timeout_s
+        self._parent = os.getppid()
         self.pid: int | None = None
 
     async def start(self) -> None:
@@ -234,6 +242,10 @@ class WorkerLink(WorkerChannel):
                 break
             except (FileNotFoundError, ConnectionRefusedError):
                 sock.close()
+                if os.getppid() != self._parent:
+                    raise WorkerStartError(
+                        "the server process that runs the inference worker has exited"
+                    ) from None
                 if time.monotonic() > deadline:
                     raise WorkerStartError(f"no inference worker at {self._address}") from None
                 time.sleep(0.05)
@@ -251,20 +263,29 @@ class WorkerLink(WorkerChannel):
 
 def _greeting(conn: Channel) -> Ready:
     """The worker's `Ready`; `PolicyStartError` for a `StartFailed`, `WorkerStartError` if it
-    said nothing."""
+    said nothing: it closed the connection, or reset it (a worker killed as it accepted, which
+    a restart loop must take as a failed start, not as an error of its own)."""
     try:
         (frame,) = conn.receive()  # the worker says nothing else until it has a batch
         message = decode_greeting(frame)
-    except EOFError:
-        raise WorkerStartError("inference worker exited before it was ready") from None
+    except (EOFError, OSError) as exc:
+        how = "exited" if isinstance(exc, EOFError) else f"dropped the connection ({exc})"
+        raise WorkerStartError(f"inference worker {how} before it was ready") from None
     if isinstance(message, StartFailed):
         raise PolicyStartError(message.error)
     return message
 
 
 def _reap(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Wait up to `timeout_s` for `process` to exit, else kill it and wait as long again.
+
+    Never raises: it runs while a start error is being raised, which a `TimeoutExpired` of its
+    own would replace. A killed process not reaped in time (a machine too busy) is left to
+    `subprocess`, which reaps it on a later call.
+    """
     try:
         process.wait(timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.wait(timeout_s)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout_s)
