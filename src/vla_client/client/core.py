@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
+from vla_client.codecs import frame_digest
 from vla_client.errors import (
     ContractError,
     DeadlineExceededError,
@@ -200,6 +201,9 @@ class PreparedRequest:
     encode_ms: float
     deadline_at: float | None = None
     """`time.monotonic()` after which a reply is not used."""
+    sent_digests: dict[str, dict[str, Any]] | None = None
+    """With ``return_digest``: the digest of each frame as sent, after the fit (renamed and
+    resized), which is what the server's digests are of."""
 
 
 @dataclass(frozen=True)
@@ -406,6 +410,7 @@ class RequestBook:
             openpi=layout,
         )
         self.stats.sent += 1
+        digested = runtime is not None and runtime.get("return_digest") is True
         return PreparedRequest(
             body=body,
             content_type=content_type,
@@ -414,6 +419,11 @@ class RequestBook:
             fit_ms=(start - fit_start) * 1000,
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
+            sent_digests=(
+                {name: frame_digest(frame) for name, frame in observation.images.items()}
+                if digested
+                else None
+            ),
         )
 
     def wait_until(self, deadline_at: float | None) -> float | None:
@@ -534,4 +544,5 @@ class RequestBook:
             ),
             raw=document,
             digests=document.get("digests"),
+            sent_digests=prepared.sent_digests,
         )

@@ -11,7 +11,7 @@ readers in `vla_client.protocol.metadata_fields` and still imports from here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -115,30 +115,59 @@ class FramePreprocessor:
             "resize": self.fit if self.size else "none",
         }
 
-    def server_name(self, local: str) -> str:
-        """The server key for camera `local`; `ContractError` when the server has none."""
+    def server_name(self, local: str, others: Collection[str] = ()) -> str:
+        """The server key for camera `local`; `ContractError` when the server has none.
+
+        `others` are the robot's other cameras: the mapping the error proposes sends `local`
+        (and any of them the server does not know either) to server cameras none of them
+        already fills.
+        """
+        key = self._known_key(local)
+        if key is not None:
+            return key
         name = self.camera_map.get(local, local)
-        if not self.server_keys or name in self.server_keys:
-            return name
-        if name in self.aliases:
-            return self.aliases[name]
+        keys = list(self.server_keys)
+        if local in self.camera_map:
+            raise ContractError(
+                "input.image_keys", keys, f"camera {local!r} mapped to {name!r}",
+                f"{name!r} is not a server camera; map {local!r} to one of {', '.join(keys)}",
+            )  # fmt: skip
+        cameras = [local, *(other for other in others if other != local)]
+        taken = {self._known_key(other) for other in cameras}
+        unknown = [other for other in cameras if self._known_key(other) is None]
+        free = [key for key in keys if key not in taken]
+        if not free:
+            raise ContractError(
+                "input.image_keys", keys, f"camera {local!r}",
+                f"{local!r} matches none of them and the other cameras fill them all: "
+                f"send {len(keys)} camera(s)",
+            )  # fmt: skip
+        proposal = dict(zip((u for u in unknown if u not in self.camera_map), free, strict=False))
         raise ContractError(
             "input.image_keys",
-            list(self.server_keys),
+            keys,
             f"camera {local!r}",
             fix=OptionFix(
                 "camera_map",
-                ({local: self.server_keys[0]},),
+                (proposal,),
                 before=f"{local!r} matches none of them; map it to one, for example ",
             ),
         )
+
+    def _known_key(self, local: str) -> str | None:
+        """The server key `local` is sent under when the server knows it (by name, alias or
+        `camera_map`), else None."""
+        name = self.camera_map.get(local, local)
+        if not self.server_keys or name in self.server_keys:
+            return name
+        return self.aliases.get(name)
 
     def check_names(self, local_names: list[str]) -> dict[str, str]:
         """Local name -> server key for every camera; `ContractError` for a camera the server
         does not know, two cameras landing on one key, or a key no camera fills."""
         names: dict[str, str] = {}
         for local in local_names:
-            key = self.server_name(local)
+            key = self.server_name(local, local_names)
             clash = [other for other, taken in names.items() if taken == key]
             if clash:
                 raise ContractError(

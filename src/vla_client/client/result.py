@@ -44,7 +44,9 @@ class ActionResult:
     """An action chunk as float32 ``[H, D]`` (``[B, H, D]`` for batched replies).
 
     `digests` is present when the request asked for `return_digest`: per camera, the shape,
-    dtype and SHA-256 of the pixels the server decoded. `raw` is the parsed reply as received.
+    dtype and SHA-256 of the pixels the server decoded; `sent_digests` the same of the frames
+    the client sent, after fitting them to the server (renamed, resized), to compare with
+    (`mismatched_cameras`). `raw` is the parsed reply as received.
     """
 
     actions: np.ndarray
@@ -52,6 +54,7 @@ class ActionResult:
     timings: Timings
     raw: dict[str, Any]
     digests: dict[str, dict[str, Any]] | None = None
+    sent_digests: dict[str, dict[str, Any]] | None = None
 
     @property
     def horizon(self) -> int:
