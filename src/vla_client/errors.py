@@ -21,7 +21,8 @@
     │   ├── CameraSettingError (ValueError)     a camera or rig option out of range
     │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
     │   └── StaleFrameError                     a frame older than allowed
-    ├── RecordingError (ValueError)             not a recording, or a truncated one
+    ├── RecordingError (ValueError)             not a recording, or a corrupt one
+    │   └── TruncatedRecordingError             cut off inside a step (its whole steps read)
     ├── UnsafeActionError                       the safety gate stopped an action
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
@@ -255,6 +256,11 @@ class StaleFrameError(CameraError):
 class RecordingError(VLAClientError, ValueError):
     """A file that is not a recording (of observations or action chunks), or a truncated or
     corrupt one."""
+
+
+class TruncatedRecordingError(RecordingError):
+    """A recording that ends inside a record (a full disk, a killed recorder): the steps before
+    the cut read as written, and a reader that wants them can stop here instead of failing."""
 
 
 class UnsafeActionError(VLAClientError):
