@@ -79,7 +79,7 @@ def test_the_python_call_returns_what_it_wrote(tmp_path: Path) -> None:
 ONE = np.float32([0, 1])
 BAD_RECORDINGS = {
     "no action": ([(observation(0, task="a"), None, None)], {"fps": 10},
-                  "holds observations without actions .* 'vla-client serve --record DIR'"),
+                  "holds observations without actions .*'vla-client serve --record DIR'"),
     "no action later": ([(observation(0, task="a"), ONE, 0), (observation(1, task="a"), None, 0)],
                         {"fps": 10}, "step 1 has no action: neither one applied"),
     "an infinite fps": ([(observation(0, task="a"), ONE, 0)], {"fps": float("inf")},

@@ -162,10 +162,18 @@ mistake (inf, 1e300), not a camera."""
 def video_unreadable() -> str | None:
     """Why LeRobot could not decode the videos it writes, here, or None when it can.
 
-    LeRobot 0.4 reads video with torchcodec where that is installed, else with torchvision's
+    LeRobot 0.4 reads video with torchcodec wherever that package is installed (whether or not
+    its native library loads: it needs FFmpeg's shared libraries), else with torchvision's
     ``VideoReader``, which newer torchvision releases no longer have.
     """
     if importlib.util.find_spec("torchcodec") is not None:
+        try:
+            importlib.import_module("torchcodec.decoders")
+        except Exception as exc:  # its native library: OSError, RuntimeError
+            return (
+                "LeRobot reads video with torchcodec here, and torchcodec does not load "
+                f"({type(exc).__name__}: it needs FFmpeg 4-8's shared libraries)"
+            )
         return None
     try:
         io = importlib.import_module("torchvision.io")
@@ -175,7 +183,7 @@ def video_unreadable() -> str | None:
         return None
     return (
         "LeRobot reads video with torchcodec, or torchvision's VideoReader, and this install "
-        "has neither (pip install torchcodec)"
+        "has neither (pip install torchcodec, with FFmpeg's shared libraries)"
     )
 
 
@@ -200,7 +208,7 @@ def _check_has_action(step: RecordedObservation, recording: str | Path) -> None:
         "files), and every LeRobot frame needs the action taken on it: record a control loop "
         "(ControlLoop(record=writer.record)), or replay the file to a recording server "
         "('vla-client serve --record DIR', then 'vla-client send URL --obs FILE') and export "
-        "the recording it writes in DIR"
+        "the recording it writes in DIR, with --fps"
     )
 
 
