@@ -210,6 +210,12 @@ class DeadlineExceededError(RequestTimeoutError):
     """No usable reply within the request's deadline; a reply that comes later is never used."""
 
 
+KEY_ADVICE = (
+    "give the server's key: api_key= in Python, --api-key on the command line, or the "
+    "VLA_CLIENT_API_KEY environment variable for either"
+)
+
+
 class ServerError(VLAClientError):
     """The server answered with an error status; `status_code` and `detail` say which and why.
 
@@ -228,7 +234,10 @@ class ServerError(VLAClientError):
         self.status_code = status_code
         self.detail = detail
         self.retry_after = retry_after
-        super().__init__(f"server answered {status_code}: {detail}", request_id=request_id)
+        message = f"server answered {status_code}: {detail}"
+        if status_code == 401:
+            message += f"; {KEY_ADVICE}"
+        super().__init__(message, request_id=request_id)
 
     @property
     def retryable(self) -> bool:

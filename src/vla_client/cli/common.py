@@ -11,7 +11,13 @@ from urllib.parse import urlsplit
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import RESIZES, chosen_endpoint, transport_kind
+from vla_client.client.core import (
+    API_KEY_ENV,
+    RESIZES,
+    chosen_endpoint,
+    resolve_api_key,
+    transport_kind,
+)
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -44,7 +50,11 @@ def add_connection_options(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
     )  # fmt: skip
-    parser.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
+    parser.add_argument(
+        "--api-key", default=None,
+        help=f"sent as 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, else no key; prefer "
+        "the variable, arguments show in ps)",
+    )  # fmt: skip
 
 
 def add_encoding_options(parser: argparse.ArgumentParser) -> None:
@@ -122,7 +132,11 @@ def camera_pair(text: str) -> tuple[str, str]:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
-    options: dict[str, Any] = {"timeout_s": args.timeout, "api_key": args.api_key}
+    try:
+        api_key = resolve_api_key(args.api_key)
+    except ValueError as exc:
+        raise argparse.ArgumentError(None, str(exc)) from None
+    options: dict[str, Any] = {"timeout_s": args.timeout, "api_key": api_key}
     for name in ("encoding", "wire", "jpeg_quality", "resize", "check_contract", "layout"):
         value = getattr(args, name, None)
         if value is not None:

@@ -19,6 +19,7 @@ from vla_client.client.core import (
     Resize,
     TransportKind,
     chosen_endpoint,
+    resolve_api_key,
     transport_kind,
 )
 from vla_client.protocol import (
@@ -90,6 +91,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
+        api_key = resolve_api_key(api_key)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ValueError("api_key must be a non-empty string, or None for no key")
         asked = ClientOptions(

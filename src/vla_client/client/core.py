@@ -14,6 +14,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -62,6 +63,10 @@ refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a
 timeout this close to the deadline is the deadline's."""
+
+API_KEY_ENV = "VLA_CLIENT_API_KEY"
+"""The environment variable a client reads its API key from when it is given none (the one
+``vla-client serve`` reads), so the key stays out of the command line and out of ``ps``."""
 
 TransportKind = Literal["http", "websocket"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket")
@@ -168,6 +173,23 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
+
+
+def resolve_api_key(api_key: str | None) -> str | None:
+    """`api_key` when given, else the `API_KEY_ENV` variable's value (stripped), else None.
+
+    A variable set to nothing or spaces is a `ValueError`, as ``vla-client serve`` refuses it:
+    it is what an unset shell variable gives, and reading it as "no key" would send requests
+    without the key that was meant.
+    """
+    if api_key is not None:
+        return api_key
+    value = os.environ.get(API_KEY_ENV)
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError(f"{API_KEY_ENV} is set but empty; unset it to send without a key")
+    return value.strip()
 
 
 def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | None:

@@ -44,7 +44,8 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
         timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
-        api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
+        api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint);
+            None: the ``VLA_CLIENT_API_KEY`` environment variable's value, if it is set.
         jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
         endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``.

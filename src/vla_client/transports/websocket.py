@@ -49,6 +49,7 @@ from vla_client.protocol import (
     Endpoint,
     Reply,
     auth_headers,
+    read_reply,
     reply_size_limit,
     status_from_close,
     websocket_url,
@@ -177,10 +178,8 @@ class _Link(Generic[ConnectionT, LockT]):
         """The error for a connection that did not open; nothing was sent on it."""
         error: VLAClientError
         if isinstance(exc, InvalidStatus):
-            body = exc.response.body.decode("utf-8", "replace").strip() if exc.response.body else ""
-            error = ServerError(
-                exc.response.status_code, body or f"handshake refused on {self.url}"
-            )
+            error = self.refused(exc.response.status_code, bytes(exc.response.body or b""),
+                                 exc.response.headers.get("content-type", ""))  # fmt: skip
         elif isinstance(exc, ConnectError):
             error = exc
         else:
@@ -188,6 +187,19 @@ class _Link(Generic[ConnectionT, LockT]):
         self.gate.failed(str(error))
         self.stats.connect_failures += 1
         return error
+
+    def refused(self, status: int, body: bytes, content_type: str) -> ServerError:
+        """The `ServerError` for a refused handshake, its JSON ``detail`` read as an HTTP
+        error's is (a sentence, not the raw document)."""
+        if body.strip():
+            try:
+                read_reply(Reply(status, content_type, body))
+            except ServerError as error:
+                return error
+            except VLAClientError:
+                pass
+        text = body.decode("utf-8", "replace").strip()
+        return ServerError(status, text or f"handshake refused on {self.url}")
 
     def lost(self, exc: ConnectionClosed) -> ConnectError | ReplyTooLargeError:
         """The error for a connection that closed: a frame over the cap, or a drop."""
