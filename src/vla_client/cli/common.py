@@ -16,6 +16,7 @@ from vla_client.client.core import (
     RESIZES,
     chosen_endpoint,
     resolve_api_key,
+    route_in_url,
     transport_kind,
 )
 from vla_client.control.stats import percentiles
@@ -119,6 +120,8 @@ def server_url(text: str) -> str:
         port = 0
     if port == 0:
         raise argparse.ArgumentTypeError(f"the port must be in 1..65535, got {text!r}")
+    if reason := route_in_url(text):
+        raise argparse.ArgumentTypeError(reason)
     return text
 
 

@@ -20,6 +20,7 @@ from vla_client.client.core import (
     TransportKind,
     chosen_endpoint,
     resolve_api_key,
+    route_in_url,
     transport_kind,
 )
 from vla_client.protocol import (
@@ -49,6 +50,8 @@ def check_base_url(base_url: str) -> None:
     check_choice("base_url scheme", parts.scheme, URL_SCHEMES)
     if not parts.netloc:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
+    if reason := route_in_url(base_url):
+        raise ValueError(reason)
 
 
 def keywords_given(asked: ClientOptions) -> list[str]:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
@@ -37,6 +38,9 @@ from vla_client.observation import Observation
 from vla_client.protocol import (
     ENCODINGS,
     FLAT,
+    GENERATIONS_PATH,
+    HEALTH_PATH,
+    METADATA_PATH,
     WIRES,
     ActionMetadata,
     Encoding,
@@ -173,6 +177,23 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
+
+
+ROUTE_PATHS = (GENERATIONS_PATH, METADATA_PATH, HEALTH_PATH)
+"""The server's own routes: a base URL ending in one is a copied request URL, not a base."""
+
+
+def route_in_url(base_url: str) -> str | None:
+    """Why `base_url` cannot be a server's base URL, when its path ends in one of the
+    server's routes (the client appends those itself, so ``.../v1/actions/generations`` would
+    be posted to twice over); None when it can. The message names the base URL to give."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    route = next((route for route in ROUTE_PATHS if path.endswith(route)), None)
+    if route is None:
+        return None
+    base = urlunsplit((parts.scheme, parts.netloc, path.removesuffix(route), "", ""))
+    return f"{base_url} ends in the server's route {route}; give the server's base URL, {base}"
 
 
 def resolve_api_key(api_key: str | None) -> str | None:

@@ -54,6 +54,7 @@ from vla_client.protocol import (
     status_from_close,
     websocket_url,
 )
+from vla_client.transports.http import LONGER_TIMEOUT, unreachable
 from vla_client.transports.retry import Backoff
 from vla_client.validation import check_positive, renamed_keywords
 
@@ -183,7 +184,7 @@ class _Link(Generic[ConnectionT, LockT]):
         elif isinstance(exc, ConnectError):
             error = exc
         else:
-            error = ConnectError(f"cannot open {self.url}: {exc or type(exc).__name__}", sent=False)
+            error = ConnectError(unreachable(self.url, exc), sent=False)
         self.gate.failed(str(error))
         self.stats.connect_failures += 1
         return error
@@ -218,7 +219,9 @@ class _Link(Generic[ConnectionT, LockT]):
 
     def timed_out(self, timeout_s: float) -> RequestTimeoutError:
         self.stats.drops += 1
-        return RequestTimeoutError(f"no reply from {self.url} within {timeout_s:.3g} s")
+        return RequestTimeoutError(
+            f"no reply from {self.url} within {timeout_s:.3g} s; {LONGER_TIMEOUT}"
+        )
 
     def wait(self, end: float | None) -> float:
         """The wait for one frame: the transport's timeout, cut to what is left before `end`
