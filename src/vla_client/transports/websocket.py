@@ -179,8 +179,12 @@ class _Link(Generic[ConnectionT, LockT]):
         """The error for a connection that did not open; nothing was sent on it."""
         error: VLAClientError
         if isinstance(exc, InvalidStatus):
-            error = self.refused(exc.response.status_code, bytes(exc.response.body or b""),
-                                 exc.response.headers.get("content-type", ""))  # fmt: skip
+            response = exc.response
+            error = self._handshake_refused(
+                response.status_code,
+                bytes(response.body or b""),
+                response.headers.get("content-type", ""),
+            )
         elif isinstance(exc, ConnectError):
             error = exc
         else:
@@ -189,7 +193,7 @@ class _Link(Generic[ConnectionT, LockT]):
         self.stats.connect_failures += 1
         return error
 
-    def refused(self, status: int, body: bytes, content_type: str) -> ServerError:
+    def _handshake_refused(self, status: int, body: bytes, content_type: str) -> ServerError:
         """The `ServerError` for a refused handshake, its JSON ``detail`` read as an HTTP
         error's is (a sentence, not the raw document)."""
         if body.strip():
