@@ -157,3 +157,50 @@ def test_the_default_storage_is_video_only_where_lerobot_reads_it_back(
     assert stored == ("video" if video_unreadable() is None else "image")
     assert ("frames stored as PNG images" in out) == (stored == "image")
     assert dataset[2]["observation.images.top"].shape == (3, 24, 32)
+
+
+def test_the_documented_way_from_a_record_file_to_a_dataset_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cli.md's three commands, as written there: a ``vla-client record`` file replayed to
+    a recording server, whose recording exports."""
+    import glob
+    import shlex
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    block = page.split("or replay the file to a server that records")[1].split("```bash\n")[1]
+    serve, send, export_line = (
+        shlex.split(line.split("  #")[0].rstrip(" &")) for line in block.split("```")[0].splitlines()
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", "run.vlaobs", "--frames", "3", "--rate", "10", "--cameras", "1",
+                 "--height", "24", "--width", "32", "--state", "0.5,-0.5"]) == 0  # fmt: skip
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", *serve[1:], "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert main([send[1], url, *send[2:]]) == 0
+    finally:
+        server.terminate()
+        server.wait(30)
+    capsys.readouterr()
+    (recorded,) = glob.glob(export_line[2])
+    assert main([*export_line[1:2], recorded, *export_line[3:]]) == 0, capsys.readouterr().err
+    assert "exported 3 frame(s) in 1 episode(s)" in capsys.readouterr().out

@@ -56,6 +56,17 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
             `ReplyTooLargeError` (default: sized from the server's announced action horizon x
             dim, at least 1 MiB).
         retry: How requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
+        layout: The openpi request layout, for openpi's endpoint (implies it): ``flat``,
+            ``droid``, ``libero``, ``aloha``, an `OpenpiLayout` or a function (default: flat).
+        camera_map: Robot camera name -> the server's name, for cameras named otherwise
+            (``{"front": "base_0_rgb"}``); a camera named after a server camera or one of its
+            aliases needs no entry.
+        resize: How frames meet the server's image size: ``auto`` (pad, only where the server
+            refuses other sizes), ``pad`` (keep the aspect, black bars), ``crop`` (centre),
+            ``none``.
+        image_size: ``(height, width)`` to resize to instead of the server's size.
+        check_contract: Check each observation against the server's metadata (cameras, image
+            size, state length) before sending; False sends it as it is.
     """
 
     _stream_type = ReplyStream
