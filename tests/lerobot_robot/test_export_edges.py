@@ -175,7 +175,8 @@ def test_the_documented_way_from_a_record_file_to_a_dataset_runs(
     page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     block = page.split("or replay the file to a server that records")[1].split("```bash\n")[1]
     serve, send, export_line = (
-        shlex.split(line.split("  #")[0].rstrip(" &")) for line in block.split("```")[0].splitlines()
+        shlex.split(line.split("  #")[0].rstrip(" &"))
+        for line in block.split("```")[0].splitlines()
     )
     monkeypatch.chdir(tmp_path)
     assert main(["record", "run.vlaobs", "--frames", "3", "--rate", "10", "--cameras", "1",
