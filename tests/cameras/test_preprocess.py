@@ -485,12 +485,15 @@ def test_with_every_key_filled_an_extra_camera_is_told_to_go() -> None:
 def test_a_camera_map_onto_no_server_camera_names_the_servers_cameras() -> None:
     pre = FramePreprocessor(server_keys=("wrist", "front"), camera_map={"front": "nosuch"})
     with pytest.raises(ContractError) as caught:
-        pre.server_name("front")
+        pre.check_names(["wrist", "front"])
     error = caught.value
-    assert (error.given, error.fix) == ("camera 'front' mapped to 'nosuch'", None)
+    assert error.given == "camera 'front' mapped to 'nosuch'"
     assert str(error).endswith(
-        "'nosuch' is not a server camera; map 'front' to one of wrist, front"
+        "'nosuch' is not a server camera; map it to one, for example camera_map={'front': 'front'}"
     )
+    one = FramePreprocessor(server_keys=("wrist",), camera_map={"front": "nosuch"})
+    with pytest.raises(ContractError, match="'nosuch' is not a server camera and the other "):
+        one.check_names(["wrist", "front"])
     # a map onto an alias is a map onto its camera
     aliased = FramePreprocessor(server_keys=("wrist",), aliases={"hand": "wrist"},
                                 camera_map={"cam": "hand"})  # fmt: skip

@@ -127,30 +127,32 @@ class FramePreprocessor:
             return key
         name = self.camera_map.get(local, local)
         keys = list(self.server_keys)
-        if local in self.camera_map:
-            raise ContractError(
-                "input.image_keys", keys, f"camera {local!r} mapped to {name!r}",
-                f"{name!r} is not a server camera; map {local!r} to one of {', '.join(keys)}",
-            )  # fmt: skip
         cameras = [local, *(other for other in others if other != local)]
         taken = {self._known_key(other) for other in cameras}
-        unknown = [other for other in cameras if self._known_key(other) is None]
         free = [key for key in keys if key not in taken]
+        mapped = local in self.camera_map
+        given = f"camera {local!r} mapped to {name!r}" if mapped else f"camera {local!r}"
+        problem = (
+            f"{name!r} is not a server camera" if mapped else f"{local!r} matches none of them"
+        )
         if not free:
             raise ContractError(
-                "input.image_keys", keys, f"camera {local!r}",
-                f"{local!r} matches none of them and the other cameras fill them all: "
-                f"send {len(keys)} camera(s)",
+                "input.image_keys", keys, given,
+                f"{problem} and the other cameras fill them all: send {len(keys)} camera(s)",
             )  # fmt: skip
-        proposal = dict(zip((u for u in unknown if u not in self.camera_map), free, strict=False))
+        unknown = [other for other in cameras if self._known_key(other) is None]
+        # `local` first; the other unknown cameras too, unless a map of theirs is at fault
+        proposal = dict(
+            zip((u for u in unknown if u == local or u not in self.camera_map), free, strict=False)
+        )
         raise ContractError(
             "input.image_keys",
             keys,
-            f"camera {local!r}",
+            given,
             fix=OptionFix(
                 "camera_map",
                 (proposal,),
-                before=f"{local!r} matches none of them; map it to one, for example ",
+                before=f"{problem}; map it to one, for example ",
             ),
         )
 
