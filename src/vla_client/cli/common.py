@@ -101,8 +101,9 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
 
 
 def server_url(text: str) -> str:
-    """An argparse type: a server's URL, with an http, https, ws or wss scheme and a port that
-    can exist (``localhost:8000`` is refused with the URL it probably means)."""
+    """An argparse type: a server's base URL, with an http, https, ws or wss scheme and a port
+    that can exist (``localhost:8000`` is refused with the URL it probably means, and one
+    ending in a server route such as ``/v1/actions/generations`` with its base URL)."""
     if "://" not in text:
         raise argparse.ArgumentTypeError(
             f"takes a URL with its scheme, such as http://{text}; got {text!r}"
