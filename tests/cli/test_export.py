@@ -132,7 +132,7 @@ def test_without_lerobot_the_error_names_the_venv_recipe(tmp_path, fps):
         ({"fps": True}, "fps must be an integer > 0; got True"),
         ({"task": ""}, "task must be a non-empty string or None"),
         ({"videos": "yes"}, "videos must be True, False or None"),
-        ({"fps": 10**6}, "fps 1000000 is over 1000 frames a second"),
+        ({"fps": 10**6}, "fps 1000000 is not a rate of 1 to 1000 frames a second"),
     ],
 )
 def test_the_python_calls_options_are_checked_before_anything_is_read(tmp_path, options, message):

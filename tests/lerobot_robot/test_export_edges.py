@@ -83,9 +83,9 @@ BAD_RECORDINGS = {
     "no action later": ([(observation(0, task="a"), ONE, 0), (observation(1, task="a"), None, 0)],
                         {"fps": 10}, "step 1 has no action: neither one applied"),
     "an infinite fps": ([(observation(0, task="a"), ONE, 0)], {"fps": float("inf")},
-                        "the recording's fps inf is over 1000 frames a second: give --fps"),
+                        "the recording's fps inf is not a rate of 1 to 1000 frames a second"),
     "an absurd fps": ([(observation(0, task="a"), ONE, 0)], {"fps": 1e300},
-                      "the recording's fps 1e\\+300 is over 1000 frames a second"),
+                      "the recording's fps 1e\\+300 is not a rate of 1 to 1000"),
     "a 1-value action": ([(observation(0, task="a"), np.float32([0]), 0)], {"fps": 10},
                          "action has 1 value: LeRobot 0.4 cannot write a 1-value action"),
     "another camera size": (

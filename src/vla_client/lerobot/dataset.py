@@ -385,7 +385,9 @@ def _rate(fps: int | None, recorded: object) -> int:
 
 def _check_fps_bound(fps: float, what: str) -> None:
     if not fps <= MAX_FPS:  # inf too
-        raise ValueError(f"{what} {fps!r} is over {MAX_FPS} frames a second: give --fps")
+        raise ValueError(
+            f"{what} {fps!r} is not a rate of 1 to {MAX_FPS} frames a second: give --fps"
+        )
 
 
 def _checked_repo_id(repo_id: str | None, root: Path) -> str:
