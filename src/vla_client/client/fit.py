@@ -125,15 +125,14 @@ class FramePreprocessor:
         key = self._known_key(local)
         if key is not None:
             return key
-        name = self.camera_map.get(local, local)
+        target = self.camera_map.get(local)  # None: not mapped, its own name is unknown
         keys = list(self.server_keys)
         cameras = [local, *(other for other in others if other != local)]
         taken = {self._known_key(other) for other in cameras}
         free = [key for key in keys if key not in taken]
-        mapped = local in self.camera_map
-        given = f"camera {local!r} mapped to {name!r}" if mapped else f"camera {local!r}"
+        given = f"camera {local!r}" + (f" mapped to {target!r}" if target else "")
         problem = (
-            f"{name!r} is not a server camera" if mapped else f"{local!r} matches none of them"
+            f"{target!r} is not a server camera" if target else f"{local!r} matches none of them"
         )
         if not free:
             raise ContractError(
