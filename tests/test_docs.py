@@ -327,3 +327,18 @@ def test_documented_commands_run_as_written(
         for server in servers:
             server.terminate()
             server.wait(30)
+
+
+def test_the_client_page_and_docstring_name_every_constructor_option() -> None:
+    """api.md's parameter table and `ActionClient`'s Args list every keyword it takes."""
+    import inspect
+
+    from vla_client import ActionClient
+
+    page = (ROOT / "docs" / "api.md").read_text()
+    table = page.split("### `ActionClient(base_url, **options)`")[1].split("| method")[0]
+    documented = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+    names = set(inspect.signature(ActionClient.__init__).parameters) - {"self"}
+    assert documented == names
+    args = (ActionClient.__doc__ or "").split("Args:")[1]
+    assert {name for name in names if f"        {name}:" not in args} == set()

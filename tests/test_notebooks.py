@@ -74,3 +74,26 @@ def test_a_server_that_is_down_is_one_line(path, tmp_path, monkeypatch):
     lines = [line for line in ANSI.sub("", "".join(shown["traceback"])).splitlines() if line]
     assert len(lines) == 1, lines
     assert lines[0].startswith("ConnectError: cannot reach the server")
+
+
+def test_each_notebook_says_how_to_run_it_and_the_headless_command_runs(tmp_path):
+    """The first cell of every notebook gives the commands to run it; the headless one,
+    ``jupyter execute``, runs the quickstart top to bottom here."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    pytest.importorskip("matplotlib")
+    for path in NOTEBOOKS:
+        first = "".join(json.loads(path.read_text())["cells"][0]["source"])
+        assert f"`jupyter execute examples/notebooks/{path.name}`" in first, path.name
+        assert '`pip install -e ".[server,notebooks]"`' in first, path.name
+    jupyter = Path(sys.executable).with_name("jupyter")
+    completed = subprocess.run(
+        [str(jupyter), "execute", "examples/notebooks/quickstart.ipynb"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "MPLBACKEND": "Agg"},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-2000:]

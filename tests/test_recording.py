@@ -246,3 +246,45 @@ def test_a_step_with_a_malformed_episode_is_refused_when_read(tmp_path, frames):
     path.write_bytes(path.read_bytes() + struct.pack(">I", len(data)) + data)
     with pytest.raises(RecordingError, match="step 0 has episode 'one'"):
         load_observations(path)
+
+
+@pytest.mark.parametrize("wall_time", [float("nan"), float("inf"), -float("inf"), "soon", True])
+def test_a_time_that_is_no_clock_is_refused_when_written(tmp_path, frames, wall_time):
+    with ObservationWriter(tmp_path / "run.vlaobs") as writer:
+        with pytest.raises(ValueError, match="wall_time must be a"):
+            writer.write(Observation(frames), wall_time=wall_time)
+        assert writer.count == 0
+
+
+@pytest.mark.parametrize("wall_time", [float("nan"), float("inf")])
+def test_a_time_that_is_no_clock_is_refused_when_read(tmp_path, frames, wall_time):
+    """A crafted file (or one from an older writer) with a non-finite time: replaying it would
+    sleep forever or overflow, so reading refuses it, naming the step."""
+    from vla_client.codecs.msgpack_numpy import packb
+    from vla_client.recording import EncodedStep
+
+    path = tmp_path / "crafted.vlaobs"
+    data = packb({"images": {"wrist": encode_png(frames["wrist"])}, "wall_time": wall_time})
+    with ObservationWriter(path) as writer:
+        writer.write(Observation(frames), wall_time=1.0)
+        writer.append(EncodedStep(struct.pack(">I", len(data)) + data, "png"))
+    with ObservationReader(path) as reader:
+        with pytest.raises(RecordingError, match="step 1's wall_time must be a finite number"):
+            reader.wall_times()
+        with pytest.raises(RecordingError, match="step 1's wall_time must be a finite number"):
+            list(reader)
+
+
+def test_a_cut_inside_a_step_is_a_truncated_recording_error(tmp_path, frames):
+    from vla_client.errors import TruncatedRecordingError
+
+    path = tmp_path / "cut.vlaobs"
+    with ObservationWriter(path) as writer:
+        for t in range(3):
+            writer.write(Observation(frames), wall_time=float(t))
+    path.write_bytes(path.read_bytes()[:-5])
+    steps = []
+    with ObservationReader(path) as reader, pytest.raises(TruncatedRecordingError, match="step 2"):
+        for index, _ in reader.read():
+            steps.append(index)
+    assert steps == [0, 1]

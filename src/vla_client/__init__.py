@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from vla_client.errors import StaleFrameError as StaleFrameError
     from vla_client.errors import StaleObservationError as StaleObservationError
     from vla_client.errors import TransportError as TransportError
+    from vla_client.errors import TruncatedRecordingError as TruncatedRecordingError
     from vla_client.errors import UnsafeActionError as UnsafeActionError
     from vla_client.errors import UnsupportedContentTypeError as UnsupportedContentTypeError
     from vla_client.errors import VLAClientError as VLAClientError
@@ -72,6 +73,7 @@ _FACE = {
     "PayloadTooLargeError": "vla_client.errors",
     "ProtocolError": "vla_client.errors",
     "RecordingError": "vla_client.errors",
+    "TruncatedRecordingError": "vla_client.errors",
     "RequestTimeoutError": "vla_client.errors",
     "ServerError": "vla_client.errors",
     "ServerErrorFrame": "vla_client.errors",

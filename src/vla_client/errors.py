@@ -22,7 +22,8 @@
     │   ├── CameraSettingError (ValueError)     a camera or rig option out of range
     │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
     │   └── StaleFrameError                     a frame older than allowed
-    ├── RecordingError (ValueError)             not a recording, or a truncated one
+    ├── RecordingError (ValueError)             not a recording, or a corrupt one
+    │   └── TruncatedRecordingError             cut off inside a step (its whole steps read)
     ├── UnsafeActionError                       the safety gate stopped an action
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
@@ -210,6 +211,12 @@ class DeadlineExceededError(RequestTimeoutError):
     """No usable reply within the request's deadline; a reply that comes later is never used."""
 
 
+KEY_ADVICE = (
+    "give the server's key: api_key= in Python, --api-key on the command line, or the "
+    "VLA_CLIENT_API_KEY environment variable for either"
+)
+
+
 class ServerError(VLAClientError):
     """The server answered with an error status; `status_code` and `detail` say which and why.
 
@@ -228,7 +235,10 @@ class ServerError(VLAClientError):
         self.status_code = status_code
         self.detail = detail
         self.retry_after = retry_after
-        super().__init__(f"server answered {status_code}: {detail}", request_id=request_id)
+        message = f"server answered {status_code}: {detail}"
+        if status_code == 401:
+            message += f"; {KEY_ADVICE}"
+        super().__init__(message, request_id=request_id)
 
     @property
     def retryable(self) -> bool:
@@ -276,6 +286,11 @@ class StaleFrameError(CameraError):
 class RecordingError(VLAClientError, ValueError):
     """A file that is not a recording (of observations or action chunks), or a truncated or
     corrupt one."""
+
+
+class TruncatedRecordingError(RecordingError):
+    """A recording that ends inside a record (a full disk, a killed recorder): the steps before
+    the cut read as written, and a reader that wants them can stop here instead of failing."""
 
 
 class UnsafeActionError(VLAClientError):

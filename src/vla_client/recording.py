@@ -22,6 +22,7 @@ disk filled up still reads to its last whole step.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import struct
 import time
@@ -35,7 +36,12 @@ import numpy as np
 
 from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
 from vla_client.codecs.msgpack_numpy import packb, unpackb
-from vla_client.errors import CodecError, PayloadTooLargeError, RecordingError
+from vla_client.errors import (
+    CodecError,
+    PayloadTooLargeError,
+    RecordingError,
+    TruncatedRecordingError,
+)
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits
 from vla_client.protocol.image_forms import encodes_in_parallel
@@ -123,7 +129,7 @@ def encode_step(
         "state": observation.state,
         "task": observation.task,
         "capture_times": dict(observation.capture_times),
-        "wall_time": time.time() if wall_time is None else wall_time,
+        "wall_time": time.time() if wall_time is None else _checked_time(wall_time),
     }
     if served is not None:
         document["served"] = {
@@ -138,6 +144,17 @@ def encode_step(
         document["episode"] = int(episode)
     data = packb(document)
     return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def _checked_time(value: object, where: str = "wall_time") -> float:
+    """`value` as a finite number of seconds, or a `ValueError` naming `where`: a replay paces
+    itself by these times, and NaN or infinity has no place in a clock."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{where} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise ValueError(f"{where} must be a finite number of seconds, got {value!r}")
+    return seconds
 
 
 def _checked_action(action: object) -> np.ndarray:
@@ -351,10 +368,10 @@ class ObservationReader(_RecordingFile):
         for index, data in enumerate(self._records()):
             document = self._unpack(data)
             try:
-                times.append(float(document["wall_time"]))
+                times.append(_checked_time(document["wall_time"], f"step {index}'s wall_time"))
             except (KeyError, TypeError, ValueError) as exc:
                 raise RecordingError(
-                    f"{self._name} holds a malformed step {index}: no wall time ({exc})"
+                    f"{self._name} holds a malformed step {index}: no usable wall time ({exc})"
                 ) from None
         return times
 
@@ -396,7 +413,7 @@ class ObservationReader(_RecordingFile):
         prefix = self._file.read(_LENGTH.size)
         if not prefix:
             return None
-        truncated = RecordingError(f"{self._name} is truncated: it ends inside its {what}")
+        truncated = TruncatedRecordingError(f"{self._name} is truncated: it ends inside its {what}")
         if len(prefix) < _LENGTH.size:
             raise truncated
         (length,) = _LENGTH.unpack(prefix)
@@ -440,7 +457,7 @@ def _to_recorded(document: Any, name: str, index: int, limits: DecodeLimits) -> 
             raise ValueError(f"step {index} has episode {episode!r}, not an integer >= 0")
         return RecordedObservation(
             observation,
-            float(document["wall_time"]),
+            _checked_time(document["wall_time"], f"step {index}'s wall_time"),
             None if served is None else _served(served),
             None if applied is None else _checked_action(applied),
             episode,

@@ -447,3 +447,56 @@ def test_describe_lists_what_is_checked_and_changed() -> None:
         "image_size_required": False,
         "resize": "none",
     }
+
+
+def test_the_mapping_proposed_for_an_unknown_camera_is_onto_a_key_no_other_camera_fills() -> None:
+    """Cameras wrist and left against a server taking wrist and front: left goes to front, not
+    to wrist, which the robot's own wrist camera fills (issue 34.3)."""
+    pre = FramePreprocessor(server_keys=("wrist", "front"))
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["wrist", "left"])
+    assert caught.value.fix is not None and caught.value.fix.values == ({"left": "front"},)
+    assert caught.value.given == "camera 'left'"
+    # several unknown cameras: one proposal maps them all, in order, onto the free keys
+    pre = FramePreprocessor(server_keys=("a", "b", "c"), aliases={"top": "b"})
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["x", "top", "y"])
+    assert caught.value.fix is not None and caught.value.fix.values == ({"x": "a", "y": "c"},)
+    # an alias or a map onto a key counts as taken
+    pre = FramePreprocessor(server_keys=("a", "b"), camera_map={"cam": "a"})
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["cam", "z"])
+    assert caught.value.fix is not None and caught.value.fix.values == ({"z": "b"},)
+    assert pre.check_names(["cam", "b"]) == {"cam": "a", "b": "b"}
+
+
+def test_with_every_key_filled_an_extra_camera_is_told_to_go() -> None:
+    pre = FramePreprocessor(server_keys=("wrist", "front"))
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["wrist", "front", "left"])
+    error = caught.value
+    assert error.fix is None
+    assert str(error) == (
+        "input.image_keys: the server expects ['wrist', 'front'], the observation has camera "
+        "'left'; 'left' matches none of them and the other cameras fill them all: send 2 camera(s)"
+    )
+
+
+def test_a_camera_map_onto_no_server_camera_names_the_servers_cameras() -> None:
+    pre = FramePreprocessor(server_keys=("wrist", "front"), camera_map={"front": "nosuch"})
+    with pytest.raises(ContractError) as caught:
+        pre.check_names(["wrist", "front"])
+    error = caught.value
+    assert error.given == "camera 'front' mapped to 'nosuch'"
+    assert str(error).endswith(
+        "'nosuch' is not a server camera; map it to one, for example camera_map={'front': 'front'}"
+    )
+    one = FramePreprocessor(server_keys=("wrist",), camera_map={"front": "nosuch"})
+    with pytest.raises(ContractError, match="'nosuch' is not a server camera and the other "):
+        one.check_names(["wrist", "front"])
+    # a map onto an alias is a map onto its camera
+    aliased = FramePreprocessor(server_keys=("wrist",), aliases={"hand": "wrist"},
+                                camera_map={"cam": "hand"})  # fmt: skip
+    assert aliased.server_name("cam") == "wrist"
+    # with no server keys known, any name passes, mapped or not
+    assert FramePreprocessor(camera_map={"a": "b"}).server_name("a") == "b"

@@ -204,7 +204,8 @@ def test_bad_options_are_usage_errors(cli, usage_error, args, message):
 
 def test_cameras_that_do_not_fit_the_server(cli, usage_error, reach_url):
     line = usage_error(cli("eval", reach_url, "--camera-map", "wrist=hand", *FIXED))
-    assert "the server expects ['top', 'wrist']" in line and "--camera-map wrist=top" in line
+    assert "the server expects ['top', 'wrist']" in line and "'hand' is not a server camera" in line
+    assert "--camera-map wrist=wrist" in line  # the one key the env's top camera leaves free
 
 
 @needs_gym

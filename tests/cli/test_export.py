@@ -33,6 +33,8 @@ def recording(tmp_path: Path) -> Path:
         (["--fps", "0"], "argument --fps: must be at least 1, got '0'"),
         (["--fps", "12.5"], "argument --fps: must be a whole number, got '12.5'"),
         (["--task", " "], "argument --task: must be a task in words"),
+        (["--fps", "1001"], "argument --fps: must be at most 1000, got '1001'"),
+        (["--images", "--videos"], "argument --videos: not allowed with argument --images"),
     ],
 )
 def test_a_bad_option_is_a_usage_error(cli, recording, tmp_path, extra, message):
@@ -60,8 +62,32 @@ def test_a_folder_with_something_in_it_is_never_written_into(cli, recording, tmp
     file_target.write_text("x")
     run = cli("export", str(recording), "--lerobot", str(file_target))
     assert (run.code, "is not a folder" in run.err) == (1, True)
+    run = cli("export", str(recording), "--lerobot", str(file_target / "dataset"))
+    assert (run.code, f"{file_target} is not a folder" in run.err) == (1, True)
+
+
+def test_missing_parent_folders_are_no_refusal_and_are_not_left_behind(cli, recording, tmp_path):
+    """The docs' ``--lerobot datasets/run`` makes ``datasets``: a missing parent is made when
+    the dataset is written (tests/lerobot_robot shows it); a run that fails first makes none."""
     run = cli("export", str(recording), "--lerobot", str(tmp_path / "missing" / "dataset"))
-    assert (run.code, "does not exist" in run.err) == (1, True)
+    assert "does not exist" not in run.err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_vla_client_record_file_is_refused_saying_how_to_get_actions(cli, tmp_path):
+    """``vla-client record`` stores observations only; the refusal says so before anything
+    else (LeRobot installed or not) and names the ways to a recording with actions."""
+    path = tmp_path / "run.vlaobs"
+    made = cli("record", str(path), "--frames", "2", "--rate", "0", "--height", "16",
+               "--width", "16", "--cameras", "1")  # fmt: skip
+    assert made.code == 0, made.err
+    run = cli("export", str(path), "--lerobot", str(tmp_path / "datasets" / "run"))
+    assert run.code == 1
+    assert run.err.startswith(f"vla-client: error: {path} holds observations without actions")
+    assert "ControlLoop(record=writer.record)" in run.err
+    assert "'vla-client serve --record DIR', then 'vla-client send URL --obs FILE'" in run.err
+    assert len(run.err.splitlines()) == 1
+    assert not (tmp_path / "datasets").exists()
 
 
 def test_a_file_that_is_not_a_recording_is_refused(cli, tmp_path):
@@ -73,8 +99,14 @@ def test_a_file_that_is_not_a_recording_is_refused(cli, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_without_lerobot_the_error_names_the_venv_recipe(recording, tmp_path):
-    """lerobot made unimportable in a fresh interpreter, so this holds in either venv."""
+@pytest.mark.parametrize("fps", [10, None])
+def test_without_lerobot_the_error_names_the_venv_recipe(tmp_path, fps):
+    """lerobot made unimportable in a fresh interpreter, so this holds in either venv; a
+    header without fps still gets the install recipe first (no --fps fixes a missing lerobot)."""
+    recording = tmp_path / "run.vlaobs"
+    with ObservationWriter(recording, **({} if fps is None else {"fps": fps})) as writer:
+        frame = np.zeros((8, 8, 3), np.uint8)
+        writer.record(Observation({"cam": frame}, state=[1.0, 2.0], task="t"), np.float32([0.5]))
     code = (
         "import sys; sys.modules['lerobot'] = None\n"
         "from vla_client.cli import main\n"
@@ -99,7 +131,8 @@ def test_without_lerobot_the_error_names_the_venv_recipe(recording, tmp_path):
         ({"fps": 2.5}, "fps must be an integer > 0; got 2.5"),
         ({"fps": True}, "fps must be an integer > 0; got True"),
         ({"task": ""}, "task must be a non-empty string or None"),
-        ({"videos": "yes"}, "videos must be True or False"),
+        ({"videos": "yes"}, "videos must be True, False or None"),
+        ({"fps": 10**6}, "fps 1000000 is not a rate of 1 to 1000 frames a second"),
     ],
 )
 def test_the_python_calls_options_are_checked_before_anything_is_read(tmp_path, options, message):

@@ -74,10 +74,13 @@ def test_bench_runs_against_fixed_camera_names(cli, served, tmp_path) -> None:
 
 def test_cameras_that_do_not_fit_are_refused_before_sending(cli, error_line, served) -> None:
     url, policy = served
-    run = cli("send", url, "--cameras", "2")
+    run = cli("send", url, "--camera", "wrist=synthetic", "--camera", "left=synthetic:1")
     assert run.code == 1
     line = error_line(run.err)
-    assert "input.image_keys" in line and "--camera-map wrist=base_0_rgb" in line
+    assert "input.image_keys" in line
+    assert "--camera-map wrist=base_0_rgb --camera-map left=left_wrist_0_rgb" in line
+    run = cli("send", url, "--cameras", "2")  # named as the server names them: one is missing
+    assert "missing ['right_wrist_0_rgb']" in error_line(run.err)
     assert policy.seen == []  # nothing reached the server
 
 
@@ -89,7 +92,8 @@ def test_a_camera_map_makes_the_robots_names_fit(cli, served) -> None:
         ("right", "right_wrist_0_rgb"),
     ]
     flags = [f"--camera-map={local}={server}" for local, server in mapping]
-    run = cli("send", url, "--cameras", "3", *flags)
+    cameras = [f"--camera={local}=synthetic:{seed}" for seed, (local, _) in enumerate(mapping)]
+    run = cli("send", url, *cameras, *flags, "--state", ",".join("0" * 8))
     assert run.code == 0, run.err
     assert set(policy.seen[0][0]) == set(PI05)
 

@@ -116,7 +116,6 @@ def test_recorded_observations_replay_in_order(cli, server_url, tmp_path):
     [
         (("--image", "wrist=/no/such.png"), "cannot read image file"),
         (("--image", "wrist"), "NAME=PATH"),
-        (("--state", "1,x"), "--state"),
         (("--obs", "/no/such.vlaobs"), "cannot open recording"),
         (("--camera", "wrist=/no/such/dir/clip.mp4"), "camera"),
         (("--save-actions", "/no/such/dir/a.npz"), "the folder /no/such/dir does not exist"),
@@ -143,6 +142,7 @@ def test_bad_input_exits_1_with_one_line(cli, counting_server, error_line, args,
         (("--timeout", "nan"), "argument --timeout: must be a finite number"),
         (("--jpeg-quality", "0"), "argument --jpeg-quality: must be in 1..100"),
         (("--cameras", "0"), "argument --cameras: must be at least 1"),
+        (("--state", "1,x"), "argument --state: takes comma-separated finite numbers"),
         (("--save-actions", "a.txt"), "argument --save-actions: the file must end in .npz"),
     ],
 )

@@ -79,7 +79,13 @@ def test_the_python_call_returns_what_it_wrote(tmp_path: Path) -> None:
 ONE = np.float32([0, 1])
 BAD_RECORDINGS = {
     "no action": ([(observation(0, task="a"), None, None)], {"fps": 10},
-                  "step 0 has no action: neither one applied"),
+                  "holds observations without actions .*'vla-client serve --record DIR'"),
+    "no action later": ([(observation(0, task="a"), ONE, 0), (observation(1, task="a"), None, 0)],
+                        {"fps": 10}, "step 1 has no action: neither one applied"),
+    "an infinite fps": ([(observation(0, task="a"), ONE, 0)], {"fps": float("inf")},
+                        "the recording's fps inf is not a rate of 1 to 1000 frames a second"),
+    "an absurd fps": ([(observation(0, task="a"), ONE, 0)], {"fps": 1e300},
+                      "the recording's fps 1e\\+300 is not a rate of 1 to 1000"),
     "a 1-value action": ([(observation(0, task="a"), np.float32([0]), 0)], {"fps": 10},
                          "action has 1 value: LeRobot 0.4 cannot write a 1-value action"),
     "another camera size": (
@@ -98,7 +104,7 @@ BAD_RECORDINGS = {
                           "fps 12.5 is not a whole number"),
     "too few names": ([(observation(0, task="a"), ONE, 0)],
                       {"fps": 10, "state_names": ["x"]}, "state_names must be 2 distinct names"),
-    "empty": ([], {"fps": 10}, "holds no steps"),
+    "empty": ([], {"fps": 10}, "holds no whole step"),
 }  # fmt: skip
 
 
@@ -113,3 +119,89 @@ def test_a_recording_that_cannot_be_a_dataset_is_refused_and_nothing_is_left(
     assert err.startswith("vla-client: error: ")
     assert re.search(message, err), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.vlaobs"]  # no staging left
+
+
+def test_a_recording_cut_inside_its_last_step_exports_its_whole_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recorder killed mid-write leaves a partial last step: the steps before it export, and
+    the output says what was dropped. Parent folders of the target are made."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    steps = [(observation(t, task="a"), np.float32([t, 1]), 0) for t in range(4)]
+    path = write(tmp_path / "run.vlaobs", steps, fps=10)
+    path.write_bytes(path.read_bytes()[:-10])
+    root = tmp_path / "datasets" / "nested" / "run"
+    code, out, err = export([str(path), "--lerobot", str(root), "--images"], capsys)
+    assert code == 0, err
+    assert "exported 3 frame(s) in 1 episode(s)" in out
+    assert "dropped the end of the recording: " in out and "ends inside its step 3" in out
+    assert len(LeRobotDataset("local/run", root=root)) == 3
+
+
+def test_the_default_storage_is_video_only_where_lerobot_reads_it_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no --images/--videos, the export stores video only where LeRobot's default reader
+    decodes it here, and the dataset it writes reads back frame by frame."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from vla_client.lerobot.dataset import video_unreadable
+
+    steps = [(observation(t, task="a"), np.float32([t, 1]), 0) for t in range(3)]
+    path = write(tmp_path / "run.vlaobs", steps, fps=10)
+    code, out, err = export([str(path), "--lerobot", str(tmp_path / "out")], capsys)
+    assert code == 0, err
+    dataset = LeRobotDataset("local/out", root=tmp_path / "out")
+    stored = dataset.features["observation.images.top"]["dtype"]
+    assert stored == ("video" if video_unreadable() is None else "image")
+    assert ("frames stored as PNG images" in out) == (stored == "image")
+    assert dataset[2]["observation.images.top"].shape == (3, 24, 32)
+
+
+def test_the_documented_way_from_a_record_file_to_a_dataset_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/cli.md's three commands, as written there: a ``vla-client record`` file replayed to
+    a recording server, whose recording exports."""
+    import glob
+    import shlex
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    block = page.split("or replay the file to a server that records")[1].split("```bash\n")[1]
+    serve, send, export_line = (
+        shlex.split(line.split("  #")[0].rstrip(" &"))
+        for line in block.split("```")[0].splitlines()
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["record", "run.vlaobs", "--frames", "3", "--rate", "10", "--cameras", "1",
+                 "--height", "24", "--width", "32", "--state", "0.5,-0.5"]) == 0  # fmt: skip
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "vla_client.cli", *serve[1:], "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        assert main([send[1], url, *send[2:]]) == 0
+    finally:
+        server.terminate()
+        server.wait(30)
+    capsys.readouterr()
+    (recorded,) = glob.glob(export_line[2])
+    assert main([*export_line[1:2], recorded, *export_line[3:]]) == 0, capsys.readouterr().err
+    assert "exported 3 frame(s) in 1 episode(s)" in capsys.readouterr().out

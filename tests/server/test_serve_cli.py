@@ -101,6 +101,12 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         ),
         (("--policy", "my_policies:make_constant", "--policy-option", "horizon"), "KEY=VALUE"),
         (
+            ("--policy", "my_policies:make_constant", "--policy-option", "horizon=abc"),
+            "--policy-option horizon=abc: the policy would announce output.action_horizon must "
+            "be a whole number, got 'abc'",
+        ),
+        (("--policy-option", "action_dim=0"), "--policy-option action_dim=0: .*outside 1"),
+        (
             ("--policy", "my_policies:make_constant", "--cameras", "a"),
             r"--cameras does not apply to --policy my_policies:make_constant \(only reference, ",
         ),

@@ -12,7 +12,14 @@ from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.base import DIALECTS
-from vla_client.client.core import RESIZES, chosen_endpoint, transport_kind
+from vla_client.client.core import (
+    API_KEY_ENV,
+    RESIZES,
+    chosen_endpoint,
+    resolve_api_key,
+    route_in_url,
+    transport_kind,
+)
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -50,7 +57,8 @@ def add_connection_options(
     )  # fmt: skip
     parser.add_argument(
         "--api-key", default=None,
-        help="sent as 'Authorization: Bearer KEY' (to GR00T's server: as its api_token)",
+        help=f"sent as 'Authorization: Bearer KEY', to GR00T's server as its api_token "
+        f"(default: ${API_KEY_ENV}, else no key; prefer the variable, arguments show in ps)",
     )  # fmt: skip
     parser.add_argument(
         "--endpoint", choices=ENDPOINTS, default=None,
@@ -132,8 +140,9 @@ def dialect(args: argparse.Namespace) -> str | None:
 
 
 def server_url(text: str) -> str:
-    """An argparse type: a server's URL, with an http, https, ws or wss scheme and a port that
-    can exist (``localhost:8000`` is refused with the URL it probably means)."""
+    """An argparse type: a server's base URL, with an http, https, ws or wss scheme and a port
+    that can exist (``localhost:8000`` is refused with the URL it probably means, and one
+    ending in a server route such as ``/v1/actions/generations`` with its base URL)."""
     if "://" not in text:
         raise argparse.ArgumentTypeError(
             f"takes a URL with its scheme, such as http://{text}; got {text!r}"
@@ -151,6 +160,8 @@ def server_url(text: str) -> str:
         port = 0
     if port == 0:
         raise argparse.ArgumentTypeError(f"the port must be in 1..65535, got {text!r}")
+    if reason := route_in_url(text):
+        raise argparse.ArgumentTypeError(reason)
     return text
 
 
@@ -183,7 +194,11 @@ def camera_pair(text: str) -> tuple[str, str]:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
-    options: dict[str, Any] = {"timeout_s": args.timeout, "api_key": args.api_key}
+    try:
+        api_key = resolve_api_key(args.api_key)
+    except ValueError as exc:
+        raise argparse.ArgumentError(None, str(exc)) from None
+    options: dict[str, Any] = {"timeout_s": args.timeout, "api_key": api_key}
     names = ("encoding", "wire", "jpeg_quality", "resize", "check_contract", "layout", "endpoint")
     for name in names:
         value = getattr(args, name, None)

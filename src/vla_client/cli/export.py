@@ -4,7 +4,11 @@
 loop (``ControlLoop(record=writer.record)``: each step holds the action applied on its tick and
 its episode) or by a server's ``--record`` (each step holds the chunk it served; the action is
 its row 0) and writes it with LeRobot's own ``LeRobotDataset`` writer, one frame per step,
-episodes and tasks kept. The folder must be new or empty; it is written whole or not at all.
+episodes and tasks kept. The folder must be new or empty (missing parent folders are made); it
+is written whole or not at all. Frames go in as video where LeRobot can decode video here, else
+as PNG images (``--images``/``--videos`` choose). A file ``vla-client record`` made holds no
+actions and is refused, saying how to get them; one cut off inside its last step exports its
+whole steps and says what was dropped.
 Needs lerobot 0.4 (``pip install 'vla-client[lerobot]'``; docs/install.md).
 """
 
@@ -16,7 +20,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import positive_int
 from vla_client.errors import VLAClientError
-from vla_client.lerobot.dataset import REPO_ID, export_lerobot_dataset
+from vla_client.lerobot.dataset import MAX_FPS, REPO_ID, export_lerobot_dataset
 from vla_client.recording import SUFFIX
 
 
@@ -32,17 +36,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="the dataset's repo id (default: local/<DIR's name>)",
     )  # fmt: skip
     parser.add_argument(
-        "--fps", type=positive_int, metavar="N",
-        help="frames per second (default: the recording's fps, as its header says)",
+        "--fps", type=frame_rate, metavar="N",
+        help=f"frames per second, 1..{MAX_FPS} (default: the recording's fps, as its header "
+        "says)",
     )  # fmt: skip
     parser.add_argument(
         "--task", type=task_text, metavar="TEXT", help="the task of steps recorded without one"
     )
-    parser.add_argument(
-        "--images", action="store_true",
-        help="store frames as lossless PNG images instead of LeRobot's default AV1 video",
+    storage = parser.add_mutually_exclusive_group()
+    storage.add_argument(
+        "--images", dest="videos", action="store_false", default=None,
+        help="store frames as lossless PNG images (default: video where LeRobot can read "
+        "video back here, else images)",
+    )  # fmt: skip
+    storage.add_argument(
+        "--videos", dest="videos", action="store_true", default=None,
+        help="store frames as LeRobot's default AV1 video, even where it cannot be read back here",
     )  # fmt: skip
     parser.set_defaults(func=run)
+
+
+def frame_rate(text: str) -> int:
+    """An argparse type: a whole number of frames a second, 1..`MAX_FPS`."""
+    fps = positive_int(text)
+    if fps > MAX_FPS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_FPS}, got {text!r}")
+    return fps
 
 
 def repo_id(text: str) -> str:
@@ -65,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = export_lerobot_dataset(
             args.recording, args.lerobot, repo_id=args.repo_id, fps=args.fps,
-            task=args.task, videos=not args.images,
+            task=args.task, videos=args.videos,
         )  # fmt: skip
     except (VLAClientError, ValueError, OSError, ImportError) as exc:
         return fail(failure_line(exc, args))
@@ -74,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
         f"{len(summary.tasks)} task(s) at {summary.fps} fps to {summary.root} "
         f"(repo id {summary.repo_id})"
     )
+    if summary.images_because:
+        print(f"frames stored as PNG images, not video: {summary.images_because}")
+    if summary.dropped:
+        print(f"dropped the end of the recording: {summary.dropped}")
     if summary.served_actions:
         print(
             f"{summary.served_actions} frame(s) had no applied action recorded: their action is "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -92,6 +93,9 @@ class Sent:
     results: list[ActionResult]
     mismatched: list[str]
     duration_s: float
+    planned: int
+    stopped: BaseException | None = None
+    """What ended the run before `planned` requests (Ctrl-C, a failed request), if anything."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,6 +130,12 @@ def run(args: argparse.Namespace) -> int:
     except (VLAClientError, ValueError, OSError) as exc:
         return fail(failure_line(exc, args))
     _report(args, sent, camera_bytes)
+    if isinstance(sent.stopped, KeyboardInterrupt):
+        return fail(f"stopped by Ctrl-C after {len(sent.results)} of {sent.planned} requests", 130)
+    if sent.stopped is not None:
+        assert isinstance(sent.stopped, Exception)
+        line = failure_line(sent.stopped, args)
+        return fail(f"request {len(sent.results) + 1} of {sent.planned} failed: {line}")
     return 1 if sent.mismatched else 0
 
 
@@ -142,30 +152,44 @@ def _send(
     ) as bar:
         observations = itertools.islice(source.observations, count)
         pacing = zip(observations, pauses(args.rate, source), strict=False)  # pauses: endless
-        for observation, pause in pacing:
-            # each request starts its pause after the previous one started, or at once when
-            # the previous reply came later than that
-            time.sleep(max(0.0, previous + pause - time.monotonic()))
-            previous = time.monotonic()
-            first = first or observation
-            result = client.infer(observation, return_digest=args.verify)
-            if log is not None:
-                log.sent(previous, observation, result, fit=client.fit)
-                log.tick(previous, observation, None)  # the state sent
-            if args.verify:
-                mismatched.update(mismatched_cameras(observation, result))
-            results.append(result)
-            bar.advance()
+        stopped: BaseException | None = None
+        try:
+            for observation, pause in pacing:
+                # each request starts its pause after the previous one started, or at once
+                # when the previous reply came later than that
+                time.sleep(max(0.0, previous + pause - time.monotonic()))
+                previous = time.monotonic()
+                first = first or observation
+                result = client.infer(observation, return_digest=args.verify)
+                if log is not None:
+                    log.sent(previous, observation, result, fit=client.fit)
+                    log.tick(previous, observation, None)  # the state sent
+                if args.verify:
+                    mismatched.update(mismatched_cameras(observation, result))
+                results.append(result)
+                bar.advance()
+        except (KeyboardInterrupt, VLAClientError) as exc:
+            if not results:  # nothing to report: the error alone says it
+                raise
+            stopped = exc  # what the requests so far measured is still worth printing
     if first is None:
         raise VLAClientError("the frame source gave no observations")
-    return Sent(first, results, sorted(mismatched), time.monotonic() - started)
+    duration_s = time.monotonic() - started
+    return Sent(first, results, sorted(mismatched), duration_s, count, stopped)
+
+
+MAX_RECORDED_GAP_S = 10.0
+"""The longest pause ``--rate recorded`` keeps: a longer gap between two recorded steps (the
+recording paused, a robot clock stepped by NTP) is waited this long instead, and said once."""
 
 
 def pauses(rate: float | str | None, source: Source) -> Iterator[float]:
     """Seconds between the starts of consecutive requests, the first one 0.
 
     None: no pause. A number: 1/rate. ``recorded``: the gaps between the recording's wall
-    times; when the recording loops, the gap back to its first observation is the median gap.
+    times (a clock that went back counts as 0, one over `MAX_RECORDED_GAP_S` as that, with a
+    note on stderr naming the longest); when the recording loops, the gap back to its first
+    observation is the median gap.
     """
     if rate is None:
         return itertools.repeat(0.0)
@@ -173,6 +197,15 @@ def pauses(rate: float | str | None, source: Source) -> Iterator[float]:
         return itertools.chain([0.0], itertools.repeat(1.0 / float(rate)))
     times = source.wall_times
     gaps = [max(0.0, later - earlier) for earlier, later in itertools.pairwise(times)]
+    longest = max(gaps, default=0.0)
+    if longest > MAX_RECORDED_GAP_S:
+        step = gaps.index(longest)
+        print(
+            f"vla-client: note: the recording's steps {step} and {step + 1} are {longest:.3g} s "
+            f"apart; --rate recorded waits at most {MAX_RECORDED_GAP_S:g} s between requests",
+            file=sys.stderr,
+        )
+        gaps = [min(gap, MAX_RECORDED_GAP_S) for gap in gaps]
     back_to_start = statistics.median(gaps) if gaps else 0.0
     return itertools.chain([0.0], itertools.cycle([*gaps, back_to_start]))
 
@@ -215,6 +248,13 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
         if args.verify:
             document["lossless"] = not sent.mismatched
             document["mismatched_cameras"] = sent.mismatched
+        if sent.stopped is not None:
+            document["planned_requests"] = sent.planned
+            document["stopped_by"] = (
+                "Ctrl-C"
+                if isinstance(sent.stopped, KeyboardInterrupt)
+                else (str(sent.stopped).splitlines() or [type(sent.stopped).__name__])[0]
+            )
         print_json(document)
         return
     shape = "x".join(map(str, last.actions.shape))

@@ -153,12 +153,38 @@ def build_policy(args: argparse.Namespace) -> Policy:
         needed = {key: flag for flag, key in POLICY_FLAGS.items()}.get(missing[0])
         raise ValueError(f"--policy {name} needs {needed or f'--policy-option {missing[0]}=VALUE'}")
     try:
-        return load_policy(name, {**options, **others})
+        policy = load_policy(name, {**options, **others})
     except PolicyLoadError as exc:
         files = [flag for flag in ("--replay-file", "--weights") if flag in flags]
         if files:
             raise ValueError(f"{files[0]} {flags[files[0]][1]}: {exc}") from None
         raise
+    check_announced(policy, others, args.policy_option, args.policy_config)
+    return policy
+
+
+def check_announced(
+    policy: Policy, others: dict[str, Any], pairs: list[str], config: str | None
+) -> None:
+    """A policy built from ``--policy-option``/``--policy-config`` values must announce what a
+    client can read (``action_horizon=abc`` builds, then gives metadata no client reads): a
+    `ValueError` naming the option that set the bad field, before the server starts."""
+    if not others:
+        return
+    from vla_client.errors import ProtocolError
+    from vla_client.server.policy import metadata_document
+
+    try:
+        metadata_document(policy.spec, model="check")
+    except ProtocolError as exc:
+        reason = str(exc).removeprefix("metadata ")
+        key = next((key for key in others if key in reason), None)
+        given = next((p for p in reversed(pairs) if p.partition("=")[0] == key), None)
+        if given is None and config is not None:
+            blame = f"--policy-config {config}"
+        else:
+            blame = f"--policy-option {given or ' '.join(pairs)}"
+        raise ValueError(f"{blame}: the policy would announce {reason}") from None
 
 
 def import_from_working_directory() -> None:

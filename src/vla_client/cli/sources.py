@@ -26,6 +26,8 @@ from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, OpenpiLayout
 from vla_client.recording import is_recording, load_observations
 
+CAMERAS_HINT = "`vla-client cameras`"
+
 
 def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = True) -> None:
     """The frame-source options; `recording=False` leaves out ``--obs`` (for ``record`` itself)."""
@@ -37,7 +39,8 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
     )  # fmt: skip
     group.add_argument(
         "--video", action="append", default=[], metavar="[NAME=]PATH",
-        help="a video file played at its own rate as a camera (repeatable; default name 'video')",
+        help="a video file played at its own rate as a camera, from its start again when it "
+        "ends (repeatable; default name 'video')",
     )  # fmt: skip
     group.add_argument(
         "--image", action="append", default=[], metavar="NAME=PATH",
@@ -51,28 +54,36 @@ def add_source_options(parser: argparse.ArgumentParser, *, recording: bool = Tru
             "'serve --record'), in order",
         )
     add_bag_options(group)
-    add_synthetic_options(group)
+    add_synthetic_options(group, server=recording)
+    announced = "as many values as the server announces, else none" if recording else "none"
     parser.add_argument(
-        "--state", default=None,
-        help="comma-separated state vector, e.g. 0,0.1,0.2 (default: as many values as the "
-        "server announces, else none)",
+        "--state", type=state_text, default=None,
+        help=f"comma-separated state vector, e.g. 0,0.1,0.2 (default: {announced})",
     )  # fmt: skip
     parser.add_argument("--task", default="pick up the red block", help="the instruction")
 
 
-def add_synthetic_options(group: argparse._ActionsContainer) -> None:
-    """How many synthetic cameras and how big; unset, they follow the server's metadata."""
+def add_synthetic_options(group: argparse._ActionsContainer, *, server: bool = True) -> None:
+    """How many synthetic cameras and how big; unset, they follow the server's metadata
+    (`server=False`: a command that talks to no server, whose defaults are fixed)."""
+    cameras, size = (
+        ("as many as the server announces, else 3", "the server's image size, else ")
+        if server
+        else ("3", "")
+    )
     group.add_argument(
         "--cameras", type=positive_int, default=None,
-        help="number of synthetic cameras (default: the server's cameras, by name, else 3)",
+        help="number of synthetic cameras"
+        + (", named as the server names its cameras" if server else "")
+        + f" (default: {cameras})",
     )  # fmt: skip
     group.add_argument(
         "--height", type=positive_int, default=None,
-        help="synthetic frame height (default: the server's image size, else 360)",
+        help=f"synthetic frame height (default: {size}360)",
     )  # fmt: skip
     group.add_argument(
         "--width", type=positive_int, default=None,
-        help="synthetic frame width (default: the server's image size, else 640)",
+        help=f"synthetic frame width (default: {size}640)",
     )  # fmt: skip
 
 
@@ -130,11 +141,12 @@ def synthetic_plan(
     cameras of 360x640, no state.
     """
     spec = metadata.input if metadata is not None else None
-    names: tuple[str, ...] = tuple(camera_names(args.cameras or 3))
-    if args.cameras is None and layout is not None and layout.cameras:
-        names = layout.cameras
-    elif args.cameras is None and spec is not None and spec.image_keys:
-        names = tuple(spec.image_keys)
+    announced: tuple[str, ...] = ()
+    if layout is not None and layout.cameras:
+        announced = tuple(layout.cameras)
+    elif spec is not None and spec.image_keys:
+        announced = tuple(spec.image_keys)
+    names = _named(args.cameras, announced)
     size = tuple(spec.image_size) if spec is not None and spec.image_size else None
     if size is None and layout is not None:
         size = layout.image_size  # what openpi's example client for the layout sends
@@ -146,6 +158,15 @@ def synthetic_plan(
     if state is None and state_dim:
         state = np.linspace(-0.5, 0.5, state_dim)  # float64, as a robot reports its joints
     return SyntheticPlan(names, height, width, state)
+
+
+def _named(count: int | None, announced: tuple[str, ...]) -> tuple[str, ...]:
+    """`count` synthetic cameras (None: as many as announced, else 3), named as the server
+    names its cameras, as far as it names any; the rest ``wrist``, ``left``, ... (a name the
+    server announced skipped)."""
+    count = count or len(announced) or 3
+    spare = [name for name in camera_names(count + len(announced)) if name not in announced]
+    return (*announced[:count], *spare[: max(0, count - len(announced))])
 
 
 @contextmanager
@@ -169,16 +190,31 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
         bag = open_bag(args, state)
         yield Source(replay(bag), len(bag), bag.stamps)
     elif kind == "cameras":
-        with _camera_rig(args) as rig:
+        with _opened(_camera_rig(args)) as rig:
             yield Source(
                 rig.capture(state=state, task=args.task).observation for _ in itertools.count()
             )
     elif kind == "images":
-        frames = dict(_load_image_file(spec) for spec in args.image)
+        frames: dict[str, np.ndarray] = {}
+        for spec in args.image:
+            name, frame = _load_image_file(spec)
+            if name in frames:
+                raise argparse.ArgumentError(None, f"--image names camera {name!r} twice")
+            frames[name] = frame
         yield Source(itertools.repeat(Observation(frames, state=state, task=args.task)))
     else:
         plan = plan or synthetic_plan(args)
         yield Source(_synthetic(plan, args.task))
+
+
+def state_text(text: str) -> str:
+    """An argparse type: a comma-separated state vector of finite numbers (kept as text, read
+    by `parse_state`)."""
+    try:
+        parse_state(text)
+    except InvalidObservationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--state ")) from None
+    return text
 
 
 def parse_state(text: str | None) -> np.ndarray | None:
@@ -187,11 +223,12 @@ def parse_state(text: str | None) -> np.ndarray | None:
     if text is None:
         return None
     try:
-        return np.array([float(x) for x in text.split(",")], dtype=np.float64)
+        state = np.array([float(x) for x in text.split(",")], dtype=np.float64)
     except ValueError:
-        raise InvalidObservationError(
-            f"--state takes comma-separated numbers, got {text!r}"
-        ) from None
+        state = np.array([np.nan])
+    if not np.isfinite(state).all():
+        raise InvalidObservationError(f"--state takes comma-separated finite numbers, got {text!r}")
+    return state
 
 
 def camera_for(spec: str) -> Camera:
@@ -219,6 +256,22 @@ def _camera_rig(args: argparse.Namespace) -> CameraRig:
         refuse_recording(path)
         cameras[name] = VideoFileCamera(path)
     return CameraRig(cameras, timeout_s=5.0, max_age_s=1.0)
+
+
+@contextmanager
+def _opened(rig: CameraRig) -> Iterator[CameraRig]:
+    """`rig`, open until the block ends; a camera that does not open is a `CameraError` that
+    says where to see the cameras there are."""
+    try:
+        rig.open()
+    except CameraError as exc:
+        if CAMERAS_HINT in str(exc):
+            raise
+        raise CameraError(f"{exc}; {CAMERAS_HINT} lists the cameras this machine has") from exc
+    try:
+        yield rig
+    finally:
+        rig.close()
 
 
 def _load_image_file(spec: str) -> tuple[str, np.ndarray]:

@@ -25,7 +25,14 @@ if TYPE_CHECKING:
 class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
     """Send observations from asyncio code, as `ActionClient` does (same options).
 
-    Encoding runs in a worker thread, off the event loop.
+    Example::
+
+        async with AsyncActionClient("ws://127.0.0.1:8000") as client:
+            result = await client.infer(Observation({"wrist": frame}, task="pick up the cup"))
+            result.actions  # float32 [H, D]
+
+    Encoding runs in a worker thread, off the event loop. Over a websocket, concurrent calls
+    on one client are served one at a time, in order.
     """
 
     _stream_type = AsyncReplyStream

@@ -20,6 +20,8 @@ from vla_client.client.core import (
     Resize,
     TransportKind,
     chosen_endpoint,
+    resolve_api_key,
+    route_in_url,
     transport_kind,
 )
 from vla_client.client.dialect import Dialect, DialectSession
@@ -57,6 +59,8 @@ def check_base_url(base_url: str) -> None:
     check_choice("base_url scheme", parts.scheme, URL_SCHEMES)
     if not parts.netloc:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
+    if reason := route_in_url(base_url):
+        raise ValueError(reason)
 
 
 OPTION_KEYWORDS = tuple(f.name for f in fields(ClientOptions))
@@ -123,6 +127,7 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
+        api_key = resolve_api_key(api_key)
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ValueError("api_key must be a non-empty string, or None for no key")
         asked = ClientOptions(

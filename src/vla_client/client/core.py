@@ -14,15 +14,18 @@ them.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
+from vla_client.codecs import frame_digest
 from vla_client.errors import (
     ContractError,
     DeadlineExceededError,
@@ -35,6 +38,9 @@ from vla_client.observation import Observation
 from vla_client.protocol import (
     ENCODINGS,
     FLAT,
+    GENERATIONS_PATH,
+    HEALTH_PATH,
+    METADATA_PATH,
     WIRES,
     ActionMetadata,
     Encoding,
@@ -62,6 +68,10 @@ refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a
 timeout this close to the deadline is the deadline's."""
+
+API_KEY_ENV = "VLA_CLIENT_API_KEY"
+"""The environment variable a client reads its API key from when it is given none (the one
+``vla-client serve`` reads), so the key stays out of the command line and out of ``ps``."""
 
 TransportKind = Literal["http", "websocket", "zmq"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq")
@@ -190,6 +200,40 @@ class ClientStats:
     retries: int = 0
 
 
+ROUTE_PATHS = (GENERATIONS_PATH, METADATA_PATH, HEALTH_PATH)
+"""The server's own routes: a base URL ending in one is a copied request URL, not a base."""
+
+
+def route_in_url(base_url: str) -> str | None:
+    """Why `base_url` cannot be a server's base URL, when its path ends in one of the
+    server's routes (the client appends those itself, so ``.../v1/actions/generations`` would
+    be posted to twice over); None when it can. The message names the base URL to give."""
+    parts = urlsplit(base_url)
+    path = parts.path.rstrip("/")
+    route = next((route for route in ROUTE_PATHS if path.endswith(route)), None)
+    if route is None:
+        return None
+    base = urlunsplit((parts.scheme, parts.netloc, path.removesuffix(route), "", ""))
+    return f"{base_url} ends in the server's route {route}; give the server's base URL, {base}"
+
+
+def resolve_api_key(api_key: str | None) -> str | None:
+    """`api_key` when given, else the `API_KEY_ENV` variable's value (stripped), else None.
+
+    A variable set to nothing or spaces is a `ValueError`, as ``vla-client serve`` refuses it:
+    it is what an unset shell variable gives, and reading it as "no key" would send requests
+    without the key that was meant.
+    """
+    if api_key is not None:
+        return api_key
+    value = os.environ.get(API_KEY_ENV)
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError(f"{API_KEY_ENV} is set but empty; unset it to send without a key")
+    return value.strip()
+
+
 def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | None:
     """The websocket endpoint a client speaks: `endpoint` when given (checked), openpi's when
     only a `layout` is given (layouts are openpi's, whatever path the URL has), else None (the
@@ -235,6 +279,9 @@ class PreparedRequest:
     encode_ms: float
     deadline_at: float | None = None
     """`time.monotonic()` after which a reply is not used."""
+    sent_digests: dict[str, dict[str, Any]] | None = None
+    """With ``return_digest``: the digest of each frame as sent, after the fit (renamed and
+    resized), which is what the server's digests are of."""
 
 
 @dataclass(frozen=True)
@@ -441,6 +488,7 @@ class RequestBook:
             openpi=layout,
         )
         self.stats.sent += 1
+        digested = runtime is not None and runtime.get("return_digest") is True
         return PreparedRequest(
             body=body,
             content_type=content_type,
@@ -449,6 +497,11 @@ class RequestBook:
             fit_ms=fit_ms,
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
+            sent_digests=(
+                {name: frame_digest(frame) for name, frame in observation.images.items()}
+                if digested
+                else None
+            ),
         )
 
     def fitted(
@@ -591,4 +644,5 @@ class RequestBook:
             ),
             raw=document,
             digests=document.get("digests"),
+            sent_digests=prepared.sent_digests,
         )

@@ -11,7 +11,7 @@ readers in `vla_client.protocol.metadata_fields` and still imports from here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -115,30 +115,60 @@ class FramePreprocessor:
             "resize": self.fit if self.size else "none",
         }
 
-    def server_name(self, local: str) -> str:
-        """The server key for camera `local`; `ContractError` when the server has none."""
+    def server_name(self, local: str, others: Collection[str] = ()) -> str:
+        """The server key for camera `local`; `ContractError` when the server has none.
+
+        `others` are the robot's other cameras: the mapping the error proposes sends `local`
+        (and any of them the server does not know either) to server cameras none of them
+        already fills.
+        """
+        key = self._known_key(local)
+        if key is not None:
+            return key
+        target = self.camera_map.get(local)  # None: not mapped, its own name is unknown
+        keys = list(self.server_keys)
+        cameras = [local, *(other for other in others if other != local)]
+        taken = {self._known_key(other) for other in cameras}
+        free = [key for key in keys if key not in taken]
+        given = f"camera {local!r}" + (f" mapped to {target!r}" if target else "")
+        problem = (
+            f"{target!r} is not a server camera" if target else f"{local!r} matches none of them"
+        )
+        if not free:
+            raise ContractError(
+                "input.image_keys", keys, given,
+                f"{problem} and the other cameras fill them all: send {len(keys)} camera(s)",
+            )  # fmt: skip
+        unknown = [other for other in cameras if self._known_key(other) is None]
+        # `local` first; the other unknown cameras too, unless a map of theirs is at fault
+        proposal = dict(
+            zip((u for u in unknown if u == local or u not in self.camera_map), free, strict=False)
+        )
+        raise ContractError(
+            "input.image_keys",
+            keys,
+            given,
+            fix=OptionFix(
+                "camera_map",
+                (proposal,),
+                before=f"{problem}; map it to one, for example ",
+            ),
+        )
+
+    def _known_key(self, local: str) -> str | None:
+        """The server key `local` is sent under when the server knows it (by name, alias or
+        `camera_map`), else None."""
         name = self.camera_map.get(local, local)
         if not self.server_keys or name in self.server_keys:
             return name
-        if name in self.aliases:
-            return self.aliases[name]
-        raise ContractError(
-            "input.image_keys",
-            list(self.server_keys),
-            f"camera {local!r}",
-            fix=OptionFix(
-                "camera_map",
-                ({local: self.server_keys[0]},),
-                before=f"{local!r} matches none of them; map it to one, for example ",
-            ),
-        )
+        return self.aliases.get(name)
 
     def check_names(self, local_names: list[str]) -> dict[str, str]:
         """Local name -> server key for every camera; `ContractError` for a camera the server
         does not know, two cameras landing on one key, or a key no camera fills."""
         names: dict[str, str] = {}
         for local in local_names:
-            key = self.server_name(local)
+            key = self.server_name(local, local_names)
             clash = [other for other, taken in names.items() if taken == key]
             if clash:
                 raise ContractError(

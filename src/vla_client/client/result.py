@@ -44,8 +44,10 @@ class ActionResult:
     """An action chunk as float32 ``[H, D]`` (``[B, H, D]`` for batched replies).
 
     `digests` is present when the request asked for `return_digest`: per camera, the shape,
-    dtype and SHA-256 of the pixels the server decoded. `raw` is the parsed reply as received.
-    `action_keys` names the columns of a chunk joined from named parts (GR00T's action keys):
+    dtype and SHA-256 of the pixels the server decoded; `sent_digests` the same of the frames
+    the client sent, after fitting them to the server (renamed, resized), to compare with
+    (`mismatched_cameras`). `raw` is the parsed reply as received. `action_keys` names the
+    columns of a chunk joined from named parts (GR00T's action keys):
     ``result.actions[:, result.action_keys["arm"]]`` is the arm's; None where the server
     answers one unnamed chunk.
     """
@@ -56,6 +58,7 @@ class ActionResult:
     raw: dict[str, Any]
     digests: dict[str, dict[str, Any]] | None = None
     action_keys: dict[str, slice] | None = None
+    sent_digests: dict[str, dict[str, Any]] | None = None
 
     @property
     def horizon(self) -> int:

@@ -46,7 +46,8 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         encoding: ``png``, ``jpeg``, ``raw`` or ``pixels`` (default ``png``; ``raw`` on openpi).
         wire: ``json`` or ``msgpack`` (default ``json`` on HTTP; websockets are msgpack only).
         timeout_s: Seconds to wait for each read of a reply (a frame, on a websocket).
-        api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint).
+        api_key: Sent as ``Authorization: Bearer`` (``Api-Key`` on openpi's endpoint);
+            None: the ``VLA_CLIENT_API_KEY`` environment variable's value, if it is set.
         jpeg_quality: JPEG quality (1..100) for ``encoding="jpeg"``.
         transport: ``"http"``, ``"websocket"``, or a ready `Transport` (default: by URL scheme).
         endpoint: Websocket endpoint, ``realtime`` (default) or ``openpi``; ``vllm_omni``
@@ -60,6 +61,17 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
             `ReplyTooLargeError` (default: sized from the server's announced action horizon x
             dim, at least 1 MiB).
         retry: How requests are retried (default `RetryPolicy()`: 3 attempts within 5 s).
+        layout: The openpi request layout, for openpi's endpoint (implies it): ``flat``,
+            ``droid``, ``libero``, ``aloha``, an `OpenpiLayout` or a function (default: flat).
+        camera_map: Robot camera name -> the server's name, for cameras named otherwise
+            (``{"front": "base_0_rgb"}``); a camera named after a server camera or one of its
+            aliases needs no entry.
+        resize: How frames meet the server's image size: ``auto`` (pad, only where the server
+            refuses other sizes), ``pad`` (keep the aspect, black bars), ``crop`` (centre),
+            ``none``.
+        image_size: ``(height, width)`` to resize to instead of the server's size.
+        check_contract: Check each observation against the server's metadata (cameras, image
+            size, state length) before sending; False sends it as it is.
     """
 
     _stream_type = ReplyStream

@@ -5,7 +5,8 @@ action applied on its tick and its episode number) or one a server's ``--record`
 step holds the chunk the policy returned for it). Each step becomes one dataset frame:
 
 - ``observation.images.<camera>``: the step's frames (an MP4 per camera, LeRobot's default
-  AV1 encoding; `videos=False` keeps them as lossless PNG images instead);
+  AV1 encoding; `videos=False` keeps them as lossless PNG images instead, as the default does
+  where LeRobot could not decode the video here: `video_unreadable`);
 - ``observation.state``: the step's state as float32, LeRobot's type (a float64 state is
   rounded to it); left out when the recording has none;
 - ``action``: the applied action; for a server's step, which has none, row 0 of the served
@@ -29,7 +30,9 @@ folder is refused. LeRobot is imported when the export runs, never at import tim
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.util
 import itertools
 import re
 import shutil
@@ -42,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from vla_client.errors import TruncatedRecordingError
 from vla_client.recording import ObservationReader, RecordedObservation
 from vla_client.validation import check_positive
 
@@ -56,8 +60,9 @@ REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 @dataclass(frozen=True)
 class ExportSummary:
-    """What `export_lerobot_dataset` wrote: counts, the tasks in order of first use, and how
-    many frames took their action from a served chunk (no applied action was recorded)."""
+    """What `export_lerobot_dataset` wrote: counts, the tasks in order of first use, how many
+    frames took their action from a served chunk (no applied action was recorded), how the
+    frames were stored and what was dropped."""
 
     root: Path
     repo_id: str
@@ -66,6 +71,13 @@ class ExportSummary:
     episodes: int
     tasks: tuple[str, ...]
     served_actions: int
+    videos: bool = True
+    """Whether the frames went in as video (else as PNG images)."""
+    images_because: str | None = None
+    """Why the frames are images where video was not asked for or refused: LeRobot's reader
+    cannot decode video here (`video_unreadable`)."""
+    dropped: str | None = None
+    """What was left out of a recording cut off inside its last step."""
 
 
 def export_lerobot_dataset(
@@ -75,35 +87,51 @@ def export_lerobot_dataset(
     repo_id: str | None = None,
     fps: int | None = None,
     task: str | None = None,
-    videos: bool = True,
+    videos: bool | None = None,
 ) -> ExportSummary:
-    """Write the recording at `recording` as a LeRobotDataset in the folder `root`.
+    """Write the recording at `recording` as a LeRobotDataset in the folder `root` (its
+    missing parent folders are made).
 
     `repo_id` names the dataset (``owner/name``; ``local/<root's name>`` by default); `fps` is
-    a positive integer, required when the header has no ``fps``; `task` a non-empty text for
-    steps recorded without one (a step with neither is a `ValueError`). The options, `root`
-    and the recording's header are checked before LeRobot is imported; a missing lerobot is an
-    `ImportError` naming the install recipe. A recording that is empty, whose steps disagree in
-    cameras, frame sizes, state or action length, or with a step that has no action, is a
-    `ValueError` naming the step, and nothing is left behind.
+    an integer in 1..`MAX_FPS`, required when the header has no ``fps``; `task` a non-empty
+    text for steps recorded without one (a step with neither is a `ValueError`). `videos`
+    stores the frames as video (True) or PNG images (False); None: video where LeRobot's
+    default reader can decode it here (`video_unreadable`), images otherwise, and the
+    summary's `images_because` says why. The options, `root` and the recording's header are
+    checked before LeRobot is imported, and a recording without actions (``vla-client
+    record``'s) is refused saying how to get them; a missing lerobot is then an `ImportError`
+    naming the install recipe, before the rate is read. A recording that is empty, or whose
+    steps disagree in cameras, frame sizes, state or action length, or with a later step that
+    has no action, is a `ValueError` naming the step, and nothing is left behind. A recording
+    cut off inside its last step (a full disk, a killed recorder) exports its whole steps; the
+    summary's `dropped` says what was left out.
     """
     target = Path(root)
     repo = _checked_repo_id(repo_id, target)
     if fps is not None:
         check_positive("fps", fps, integer=True)
+        _check_fps_bound(fps, "fps")
     if task is not None and (not isinstance(task, str) or not task):
         raise ValueError(f"task must be a non-empty string or None; got {task!r}")
-    if not isinstance(videos, bool):
-        raise ValueError(f"videos must be True or False; got {videos!r}")
+    if videos is not None and not isinstance(videos, bool):
+        raise ValueError(f"videos must be True, False or None; got {videos!r}")
     _check_root(target)
     with ObservationReader(recording) as reader:
-        rate = _rate(fps, reader.metadata.get("fps"))
-        lerobot = _import_lerobot()
-        steps = reader.read()
+        dropped: list[str] = []
+        steps = _whole_steps(reader.read(), dropped)
         first = next(steps, None)
         if first is None:
-            raise ValueError(f"{recording} holds no steps: there is nothing to export")
+            cut = f" ({dropped[0]})" if dropped else ""
+            raise ValueError(f"{recording} holds no whole step: there is nothing to export{cut}")
+        _check_has_action(first[1], recording)
+        lerobot = _import_lerobot()
+        rate = _rate(fps, reader.metadata.get("fps"))
+        images_because = None
+        if videos is None:
+            images_because = video_unreadable()
+            videos = images_because is None
         layout = _Layout.of(first[1], reader.metadata)
+        made = _make_parents(target.parent)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         try:
             summary = _write(
@@ -113,9 +141,86 @@ def export_lerobot_dataset(
             if target.exists():
                 target.rmdir()  # empty, as checked; the rename below needs it gone
             (staging / "dataset").rename(target)
-        finally:
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-    return ExportSummary(target, repo, rate, *summary)
+            for folder in made:  # deepest first: what this export made, and nothing else
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportSummary(
+        target, repo, rate, *summary, videos=videos, images_because=images_because,
+        dropped=dropped[0] if dropped else None,
+    )  # fmt: skip
+
+
+MAX_FPS = 1000
+"""The fastest dataset rate `export_lerobot_dataset` writes: beyond it a header's ``fps`` is a
+mistake (inf, 1e300), not a camera."""
+
+
+def video_unreadable() -> str | None:
+    """Why LeRobot could not decode the videos it writes, here, or None when it can.
+
+    LeRobot 0.4 reads video with torchcodec wherever that package is installed (whether or not
+    its native library loads: it needs FFmpeg's shared libraries), else with torchvision's
+    ``VideoReader``, which newer torchvision releases no longer have.
+    """
+    if importlib.util.find_spec("torchcodec") is not None:
+        try:
+            importlib.import_module("torchcodec.decoders")
+        except Exception as exc:  # its native library: OSError, RuntimeError
+            return (
+                "LeRobot reads video with torchcodec here, and torchcodec does not load "
+                f"({type(exc).__name__}: it needs FFmpeg 4-8's shared libraries)"
+            )
+        return None
+    try:
+        io = importlib.import_module("torchvision.io")
+    except ImportError:
+        return "neither torchcodec nor torchvision is installed to read video back"
+    if hasattr(io, "VideoReader"):
+        return None
+    return (
+        "LeRobot reads video with torchcodec, or torchvision's VideoReader, and this install "
+        "has neither (pip install torchcodec, with FFmpeg's shared libraries)"
+    )
+
+
+def _whole_steps(
+    steps: Iterator[tuple[int, RecordedObservation]], dropped: list[str]
+) -> Iterator[tuple[int, RecordedObservation]]:
+    """`steps` up to a cut in the file: a truncated last step ends them, noted in `dropped`;
+    any other damage is raised."""
+    try:
+        yield from steps
+    except TruncatedRecordingError as exc:
+        dropped.append(str(exc))
+
+
+def _check_has_action(step: RecordedObservation, recording: str | Path) -> None:
+    """A `ValueError` saying how to get actions, for a recording whose steps hold none (one
+    ``vla-client record`` made: observations only)."""
+    if step.applied_action is not None or step.served is not None:
+        return
+    raise ValueError(
+        f"{recording} holds observations without actions ('vla-client record' makes such "
+        "files), and every LeRobot frame needs the action taken on it: record a control loop "
+        "(ControlLoop(record=writer.record)), or replay the file to a recording server "
+        "('vla-client serve --record DIR', then 'vla-client send URL --obs FILE') and export "
+        "the recording it writes in DIR, with --fps"
+    )
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Make `folder` and its missing parents; returns the folders made, deepest first."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        missing.append(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 @dataclass(frozen=True)
@@ -272,9 +377,17 @@ def _rate(fps: int | None, recorded: object) -> int:
         raise ValueError("the recording's header has no fps: give the dataset's rate (--fps)")
     if isinstance(recorded, bool) or not isinstance(recorded, int | float) or recorded <= 0:
         raise ValueError(f"the recording's fps {recorded!r} is not a rate: give --fps")
+    _check_fps_bound(recorded, "the recording's fps")
     if recorded != int(recorded):
         raise ValueError(f"the recording's fps {recorded!r} is not a whole number: give --fps")
     return int(recorded)
+
+
+def _check_fps_bound(fps: float, what: str) -> None:
+    if not fps <= MAX_FPS:  # inf too
+        raise ValueError(
+            f"{what} {fps!r} is not a rate of 1 to {MAX_FPS} frames a second: give --fps"
+        )
 
 
 def _checked_repo_id(repo_id: str | None, root: Path) -> str:
@@ -289,12 +402,14 @@ def _checked_repo_id(repo_id: str | None, root: Path) -> str:
 
 
 def _check_root(root: Path) -> None:
-    """`root` can become the dataset: new or an empty folder, in a writable folder."""
+    """`root` can become the dataset: new or an empty folder, in a folder that is one or can
+    be made."""
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         what = "a folder that is not empty" if root.is_dir() else "not a folder"
         raise ValueError(f"{root} is {what}: the dataset goes into a new or empty folder")
-    if not root.parent.is_dir():
-        raise ValueError(f"{root}: the folder {root.parent} does not exist")
+    existing = next(path for path in root.resolve().parents if path.exists())
+    if not existing.is_dir():
+        raise ValueError(f"{root}: {existing} is not a folder")
 
 
 def _import_lerobot() -> Any:

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -54,6 +55,8 @@ class _HTTPBase:
         check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
         self.max_reply_bytes = max_reply_bytes
         self._announced_reply_bytes = REPLY_SIZE_FLOOR
+        self._url = base_url.rstrip("/")
+        self._timeout_s = timeout_s
         self._client_options: dict[str, Any] = {
             "base_url": base_url.rstrip("/"),
             "timeout": timeout_s,
@@ -101,7 +104,7 @@ class HTTPTransport(_HTTPBase):
         bound = _exchange_ends_at.set(None if timeout_s is None else time.monotonic() + timeout_s)
         try:
             with (
-                _mapped_errors(),
+                _mapped_errors(self._url, self._timeout_s),
                 self._client.stream(
                     method, self._urls[path], content=body, headers=headers
                 ) as response,
@@ -146,7 +149,7 @@ class AsyncHTTPTransport(_HTTPBase):
 
         async def exchange() -> Reply:
             chunks: list[bytes] = []
-            with _mapped_errors():
+            with _mapped_errors(self._url, self._timeout_s):
                 async with self._client.stream(
                     method, self._urls[path], content=body, headers=headers
                 ) as response:
@@ -288,16 +291,40 @@ class _BoundedBackend(httpcore.NetworkBackend):
 
 
 @contextmanager
-def _mapped_errors() -> Iterator[None]:
+def _mapped_errors(url: str, timeout_s: float) -> Iterator[None]:
+    """httpx's errors as ours, each naming `url` and, where there is one, the fix."""
     try:
         yield
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise ConnectError(f"cannot reach the server: {_describe(exc)}", sent=False) from exc
+        raise ConnectError(unreachable(url, exc), sent=False) from exc
     except httpx.TimeoutException as exc:
-        raise RequestTimeoutError(f"no reply within the timeout ({type(exc).__name__})") from exc
+        raise RequestTimeoutError(
+            f"no reply from {url} within {timeout_s:g} s ({type(exc).__name__}); {LONGER_TIMEOUT}"
+        ) from exc
     except httpx.TransportError as exc:
-        raise ConnectError(f"connection failed: {_describe(exc)}") from exc
+        raise ConnectError(f"connection to {url} failed: {_describe(exc)}") from exc
 
 
-def _describe(exc: Exception) -> str:
+LONGER_TIMEOUT = "wait longer with timeout_s= (--timeout on the command line)"
+
+
+def unreachable(url: str, exc: BaseException) -> str:
+    """Why a connection to `url` did not open, and what to do: a refused connection names the
+    port nothing listens on, TLS spoken to a plain-HTTP server says to use ``http://``."""
+    text = _describe(exc)
+    parts = urlsplit(url)
+    if "WRONG_VERSION_NUMBER" in text and parts.scheme in ("https", "wss"):
+        plain = urlunsplit(("http" if parts.scheme == "https" else "ws", *parts[1:]))
+        return f"{url}: the server speaks plain HTTP, not TLS; use {plain}"
+    if "refused" in text.lower():
+        port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+        return (
+            f"cannot reach the server at {url}: connection refused, nothing listens on port "
+            f"{port} of {parts.hostname}; start one there ('vla-client serve --port {port}') "
+            "or give the URL of a running one"
+        )
+    return f"cannot reach the server at {url}: {text}"
+
+
+def _describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__

@@ -50,11 +50,13 @@ from vla_client.protocol import (
     Endpoint,
     Reply,
     auth_headers,
+    read_reply,
     reply_size_limit,
     status_from_close,
     websocket_url,
 )
 from vla_client.protocol.status import redirect_detail
+from vla_client.transports.http import LONGER_TIMEOUT, unreachable
 from vla_client.transports.retry import Backoff
 from vla_client.validation import check_positive, renamed_keywords
 
@@ -217,17 +219,32 @@ class _Link(Generic[ConnectionT, LockT]):
                 status, redirect_detail(status, exc.response.headers.get("Location"))
             )
         elif isinstance(exc, InvalidStatus):
-            body = exc.response.body.decode("utf-8", "replace").strip() if exc.response.body else ""
-            error = ServerError(
-                exc.response.status_code, body or f"handshake refused on {self.url}"
+            response = exc.response
+            error = self._handshake_refused(
+                response.status_code,
+                bytes(response.body or b""),
+                response.headers.get("content-type", ""),
             )
         elif isinstance(exc, ConnectError):
             error = exc
         else:
-            error = ConnectError(f"cannot open {self.url}: {exc or type(exc).__name__}", sent=False)
+            error = ConnectError(unreachable(self.url, exc), sent=False)
         self.gate.failed(str(error))
         self.stats.connect_failures += 1
         return error
+
+    def _handshake_refused(self, status: int, body: bytes, content_type: str) -> ServerError:
+        """The `ServerError` for a refused handshake, its JSON ``detail`` read as an HTTP
+        error's is (a sentence, not the raw document)."""
+        if body.strip():
+            try:
+                read_reply(Reply(status, content_type, body))
+            except ServerError as error:
+                return error
+            except VLAClientError:
+                pass
+        text = body.decode("utf-8", "replace").strip()
+        return ServerError(status, text or f"handshake refused on {self.url}")
 
     def lost(self, exc: ConnectionClosed) -> ConnectError | ReplyTooLargeError:
         """The error for a connection that closed: a frame over the cap, or a drop."""
@@ -246,7 +263,9 @@ class _Link(Generic[ConnectionT, LockT]):
 
     def timed_out(self, timeout_s: float) -> RequestTimeoutError:
         self.stats.drops += 1
-        return RequestTimeoutError(f"no reply from {self.url} within {timeout_s:.3g} s")
+        return RequestTimeoutError(
+            f"no reply from {self.url} within {timeout_s:.3g} s; {LONGER_TIMEOUT}"
+        )
 
     def wait(self, end: float | None) -> float:
         """The wait for one frame: the transport's timeout, cut to what is left before `end`
