@@ -28,7 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the bag writer the tests use
 
 from ros_bags import write_bag  # noqa: E402
-
 from vla_client.cameras.scene import SyntheticScene  # noqa: E402
 from vla_client.cli import main  # noqa: E402
 from vla_client.server import LocalServer, ReferencePolicy, create_app  # noqa: E402
@@ -57,8 +56,9 @@ def bag_run(folder: Path) -> Path:
     )  # fmt: skip
     out = folder / "bag.rrd"
     with LocalServer(create_app(ReferencePolicy(action_horizon=10, action_dim=7))) as server:
-        main(["send", server.url, "--bag", str(bag), "--topic", "/camera/image_raw=wrist",
-              "--topic", "/joint_states=state", "--rate", "recorded", "--rerun", str(out)])  # fmt: skip
+        topics = ["--topic", "/camera/image_raw=wrist", "--topic", "/joint_states=state"]
+        main(["send", server.url, "--bag", str(bag), *topics, "--rate", "recorded",
+              "--rerun", str(out)])  # fmt: skip
     return out
 
 
