@@ -261,6 +261,11 @@ class UnsafeActionError(VLAClientError):
     """An action or chunk failed a safety check, and nothing of it was sent to the robot."""
 
 
+class ModeNotSupportedError(VLAClientError, ValueError):
+    """A chunk execution mode the server cannot do: real-time chunking asked of a server that
+    does not announce it, or whose reply does not say it applied it. Never run as another mode."""
+
+
 class ServerSilentError(VLAClientError):
     """The server sent no chunk within the watchdog timeout and the behaviour is ``stop``."""
 

@@ -43,13 +43,14 @@ from vla_client.protocol import (
     loads,
     new_request_id,
     openpi_layout,
+    rtc,
     wire_for_content_type,
 )
 from vla_client.server.config import ServerConfig
 from vla_client.server.failure_log import FailureLog, traceback_text
 from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
-from vla_client.server.policy import Policy, PolicyInput, metadata_document
+from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
 from vla_client.server.recorder import RequestRecorder
 from vla_client.server.startup import Startup
 
@@ -158,6 +159,8 @@ class Pipeline:
             "postprocess_ms": (end - post_start) * 1000,
             "total_ms": (end - started) * 1000,
         }
+        if observation.rtc is not None:  # refused earlier unless the policy applies it
+            reply[rtc.CAPABILITY] = observation.rtc.echo()
         if decoded.runtime.return_timing:
             reply["timings"] = timings
         if self.recorder is not None:
@@ -260,7 +263,25 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         action_horizon=parameters.action_horizon,
         num_inference_steps=parameters.num_inference_steps,
         seed=parameters.seed,
+        rtc=_rtc(decoded, spec),
     )
+
+
+def _rtc(decoded: DecodedRequest, spec: PolicySpec) -> rtc.RTCRequest | None:
+    """The request's real-time chunking, refused (400) for a policy that does not announce it:
+    a client asking for RTC must not get a plain chunk back as if it were one."""
+    request = rtc.read_rtc(
+        decoded.parameters.model_extra or {},
+        decoded.extras,
+        action_dim=spec.action_dim,
+        action_horizon=spec.action_horizon,
+    )
+    if request is not None and rtc.announced(spec.extra_capabilities) is None:
+        raise InvalidObservationError(
+            "parameters.rtc: this policy does not do real-time chunking (its metadata announces "
+            "no capabilities.rtc); send no RTC prefix to it"
+        )
+    return request
 
 
 def failure(exc: BaseException, request_id: str | None, failures: FailureLog) -> ErrorStatus:

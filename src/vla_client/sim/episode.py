@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from vla_client.client.result import ActionResult
-from vla_client.control.chunk import ChunkExecutor
+from vla_client.control.chunk import EXECUTION_MODES, ChunkExecutor, ExecutionMode
 from vla_client.control.safety import SafetyGate
 from vla_client.control.types import Action, InferFn
 from vla_client.control.watchdog import Watchdog
@@ -31,12 +31,17 @@ from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
 from vla_client.sim.network import NetworkDelay, SimulatedTime
+from vla_client.sim.seams import SeamMeter, Seams
 from vla_client.validation import check_at_least, check_choice, check_positive
 
-Mode = Literal["naive", "aligned", "blended"]
-MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
+if TYPE_CHECKING:
+    from vla_client.protocol.models import ActionMetadata
+
+Mode = ExecutionMode
+MODES: tuple[Mode, ...] = EXECUTION_MODES
 """How a chunk is played: from its first row however late (naive), from the row for the tick
-it arrives on (aligned), or aligned and cross-faded from the old chunk (blended)."""
+it arrives on (aligned), aligned and cross-faded from the old chunk (blended), or continued by
+the server (rtc, real-time chunking; see `ChunkExecutor`)."""
 JOIN_TIMEOUT_S = 60.0
 """The longest an episode's end waits for its last request (a client timeout is shorter)."""
 
@@ -124,11 +129,14 @@ class EpisodeResult:
     """Median capture-to-chunk time on the run's clock (includes the injected delay)."""
     results: list[ActionResult] = field(default_factory=list, repr=False)
     """Every reply, for per-stage latency."""
+    seams: Seams = field(default_factory=Seams)
+    """Jumps at chunk switches and steps within chunks (`vla_client.sim.seams`)."""
 
     def summary(self) -> dict[str, object]:
         """The result as plain values (no replies), for JSON."""
         document = dict(vars(self))
         document.pop("results")
+        document["seams"] = self.seams.summary()
         return document
 
 
@@ -142,6 +150,7 @@ def run_episode(
     gate: SafetyGate | None = None,
     make_watchdog: Callable[[Callable[[], float]], Watchdog] | None = None,
     record: Path | None = None,
+    server: ActionMetadata | None = None,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
 
@@ -149,13 +158,15 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it).
+    tick's observation to (``vla-client view`` shows it). `server` is the server's metadata,
+    which mode ``rtc`` needs (it must announce real-time chunking); the execution horizon is
+    then the announced horizon less `config.prefetch_at`, so rtc asks as often as the others.
     """
     world.reset(seed)
     results: list[ActionResult] = []
 
-    def collecting(observation: Observation) -> ActionResult:
-        result = infer(observation)
+    def collecting(observation: Observation, **parameters: Any) -> ActionResult:
+        result = infer(observation, **parameters)  # type: ignore[call-arg]
         results.append(result)
         return result
 
@@ -167,12 +178,14 @@ def run_episode(
         clock, fetch = simulated.clock, simulated.link(collecting)
     executor = ChunkExecutor(
         fetch,
-        prefetch_at=config.prefetch_at,
+        prefetch_at=config.prefetch_at if config.mode != "rtc" else 0,
         blend_steps=config.blend_steps if config.mode == "blended" else 0,
         validate=gate.check_chunk if gate is not None else None,
         clock=clock,
-        align=config.mode != "naive",
+        mode=config.mode,
+        **_rtc_options(config, server),
     )
+    seams = SeamMeter()
     if gate is not None:
         gate.reset()
     watchdog = make_watchdog(clock) if make_watchdog is not None else None
@@ -205,7 +218,9 @@ def run_episode(
             current = None
             if writer is not None:
                 writer.write(observe(), wall_time=wall_start + clock() - started)
-            world.step(_action(executor, observe, watchdog, gate))
+            action = _action(executor, observe, watchdog, gate)
+            seams.add(action, executor.source)
+            world.step(action)
             if world.done:
                 break
             error = patience.exhausted(clock())
@@ -236,7 +251,17 @@ def run_episode(
         staleness_ticks=float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan,
         observation_to_action_ms=stats.observation_to_action_ms().p50,
         results=results,
+        seams=seams.seams,
     )
+
+
+def _rtc_options(config: EvalConfig, server: ActionMetadata | None) -> dict[str, Any]:
+    """The executor's real-time chunking options for `config`'s mode (none but for rtc)."""
+    if config.mode != "rtc":
+        return {}
+    horizon = server.output.action_horizon if server is not None else None
+    execution_horizon = max(1, horizon - config.prefetch_at) if horizon is not None else None
+    return {"server": server, "execution_horizon": execution_horizon}
 
 
 def _action(
