@@ -5,7 +5,8 @@
 The demonstrations are scripted, drawn from the task's geometry rather than rendered: for a
 distance to the target (in metres; a third of them close, where precision matters), the
 scripted robot swings out to a side chosen at random by a random fraction of the distance still
-left after each step, at most `MAX_SWING_M`, and comes straight in once close. The network
+left after each step (at most `MAX_SWING_M`, leaning by up to `MAX_TURN_RAD`), and comes
+straight in once close. The network
 learns that distribution by flow matching: for noise ``x0``, a demonstration ``x1`` and a time
 tau, it predicts ``x1`` from ``tau x1 + (1 - tau) x0`` (the policy takes its velocity from that
 prediction, which keeps the regression target bounded where a point-like distribution, such
@@ -34,6 +35,9 @@ from vla_client.tasks.reach import ReachSettings
 MAX_SWING_M = 0.1
 SWING_FRACTION = (0.3, 0.6)
 """The swing is this fraction (drawn per demonstration) of the distance left."""
+MAX_TURN_RAD = 0.5
+"""The swing leans forward or back by up to this angle: a robot that has swung out sees the line
+to the target turned, and the chunk it is executing must still be one this policy could give."""
 MAX_DISTANCE_M = 0.6
 CLOSE_M = 0.06
 CLOSE_SHARE = 1 / 3
@@ -54,9 +58,9 @@ def demonstrations(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np
     fraction = rng.uniform(*SWING_FRACTION, count)
     left = np.maximum(0.0, distance[:, None] - step_m * np.arange(1, HORIZON + 1)[None, :])
     swing = side[:, None] * np.minimum(MAX_SWING_M, fraction[:, None] * left)
-    chunks = np.zeros((count, HORIZON, 2))
-    chunks[:, :, 1] = swing / RESIDUAL_SCALE_M
-    return chunks, distance / step_m / DISTANCE_SCALE_STEPS
+    turn = rng.uniform(-MAX_TURN_RAD, MAX_TURN_RAD, count)[:, None]
+    chunks = np.stack([swing * np.sin(turn), swing * np.cos(turn)], axis=-1)
+    return chunks / RESIDUAL_SCALE_M, distance / step_m / DISTANCE_SCALE_STEPS
 
 
 def train(seed: int = 0, steps: int = STEPS) -> mlp.Weights:
