@@ -23,6 +23,7 @@
     │   └── StaleFrameError                     a frame older than allowed
     ├── RecordingError (ValueError)             not a recording, or a truncated one
     ├── UnsafeActionError                       the safety gate stopped an action
+    ├── ModeNotSupportedError (ValueError)      a chunk mode the server cannot do (rtc)
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start

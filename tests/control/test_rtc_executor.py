@@ -9,15 +9,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.control.conftest import ManualClock, make_observation
 from vla_client.client.result import ActionResult, Timings
 from vla_client.control import ChunkExecutor
 from vla_client.errors import ModeNotSupportedError
+from vla_client.observation import Observation
 from vla_client.protocol.models import ActionMetadata, MetadataOutput
 from vla_client.protocol.rtc import RTCRequest, rtc_openpi_keys
 from vla_client.server.policies.flow import rtc_capability
 
 HORIZON = 10
+
+
+def observe() -> Observation:
+    return Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}, state=[0.0])
 
 
 def metadata(rtc: bool = True, horizon: int | None = HORIZON) -> ActionMetadata:
@@ -63,7 +67,7 @@ class RTCPolicy:
 
 def run_until_reply(executor: ChunkExecutor, policy: RTCPolicy, ticks: int) -> list[Any]:
     """Tick `ticks` times with the request in flight, then release it and wait for it."""
-    actions = [executor.tick(make_observation) for _ in range(ticks)]
+    actions = [executor.tick(observe) for _ in range(ticks)]
     policy.release()
     assert executor.join(5)
     return actions
@@ -71,28 +75,24 @@ def run_until_reply(executor: ChunkExecutor, policy: RTCPolicy, ticks: int) -> l
 
 def test_delay_is_ticks_consumed_and_prefix_is_the_unexecuted_remainder() -> None:
     policy = RTCPolicy()
-    executor = ChunkExecutor(
-        policy, mode="rtc", execution_horizon=4, server=metadata(), clock=ManualClock()
-    )
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=4, server=metadata())
     run_until_reply(executor, policy, 1)  # the first request: nothing to continue yet
     assert policy.sent == [None]
     # The reply is taken on the next tick; then 3 ticks pass with the next request in flight.
-    first = [executor.tick(make_observation) for _ in range(4)]
+    first = [executor.tick(observe) for _ in range(4)]
     assert [a[0] for a in first] == [101, 102, 103, 104]  # aligned: row 1 on (1 tick late)
     assert len(policy.sent) == 2  # row 4 reached the execution horizon: asked again
     sent = policy.sent[1]
     assert sent is not None
     # Cut when the request was built: rows 4..9 of chunk 1, row 4 being that tick's action.
-    np.testing.assert_array_equal(
-        sent["prefix_actions"], [[100 + i, 1] for i in range(4, HORIZON)]
-    )
+    np.testing.assert_array_equal(sent["prefix_actions"], [[100 + i, 1] for i in range(4, HORIZON)])
     assert sent["inference_delay_steps"] == 1  # the first reply was taken 1 tick after sending
     assert sent["execution_horizon"] == 4
     run_until_reply(executor, policy, 2)  # in flight for 3 ticks: the one that sent, then 2
-    action = executor.tick(make_observation)
+    action = executor.tick(observe)
     assert action is not None and action[0] == 203  # chunk 2, skipping the 3 rows that passed
     for _ in range(1):
-        executor.tick(make_observation)
+        executor.tick(observe)
     assert len(policy.sent) == 3
     third = policy.sent[2]
     assert third is not None
@@ -106,17 +106,15 @@ def test_delay_is_ticks_consumed_and_prefix_is_the_unexecuted_remainder() -> Non
 
 def test_a_reply_without_the_echo_stops_the_executor() -> None:
     policy = RTCPolicy(echo=False)
-    executor = ChunkExecutor(
-        policy, mode="rtc", execution_horizon=2, server=metadata(), clock=ManualClock()
-    )
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=2, server=metadata())
     run_until_reply(executor, policy, 1)
     for _ in range(2):
-        executor.tick(make_observation)
+        executor.tick(observe)
     assert policy.sent[-1] is not None  # the second request carried RTC
     policy.release()
     assert executor.join(5)
     with pytest.raises(ModeNotSupportedError, match="does not say it applied real-time chunking"):
-        executor.tick(make_observation)
+        executor.tick(observe)
 
 
 def test_a_server_without_rtc_is_refused_with_the_modes_it_supports() -> None:
@@ -150,12 +148,12 @@ def test_options_are_checked(options: dict[str, Any], match: str) -> None:
 
 def test_default_execution_horizon_is_half_the_announced_chunk() -> None:
     policy = RTCPolicy()
-    executor = ChunkExecutor(policy, mode="rtc", server=metadata(), clock=ManualClock())
+    executor = ChunkExecutor(policy, mode="rtc", server=metadata())
     run_until_reply(executor, policy, 1)
     for _ in range(4):
-        executor.tick(make_observation)
+        executor.tick(observe)
     assert len(policy.sent) == 1  # rows 1..4 played
-    executor.tick(make_observation)
+    executor.tick(observe)
     assert len(policy.sent) == 2  # row 5 = 10 // 2: asked again
     assert policy.sent[1] is not None and policy.sent[1]["execution_horizon"] == 5
     policy.release()

@@ -80,9 +80,7 @@ def test_the_server_announces_rtc_and_echoes_it(flow_url: str, world: ReachTask)
     prefix = np.tile(world.robot.astype(np.float32), (6, 1))
     rtc = RTCRequest(prefix, 2, 10)
     with ActionClient(flow_url) as client:
-        result = client.infer(
-            _observation(world), rtc=rtc.parameters()
-        )
+        result = client.infer(_observation(world), rtc=rtc.parameters())
     assert result.raw["rtc"] == {
         "applied": True, "prefix_steps": 6, "inference_delay_steps": 2, "execution_horizon": 10
     }  # fmt: skip

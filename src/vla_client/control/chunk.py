@@ -58,11 +58,11 @@ from vla_client.errors import (
     TransportError,
 )
 from vla_client.observation import Observation
-from vla_client.protocol.rtc import RTCRequest, announced, applied
 from vla_client.validation import check_at_least, check_choice, check_positive
 
 if TYPE_CHECKING:
     from vla_client.protocol.models import ActionMetadata
+    from vla_client.protocol.rtc import RTCRequest
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +255,8 @@ class ChunkExecutor:
         chunk left to continue (nothing to inpaint)."""
         if self._execution_horizon is None or not self.remaining or not self._delays:
             return None
+        from vla_client.protocol.rtc import RTCRequest  # deferred: rtc mode only
+
         return RTCRequest(self._upcoming().copy(), max(self._delays), self._execution_horizon)
 
     def _upcoming(self) -> Action:
@@ -377,6 +379,8 @@ def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -
 
 def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
     """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
+    from vla_client.protocol.rtc import announced
+
     if server is None:
         raise ValueError(
             "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"
@@ -402,6 +406,8 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
 
 def _check_applied(sent: RTCRequest, result: ActionResult) -> None:
     """`ModeNotSupportedError` unless the reply echoes the RTC request it answers."""
+    from vla_client.protocol.rtc import applied
+
     echo = applied(result.raw)
     if echo is None:
         raise ModeNotSupportedError(

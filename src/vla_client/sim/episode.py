@@ -166,7 +166,7 @@ def run_episode(
     results: list[ActionResult] = []
 
     def collecting(observation: Observation, **parameters: Any) -> ActionResult:
-        result = infer(observation, **parameters)  # type: ignore[call-arg]
+        result = infer(observation, **parameters)
         results.append(result)
         return result
 

@@ -111,7 +111,8 @@ class ReachFlowPolicy(FlowPolicy):
 
     def velocity(self, x: np.ndarray, tau: float, condition: Frame) -> np.ndarray:
         clean, _ = mlp.forward(self._net(), field_input(x[None], condition.feature, tau))
-        return (clean.reshape(x.shape) - x) / (1 - tau)
+        velocity: np.ndarray = (clean.reshape(x.shape) - x) / (1 - tau)
+        return velocity
 
     def velocity_vjp(
         self, x: np.ndarray, tau: float, condition: Frame, cotangent: np.ndarray
