@@ -133,6 +133,28 @@ def test_bad_rtc_is_a_400_naming_the_field(
     assert httpx.get(f"{flow_url}/health").status_code == 200  # still serving
 
 
+def test_vla_client_serve_policy_reach_flow(world: ReachTask) -> None:
+    """``vla-client serve --policy reach-flow``: the documented command serves the flow policy
+    (its weights found in the package) and announces RTC."""
+    import socket
+
+    from serve_process import start_serve
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_serve(port, "--policy", "reach-flow")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        with ActionClient(url) as client:
+            assert client.metadata().capabilities["rtc"]["supported"] is True
+            result = client.infer(_observation(world))  # type: ignore[arg-type]
+        assert result.actions.shape == (16, 2)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
 def _observation(world: ReachTask) -> object:
     from vla_client.observation import Observation
 

@@ -4,9 +4,12 @@
 
 The demonstrations are scripted, drawn from the task's geometry rather than rendered: for a
 distance to the target (in metres; a third of them close, where precision matters), the
-scripted robot swings out to a side chosen at random by a random fraction of the distance still
-left after each step (at most `MAX_SWING_M`, leaning by up to `MAX_TURN_RAD`), and comes
-straight in once close. The network
+scripted robot swings out to a side chosen at random, by an amount drawn up to `MAX_SWING_M`
+that decays by ``exp(-1 / DECAY_STEPS)`` a step (leaning forward or back by up to
+`MAX_TURN_RAD`, and aiming up to `MAX_LEAD_M` ahead or behind), and less the closer it is
+(the swing by the squared distance over `FULL_SWING_M`, the lead by the distance). The decay
+makes the rows a chunk has left a chunk the policy could give later: what real-time
+chunking continues must be one of the policy's own ways to the target. The network
 learns that distribution by flow matching: for noise ``x0``, a demonstration ``x1`` and a time
 tau, it predicts ``x1`` from ``tau x1 + (1 - tau) x0`` (the policy takes its velocity from that
 prediction, which keeps the regression target bounded where a point-like distribution, such
@@ -33,11 +36,20 @@ from vla_client.server.policies.reach_flow import (
 from vla_client.tasks.reach import ReachSettings
 
 MAX_SWING_M = 0.1
-SWING_FRACTION = (0.3, 0.6)
-"""The swing is this fraction (drawn per demonstration) of the distance left."""
+DECAY_STEPS = 8.0
+FULL_SWING_M = 0.15
+"""Closer than this, the swing shrinks with the squared distance, so the robot holds still
+on the target."""
 MAX_TURN_RAD = 0.5
 """The swing leans forward or back by up to this angle: a robot that has swung out sees the line
 to the target turned, and the chunk it is executing must still be one this policy could give."""
+MAX_LEAD_M = 0.05
+"""The scripted robot also aims up to this far ahead of or behind where the target will be,
+decaying as the swing does: a chunk planned from an older estimate of the target's motion is
+still one of the policy's own."""
+SLACK_M = 0.006
+"""And by a small offset in any direction (this standard deviation per axis), however close:
+where the line to the target is no direction at all, a chunk planned a moment ago still fits."""
 MAX_DISTANCE_M = 0.6
 CLOSE_M = 0.06
 CLOSE_SHARE = 1 / 3
@@ -55,11 +67,15 @@ def demonstrations(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np
         close, rng.uniform(0, CLOSE_M, count), rng.uniform(0, MAX_DISTANCE_M, count)
     )
     side = rng.choice([-1.0, 1.0], count)
-    fraction = rng.uniform(*SWING_FRACTION, count)
-    left = np.maximum(0.0, distance[:, None] - step_m * np.arange(1, HORIZON + 1)[None, :])
-    swing = side[:, None] * np.minimum(MAX_SWING_M, fraction[:, None] * left)
+    size = side * rng.uniform(0, MAX_SWING_M, count) * np.minimum(1, distance / FULL_SWING_M) ** 2
+    decay = np.exp(-np.arange(1, HORIZON + 1) / DECAY_STEPS)
+    swing = size[:, None] * decay[None, :]
     turn = rng.uniform(-MAX_TURN_RAD, MAX_TURN_RAD, count)[:, None]
-    chunks = np.stack([swing * np.sin(turn), swing * np.cos(turn)], axis=-1)
+    lead = rng.uniform(-MAX_LEAD_M, MAX_LEAD_M, count) * np.minimum(1, distance / FULL_SWING_M)
+    lead = lead[:, None] * decay[None, :]
+    chunks = np.stack([swing * np.sin(turn) + lead, swing * np.cos(turn)], axis=-1)
+    slack = rng.normal(0, SLACK_M, (count, 1, 2)) * decay[None, :, None]
+    chunks = chunks + slack
     return chunks / RESIDUAL_SCALE_M, distance / step_m / DISTANCE_SCALE_STEPS
 
 
@@ -88,7 +104,7 @@ def train(seed: int = 0, steps: int = STEPS) -> mlp.Weights:
 
 def save(weights: mlp.Weights, path: Path) -> None:
     """Write `weights` as an ``.npz`` `ReachFlowPolicy` reads."""
-    np.savez(path, **weights)
+    np.savez(path, **weights)  # type: ignore[arg-type]  # numpy's stub reads a key as an option
 
 
 def main(argv: list[str] | None = None) -> int:
