@@ -72,6 +72,7 @@ def measure(
         )
         document["load"] = [list(load_before), list(os.getloadavg())]
         document["date"] = datetime.date.today().isoformat()
+        document["machine"] = _machine()
         report["rtc"] = document
         print(f"rtc: done, load {document['load']}", file=sys.stderr)
     for encoding in encodings:
@@ -94,13 +95,18 @@ def measure(
             )  # fmt: skip
         agreement["load"] = [list(load_before), list(os.getloadavg())]
         report["agreement"] = agreement
-    report["machine"] = {
+    if encodings or agreement_episodes:
+        report["machine"] = _machine()
+    RESULTS.write_text(json.dumps(report, separators=(",", ":")) + "\n")
+    return report
+
+
+def _machine() -> dict[str, Any]:
+    return {
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cores": os.cpu_count(),
     }
-    RESULTS.write_text(json.dumps(report, separators=(",", ":")) + "\n")
-    return report
 
 
 def _rate(cell: dict[str, Any]) -> str:
@@ -172,7 +178,7 @@ def render(report: dict[str, Any]) -> str:
 def render_rtc(report: dict[str, Any]) -> str:
     """The Markdown of the real-time chunking matrix."""
     document = report["rtc"]
-    machine = report["machine"]
+    machine = document["machine"]
     load = ", ".join(f"{a[0]:.1f}" for a in document["load"])
     episodes = len(document["cells"][0]["episodes"])
     lines = [

@@ -76,7 +76,7 @@ def test_the_guided_chunk_is_the_prefix_on_the_frozen_rows(world: ReachTask) -> 
 def test_the_server_announces_rtc_and_echoes_it(flow_url: str, world: ReachTask) -> None:
     metadata = httpx.get(f"{flow_url}/v1/actions/metadata").json()
     announced = metadata["capabilities"]["rtc"]
-    assert announced["supported"] is True and announced["max_guidance_weight"] == 10.0
+    assert announced["supported"] is True and announced["max_guidance_weight"] == 5.0
     prefix = np.tile(world.robot.astype(np.float32), (6, 1))
     rtc = RTCRequest(prefix, 2, 10)
     with ActionClient(flow_url) as client:
