@@ -35,9 +35,9 @@ from vla_client.protocol.rtc import OPENPI_KEYS, RTCRequest
 from vla_client.server.policy import Policy, PolicyInput
 
 MAX_GUIDANCE_WEIGHT = 5.0
-"""The clip on the guidance weight (beta), the paper's value in its simulated benchmark. LeRobot
-defaults to 10; on `reach-flow` 10 held the robot to stale plans near the target (one episode
-in six failed at 200 ms one way, against none at 5 and 3)."""
+"""The clip on the guidance weight (beta), chosen by measurement: LeRobot defaults to 10, and on
+`reach-flow` 10 held the robot to stale plans near the target (one episode in six failed at
+200 ms one way, against none at 5 and at 3)."""
 SCHEDULE = "exp"
 
 
