@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from vla_client.errors import DeadlineExceededError as DeadlineExceededError
     from vla_client.errors import InvalidObservationError as InvalidObservationError
     from vla_client.errors import MismatchedReplyError as MismatchedReplyError
+    from vla_client.errors import ModeNotSupportedError as ModeNotSupportedError
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
@@ -76,6 +77,7 @@ _FACE = {
     "TruncatedRecordingError": "vla_client.errors",
     "RequestTimeoutError": "vla_client.errors",
     "ServerError": "vla_client.errors",
+    "ModeNotSupportedError": "vla_client.errors",
     "ServerErrorFrame": "vla_client.errors",
     "ServerSilentError": "vla_client.errors",
     "StaleFrameError": "vla_client.errors",

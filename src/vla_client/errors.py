@@ -25,6 +25,7 @@
     ├── RecordingError (ValueError)             not a recording, or a corrupt one
     │   └── TruncatedRecordingError             cut off inside a step (its whole steps read)
     ├── UnsafeActionError                       the safety gate stopped an action
+    ├── ModeNotSupportedError (ValueError)      a chunk mode the server cannot do (rtc)
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── InferenceError                          server side: a request the runner could not serve
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
@@ -295,6 +296,11 @@ class TruncatedRecordingError(RecordingError):
 
 class UnsafeActionError(VLAClientError):
     """An action or chunk failed a safety check, and nothing of it was sent to the robot."""
+
+
+class ModeNotSupportedError(VLAClientError, ValueError):
+    """A chunk execution mode the server cannot do: real-time chunking asked of a server that
+    does not announce it, or whose reply does not say it applied it. Never run as another mode."""
 
 
 class ServerSilentError(VLAClientError):

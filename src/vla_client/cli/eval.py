@@ -53,10 +53,13 @@ from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.send import human_bytes
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
+from vla_client.control.chunk import CLIENT_MODES
 from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import BEHAVIOURS, Watchdog
 from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
+from vla_client.protocol import ActionMetadata
+from vla_client.protocol.rtc import announced
 from vla_client.sim.episode import (
     MODES,
     RATE_RANGE_HZ,
@@ -67,6 +70,7 @@ from vla_client.sim.episode import (
     run_episode,
 )
 from vla_client.sim.network import MAX_DELAY_S, NetworkDelay, delayed, measure_round_trip
+from vla_client.sim.seams import Seams
 from vla_client.tasks.reach import ReachSettings, ReachTask
 from vla_client.transports.base import Transport
 from vla_client.transports.http import HTTPTransport
@@ -77,7 +81,9 @@ if TYPE_CHECKING:
 TIMES = ("simulated", "real")
 RECORD_HINT_BYTES = 100e6
 """Past this much, the line saying what `--record` wrote suggests `--record-every`."""
-PLOT_STYLES = {"naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":")}
+PLOT_STYLES = {
+    "naive": ("o", "-"), "aligned": ("s", "--"), "blended": ("^", ":"), "rtc": ("D", "-."),
+}  # fmt: skip
 """Marker and line per mode, so modes with the same rates stay told apart."""
 
 
@@ -212,6 +218,11 @@ class Cell:
     def success_rate(self) -> float:
         return sum(e.success for e in self.episodes) / max(1, len(self.episodes))
 
+    @property
+    def seams(self) -> Seams:
+        """The episodes' chunk seams pooled (`vla_client.sim.seams`)."""
+        return Seams.pooled(e.seams for e in self.episodes)
+
     def summary(self) -> dict[str, Any]:
         low, high = wilson_interval(sum(e.success for e in self.episodes), len(self.episodes))
         return {
@@ -219,6 +230,7 @@ class Cell:
             "delay_ms": self.delay_ms,
             "success_rate": self.success_rate,
             "success_interval_95": [low, high],
+            "seams": self.seams.summary(),
             "episodes": [e.summary() for e in self.episodes],
         }
 
@@ -312,9 +324,11 @@ def _server(args: argparse.Namespace) -> Iterator[str]:
         yield args.url
         return
     from vla_client.server import LocalServer, create_app
-    from vla_client.server.policies import ReachPolicy
+    from vla_client.server.policies import ReachFlowPolicy, ReachPolicy
 
-    with LocalServer(create_app(ReachPolicy(rate_hz=args.rate))) as server:
+    # Real-time chunking needs a flow policy, and a comparison the same policy in every mode.
+    policy = ReachFlowPolicy if "rtc" in args.mode else ReachPolicy
+    with LocalServer(create_app(policy(rate_hz=args.rate))) as server:
         yield server.url
 
 
@@ -325,6 +339,7 @@ def _run_matrix(
     delay_jitter = args.jitter_ms / 1e3
     with _client(args, options, NetworkDelay(0.0, 0.0)) as probe:
         metadata = server_metadata(probe)
+        _check_modes(args, metadata)
         first = _first_observation(args, world)
         round_trip_s, served = _preflight(args, probe, first)
         horizon = metadata.output.action_horizon if metadata is not None else None
@@ -357,8 +372,18 @@ def _run_matrix(
                 delay=network,
                 give_up_s=args.give_up_s,
             )
-            cells.append(_run_cell(args, world, config, gate, round_trip_s, options, log))
+            cells.append(_run_cell(args, world, config, gate, round_trip_s, options, metadata, log))
     return cells, round_trip_s, options
+
+
+def _check_modes(args: argparse.Namespace, metadata: ActionMetadata | None) -> None:
+    """Refuse ``--mode rtc`` (one line) against a server that does not announce it."""
+    if "rtc" in args.mode and (metadata is None or announced(metadata.capabilities) is None):
+        raise argparse.ArgumentError(
+            None,
+            f"--mode rtc: the server at {args.url} announces no real-time chunking "
+            f"(capabilities.rtc); it supports modes {' '.join(CLIENT_MODES)}",
+        )
 
 
 def _run_cell(
@@ -368,6 +393,7 @@ def _run_cell(
     gate: SafetyGate,
     round_trip_s: float | None,
     options: dict[str, Any],
+    metadata: ActionMetadata | None,
     log: RerunLog | None = None,
 ) -> Cell:
     cell = Cell(config.mode, config.delay.delay_s * 1e3)
@@ -398,6 +424,7 @@ def _run_cell(
                     record_every=args.record_every,
                     reset=client.reset,
                     log=log,
+                    server=metadata,
                 )
             )
             bar.advance()
@@ -532,13 +559,14 @@ def _title(args: argparse.Namespace, options: dict[str, Any]) -> str:
 
 
 def plot_success(cells: Sequence[Cell], path: str, title: str) -> None:
-    """Success rate against one-way delay, a line per mode, with 95 % intervals."""
+    """Success rate against one-way delay, a line per mode, with 95 % intervals; beside it the
+    seam metric (jump at chunk switches over the step within chunks), per mode."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axis = plt.subplots(figsize=(7, 4.2))
+    figure, (axis, seam_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
     for mode in dict.fromkeys(cell.mode for cell in cells):
         row = sorted((c for c in cells if c.mode == mode), key=lambda c: c.delay_ms)
         delays = [c.delay_ms for c in row]
@@ -549,12 +577,17 @@ def plot_success(cells: Sequence[Cell], path: str, title: str) -> None:
         axis.fill_between(
             delays, [100 * b[0] for b in bounds], [100 * b[1] for b in bounds], alpha=0.15
         )
+        seam_axis.plot(delays, [c.seams.ratio for c in row], marker=marker, linestyle=line)
     axis.set_xlabel("one-way network delay (ms)")
     axis.set_ylabel("success rate (%)")
     axis.set_ylim(-2, 102)
-    axis.grid(alpha=0.3)
     axis.legend(title="chunk execution")
-    axis.set_title(title, fontsize=9)
+    seam_axis.set_xlabel("one-way network delay (ms)")
+    seam_axis.set_ylabel("seam jump / within-chunk step")
+    seam_axis.set_ylim(bottom=0)
+    for each in (axis, seam_axis):
+        each.grid(alpha=0.3)
+    figure.suptitle(title, fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -601,13 +634,14 @@ def _report(
             _mean(e.steps for e in episodes),
             _mean(e.staleness_ticks for e in episodes),
             _mean(e.observation_to_action_ms for e in episodes),
+            cell.seams.ratio,
             sum(e.error is not None for e in episodes),
         ))  # fmt: skip
     charged = "" if round_trip_s is None else f", round trip charged {round_trip_s * 1e3:.1f} ms"
     print(f"{_title(args, options)}{charged}")
     print_table(
         ("mode", "delay ms", "success (95%)", "return", "steps", "stale ticks",
-         "obs->action ms", "failed"),
+         "obs->action ms", "seam jump/step", "failed"),
         rows,
     )  # fmt: skip
     if stages:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from vla_client._lazy import lazy_face
 
 if TYPE_CHECKING:
+    from vla_client.control.chunk import EXECUTION_MODES as EXECUTION_MODES
     from vla_client.control.chunk import ActionSource as ActionSource
     from vla_client.control.chunk import ChunkExecutor as ChunkExecutor
     from vla_client.control.chunk import cross_fade as cross_fade
@@ -30,11 +31,13 @@ if TYPE_CHECKING:
     from vla_client.control.types import TickLog as TickLog
     from vla_client.control.watchdog import Watchdog as Watchdog
     from vla_client.control.watchdog import WatchdogTrip as WatchdogTrip
+    from vla_client.errors import ModeNotSupportedError as ModeNotSupportedError
     from vla_client.errors import ServerSilentError as ServerSilentError
     from vla_client.errors import UnsafeActionError as UnsafeActionError
 
 # What `lazy_face` hands out: each name of the block above, from the same module.
 _FACE = {
+    "EXECUTION_MODES": "vla_client.control.chunk",
     "ActionSource": "vla_client.control.chunk",
     "ChunkExecutor": "vla_client.control.chunk",
     "cross_fade": "vla_client.control.chunk",
@@ -53,6 +56,7 @@ _FACE = {
     "TickLog": "vla_client.control.types",
     "Watchdog": "vla_client.control.watchdog",
     "WatchdogTrip": "vla_client.control.watchdog",
+    "ModeNotSupportedError": "vla_client.errors",
     "ServerSilentError": "vla_client.errors",
     "UnsafeActionError": "vla_client.errors",
 }

@@ -19,6 +19,14 @@ a chunk never replaces a newer one. Observations older than `max_observation_age
 and replies slower than `reply_deadline_s` are discarded: both would only produce actions for a
 world that has moved on.
 
+With ``mode="rtc"`` (real-time chunking, Black et al. 2025) the server continues the chunk
+being executed instead of starting afresh: the executor asks again every `execution_horizon`
+rows, and each request carries the prefix (the rows of the current chunk not yet executed when
+the observation is taken) and the inference delay d in ticks, the largest of the last few
+measured delays (ticks consumed while a request was in flight: an index difference, not a
+latency estimate). The server must announce RTC in its metadata and echo it in each reply
+(`vla_client.protocol.rtc`); otherwise `ModeNotSupportedError`, never a silent aligned run.
+
 A reply that does not follow the action API (`ProtocolError`: ragged or empty actions, a chunk
 of another action dim than the last one) is dropped and counted like a lost reply: one broken
 reply does not end the loop, and the robot keeps doing what it does between chunks (the rest of
@@ -33,6 +41,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -43,18 +52,34 @@ from vla_client.control.types import Action, InferFn, Observe
 from vla_client.errors import (
     DeadlineExceededError,
     MismatchedReplyError,
+    ModeNotSupportedError,
     ProtocolError,
     ServerError,
     StaleObservationError,
     TransportError,
 )
 from vla_client.observation import Observation
-from vla_client.validation import check_at_least, check_positive
+from vla_client.validation import check_at_least, check_choice, check_positive
+
+if TYPE_CHECKING:
+    from vla_client.protocol.models import ActionMetadata
+    from vla_client.protocol.rtc import RTCRequest
 
 log = logging.getLogger(__name__)
 
 SEEN_IDS = 1_000
 """Request ids of accepted chunks remembered, to refuse an old reply delivered again."""
+DELAY_WINDOW = 5
+"""Measured inference delays remembered in ``rtc`` mode; the largest is sent as d (the paper's
+conservative choice: a delay underestimated leaves executed rows unguided)."""
+
+ExecutionMode = Literal["naive", "aligned", "blended", "rtc"]
+EXECUTION_MODES: tuple[ExecutionMode, ...] = ("naive", "aligned", "blended", "rtc")
+"""How chunks are played: from the first row however late (naive), from the row for the tick
+the chunk arrives on (aligned), aligned and cross-faded (blended), or continued by the server
+(rtc: real-time chunking, when the server announces it)."""
+CLIENT_MODES = EXECUTION_MODES[:3]
+"""The modes every server supports: the executor alone does them."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +102,7 @@ class _Request:
     tick: int
     age_s: float
     sent_at: float
+    rtc: RTCRequest | None = None
     done: threading.Event = field(default_factory=threading.Event)
     result: ActionResult | None = None
     error: Exception | None = None
@@ -106,6 +132,9 @@ class ChunkExecutor:
         clock: Callable[[], float] = time.monotonic,
         monotonic: Callable[[], float] = time.monotonic,
         align: bool = True,
+        mode: ExecutionMode | None = None,
+        execution_horizon: int | None = None,
+        server: ActionMetadata | None = None,
     ) -> None:
         """Configure the executor.
 
@@ -125,6 +154,15 @@ class ChunkExecutor:
         row however late it arrived (the naive execution some clients do, kept to measure what
         aligning is worth). The counts are integers >= 0, the times finite numbers > 0 (or
         None), the clocks callables and `align` a bool, else `ValueError`.
+
+        `mode` names the execution instead (`EXECUTION_MODES`): ``naive`` is ``align=False``,
+        ``blended`` needs `blend_steps`, and ``rtc`` asks the server for real-time chunking:
+        `server` must be its metadata (``client.metadata()``) and announce it, else
+        `ModeNotSupportedError` naming the modes it does support; the next request starts
+        once `execution_horizon` rows of the current chunk have run (default: half the
+        announced action horizon; `prefetch_at` and `blend_steps` do not apply and must stay 0),
+        and `infer` is called with an ``rtc=`` keyword (`ActionClient.infer` puts it in the
+        request's parameters).
         """
         check_at_least("prefetch_at", prefetch_at, 0, integer=True)
         check_at_least("blend_steps", blend_steps, 0, integer=True)
@@ -135,6 +173,14 @@ class ChunkExecutor:
         if not callable(clock):
             raise ValueError(f"clock must be a callable giving seconds; got {clock!r}")
         check_monotonic("monotonic", monotonic)
+        self._execution_horizon: int | None = None
+        if mode is not None:
+            align = _check_mode(mode, align, blend_steps, prefetch_at)
+        if mode == "rtc":
+            self._execution_horizon = _rtc_horizon(server, execution_horizon)
+        elif execution_horizon is not None or server is not None:
+            raise ValueError("execution_horizon and server are for mode='rtc'")
+        self._delays: deque[int] = deque(maxlen=DELAY_WINDOW)
         self._infer = infer
         self._prefetch_at = prefetch_at
         self._blend_steps = blend_steps
@@ -198,7 +244,7 @@ class ChunkExecutor:
         else:
             row = self._chunk_offset + self._tick - self._chunk_start
             self.source = ActionSource(self.chunk_request_id, row)
-        if self._pending is None and not self._closed and self.remaining <= self._prefetch_at:
+        if self._pending is None and not self._closed and self._due():
             self._send(observe)
         self._tick += 1
         return action
@@ -219,6 +265,22 @@ class ChunkExecutor:
         self._closed = True
         return self.join(timeout)
 
+    def _due(self) -> bool:
+        """Whether to ask for the next chunk this tick."""
+        if self._execution_horizon is None:
+            return self.remaining <= self._prefetch_at
+        row = self._chunk_offset + self._tick - self._chunk_start
+        return self.remaining == 0 or row >= self._execution_horizon
+
+    def _rtc_request(self) -> RTCRequest | None:
+        """The prefix, d and s for a request built now; None outside ``rtc`` mode or with no
+        chunk left to continue (nothing to inpaint)."""
+        if self._execution_horizon is None or not self.remaining or not self._delays:
+            return None
+        from vla_client.protocol.rtc import RTCRequest  # deferred: rtc mode only
+
+        return RTCRequest(self._upcoming().copy(), max(self._delays), self._execution_horizon)
+
     def _upcoming(self) -> Action:
         if self._chunk is None:
             return np.empty((0, 0), dtype=np.float32)
@@ -233,7 +295,7 @@ class ChunkExecutor:
             self.stats.stale_observations += 1
             log.debug("observation %.1f ms old, not sent", age_s * 1e3)
             return
-        request = _Request(self._tick, age_s, self._monotonic())
+        request = _Request(self._tick, age_s, self._monotonic(), self._rtc_request())
         self._pending = request
         self.stats.requests_sent += 1
         threading.Thread(
@@ -242,7 +304,11 @@ class ChunkExecutor:
 
     def _run(self, request: _Request, observation: Observation) -> None:
         try:
-            request.result = self._infer(observation)
+            if request.rtc is None:
+                request.result = self._infer(observation)
+            else:  # an `ActionClient.infer`, say: the keyword becomes the request's parameters.rtc
+                infer: Callable[..., ActionResult] = self._infer
+                request.result = infer(observation, rtc=request.rtc.parameters())
         except Exception as exc:  # handed to the control thread, which decides what to do
             request.error = exc
         finally:
@@ -270,6 +336,10 @@ class ChunkExecutor:
             log.warning("dropped reply %r: that chunk was already taken", result.request_id)
             return
         elapsed = self._tick - request.tick
+        if self._execution_horizon is not None:
+            self._delays.append(elapsed)
+            if request.rtc is not None:
+                _check_applied(request.rtc, result)
         skip = elapsed if self._align else 0
         actions = _as_chunk(result.actions, None if self._chunk is None else self._chunk.shape[1])
         too_slow = self._deadline is not None and (
@@ -312,6 +382,67 @@ class ChunkExecutor:
         # A server that is down fails every tick: say so once, not at the control rate.
         level = logging.WARNING if self._failures_in_row == 1 else logging.DEBUG
         log.log(level, "inference failed, trying again: %s", error)
+
+
+def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -> bool:
+    """`align` for `mode`, after checking it agrees with the other options."""
+    check_choice("mode", mode, EXECUTION_MODES)
+    if not align and mode != "naive":
+        raise ValueError(f"align=False is mode 'naive', not {mode!r}; pass one of them")
+    if mode == "blended" and blend_steps == 0:
+        raise ValueError("mode 'blended' needs blend_steps >= 1")
+    if mode != "blended" and blend_steps:
+        raise ValueError(f"blend_steps is for mode 'blended', not {mode!r}")
+    if mode == "rtc" and prefetch_at:
+        raise ValueError("mode 'rtc' asks again every execution_horizon rows; leave prefetch_at 0")
+    return mode != "naive"
+
+
+def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
+    """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
+    from vla_client.protocol.rtc import announced
+
+    if server is None:
+        raise ValueError(
+            "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"
+        )
+    if announced(server.capabilities) is None:
+        raise ModeNotSupportedError(
+            f"mode 'rtc': the server ({server.model or 'unnamed'}) announces no real-time "
+            f"chunking; it supports modes {', '.join(CLIENT_MODES)}"
+        )
+    horizon = server.output.action_horizon
+    if execution_horizon is None:
+        if horizon is None:
+            raise ValueError("mode 'rtc' needs execution_horizon: the server announces no horizon")
+        execution_horizon = max(1, horizon // 2)
+    check_at_least("execution_horizon", execution_horizon, 1, integer=True)
+    if horizon is not None and execution_horizon > horizon:
+        raise ValueError(
+            f"execution_horizon must be in 1..{horizon} (the server's action horizon); "
+            f"got {execution_horizon}"
+        )
+    return execution_horizon
+
+
+def _check_applied(sent: RTCRequest, result: ActionResult) -> None:
+    """`ModeNotSupportedError` unless the reply echoes the RTC request it answers."""
+    from vla_client.protocol.rtc import applied
+
+    echo = applied(result.raw)
+    if echo is None:
+        raise ModeNotSupportedError(
+            f"mode 'rtc': the reply to {result.request_id} does not say it applied real-time "
+            "chunking (the server dropped parameters.rtc); run mode 'aligned' against it"
+        )
+    if (
+        echo.get("inference_delay_steps") != sent.inference_delay_steps
+        or echo.get("prefix_steps") != sent.prefix_steps
+    ):
+        raise ModeNotSupportedError(
+            f"mode 'rtc': the reply to {result.request_id} applied {dict(echo)}, not the "
+            f"{sent.prefix_steps}-row prefix with delay {sent.inference_delay_steps} sent"
+        )
 
 
 def _as_chunk(values: object, action_dim: int | None) -> Action:

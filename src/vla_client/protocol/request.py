@@ -33,6 +33,7 @@ from vla_client.protocol.models import (
     check_request_id,
     validate_block,
 )
+from vla_client.protocol.rtc import PARAMETER, rtc_openpi_keys
 from vla_client.protocol.wire import CONTENT_TYPES, Wire, dumps
 
 
@@ -89,7 +90,8 @@ def build_openpi_request(
     openpi's own servers read); the state keeps the observation's dtype (float64 stays float64,
     as openpi's examples send joint readings). The sampling `parameters` go in as top-level
     keys, and a `request_id` if given, which servers built on this package echo back (the
-    clients give none: openpi's own requests carry only the layout's keys). A layout function
+    clients give none: openpi's own requests carry only the layout's keys); a ``rtc`` parameter
+    (`vla_client.protocol.rtc`) becomes the ``rtc/*`` observation keys. A layout function
     gets the observation and returns the dict; parameters and the request id are added to it.
     """
     check_request_id(request_id)
@@ -104,7 +106,10 @@ def build_openpi_request(
                 f"an openpi layout function must return a dict, got {type(request).__name__}"
             )
         request = dict(request)
-    request.update(parameters or {})
+    parameters = dict(parameters or {})
+    if PARAMETER in parameters:  # openpi forks carry real-time chunking as observation keys
+        request.update(rtc_openpi_keys(parameters.pop(PARAMETER)))
+    request.update(parameters)
     if request_id is not None:
         request["request_id"] = request_id
     return request

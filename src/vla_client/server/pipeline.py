@@ -44,6 +44,7 @@ from vla_client.protocol import (
     loads,
     new_request_id,
     openpi_layout,
+    rtc,
     wire_for_content_type,
 )
 from vla_client.server.config import ServerConfig
@@ -166,6 +167,9 @@ class Pipeline:
             "total_ms": (end - started) * 1000,
         }
         self.metrics.observe(timings)
+
+        if observation.rtc is not None:  # refused earlier unless the policy applies it
+            reply[rtc.CAPABILITY] = observation.rtc.echo()
         if decoded.runtime.return_timing:
             reply["timings"] = timings
         if self.recorder is not None:
@@ -269,6 +273,7 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         action_horizon=parameters.action_horizon,
         num_inference_steps=parameters.num_inference_steps,
         seed=parameters.seed,
+        rtc=_rtc(decoded, spec),
     )
 
 
@@ -299,6 +304,23 @@ def check_sizes(parameters: SamplingParameters, spec: PolicySpec) -> None:
                 f"at most {most} (the metadata's defaults.{where}); got {steps}",
                 field="parameters.num_inference_steps",
             )
+
+
+def _rtc(decoded: DecodedRequest, spec: PolicySpec) -> rtc.RTCRequest | None:
+    """The request's real-time chunking, refused (400) for a policy that does not announce it:
+    a client asking for RTC must not get a plain chunk back as if it were one."""
+    request = rtc.read_rtc(
+        decoded.parameters.model_extra or {},
+        decoded.extras,
+        action_dim=spec.action_dim,
+        action_horizon=spec.action_horizon,
+    )
+    if request is not None and rtc.announced(spec.extra_capabilities) is None:
+        raise InvalidObservationError(
+            "parameters.rtc: this policy does not do real-time chunking (its metadata announces "
+            "no capabilities.rtc); send no RTC prefix to it"
+        )
+    return request
 
 
 def failure(exc: BaseException, request_id: str | None, failures: FailureLog) -> ErrorStatus:

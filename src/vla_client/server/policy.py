@@ -17,6 +17,7 @@ import numpy as np
 
 from vla_client._version import __version__
 from vla_client.errors import PolicyOutputError, PolicyStartError
+from vla_client.protocol.rtc import RTCRequest
 
 WARM_UP_IMAGE_SIZE = (224, 224)
 """(height, width) of the warm-up frames for a policy that announces no `image_size`."""
@@ -34,6 +35,9 @@ class PolicyInput:
     action_horizon: int | None = None
     num_inference_steps: int | None = None
     seed: int | None = None
+    rtc: RTCRequest | None = None
+    """Real-time chunking's prefix, delay and horizon, for a policy that announces RTC
+    (`vla_client.server.policies.flow`); None for a plain request."""
 
 
 @dataclass(frozen=True)

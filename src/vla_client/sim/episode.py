@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from vla_client.client.result import ActionResult
-from vla_client.control.chunk import ChunkExecutor
+from vla_client.control.chunk import EXECUTION_MODES, ChunkExecutor, ExecutionMode
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import ExecutorStats
 from vla_client.control.types import Action, InferFn
@@ -32,17 +32,20 @@ from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
 from vla_client.sim.network import NetworkDelay, SimulatedTime
+from vla_client.sim.seams import SeamMeter, Seams
 from vla_client.validation import check_at_least, check_choice, check_positive
 
 if TYPE_CHECKING:
+    from vla_client.protocol.models import ActionMetadata
     from vla_client.viz.rerun_log import RerunLog
 
 T = TypeVar("T")
 
-Mode = Literal["naive", "aligned", "blended"]
-MODES: tuple[Mode, ...] = ("naive", "aligned", "blended")
+Mode = ExecutionMode
+MODES: tuple[Mode, ...] = EXECUTION_MODES
 """How a chunk is played: from its first row however late (naive), from the row for the tick
-it arrives on (aligned), or aligned and cross-faded from the old chunk (blended)."""
+it arrives on (aligned), aligned and cross-faded from the old chunk (blended), or continued by
+the server (rtc, real-time chunking; see `ChunkExecutor`)."""
 JOIN_TIMEOUT_S = 60.0
 """The longest an episode's end waits for its last request (a client timeout is shorter)."""
 RATE_RANGE_HZ = (0.1, 1000.0)
@@ -139,11 +142,14 @@ class EpisodeResult:
     went on to succeed."""
     results: list[ActionResult] = field(default_factory=list, repr=False)
     """Every reply, for per-stage latency."""
+    seams: Seams = field(default_factory=Seams)
+    """Jumps at chunk switches and steps within chunks (`vla_client.sim.seams`)."""
 
     def summary(self) -> dict[str, object]:
         """The result as plain values (no replies), for JSON."""
         document = dict(vars(self))
         document.pop("results")
+        document["seams"] = self.seams.summary()
         return document
 
 
@@ -160,6 +166,7 @@ def run_episode(
     record_every: int = 1,
     reset: Callable[[], object] | None = None,
     log: RerunLog | None = None,
+    server: ActionMetadata | None = None,
 ) -> EpisodeResult:
     """Play episode `seed` of `world` through `infer` (an `ActionClient.infer`, say).
 
@@ -172,12 +179,15 @@ def run_episode(
     from `world` (its reset, frames, state or step) ends the episode with the reason in
     `EpisodeResult.error`. `log` logs the episode to Rerun under ``MODE-DELAYms-seedN/``, on the
     episode's clock.
+    `server` is the server's metadata, which mode ``rtc`` needs (it must announce real-time
+    chunking); the execution horizon is then the announced horizon less `config.prefetch_at`,
+    so rtc asks as often as the others.
     """
     check_at_least("record_every", record_every, 1, integer=True)
     results: list[ActionResult] = []
 
-    def collecting(observation: Observation) -> ActionResult:
-        result = infer(observation)
+    def collecting(observation: Observation, **parameters: Any) -> ActionResult:
+        result = infer(observation, **parameters)
         results.append(result)
         return result
 
@@ -189,13 +199,15 @@ def run_episode(
         clock, fetch = simulated.clock, simulated.link(fetch)
     executor = ChunkExecutor(
         fetch,
-        prefetch_at=config.prefetch_at,
+        prefetch_at=config.prefetch_at if config.mode != "rtc" else 0,
         blend_steps=config.blend_steps if config.mode == "blended" else 0,
         validate=gate.check_chunk if gate is not None else None,
         clock=clock,
         monotonic=clock,
-        align=config.mode != "naive",
+        mode=config.mode,
+        **_rtc_options(config, server),
     )
+    seams = SeamMeter()
     if gate is not None:
         gate.reset()
     watchdog = make_watchdog(clock) if make_watchdog is not None else None
@@ -241,6 +253,7 @@ def run_episode(
             action = _action(executor, observe, watchdog, gate)
             if log is not None:  # the tick's reading, before the action moves the world
                 log.tick(clock(), observe(), action)
+            seams.add(action, executor.source)
             in_world(world.step, action)
             if in_world(lambda: world.done):
                 break
@@ -278,6 +291,7 @@ def run_episode(
         observation_to_action_ms=stats.observation_to_action_ms().p50,
         last_failure=None if executor.last_error is None else _one_line(executor.last_error),
         results=results,
+        seams=seams.seams,
     )
 
 
@@ -301,6 +315,15 @@ class _WorldCalls:
         except Exception as exc:  # an environment's own bug or refusal, whatever its type
             self.failure = exc
             raise
+
+
+def _rtc_options(config: EvalConfig, server: ActionMetadata | None) -> dict[str, Any]:
+    """The executor's real-time chunking options for `config`'s mode (none but for rtc)."""
+    if config.mode != "rtc":
+        return {}
+    horizon = server.output.action_horizon if server is not None else None
+    execution_horizon = max(1, horizon - config.prefetch_at) if horizon is not None else None
+    return {"server": server, "execution_horizon": execution_horizon}
 
 
 def _action(

@@ -163,13 +163,14 @@ class SimulatedTime:
         return self.now
 
     def link(self, infer: InferFn) -> InferFn:
-        """`infer`, its replies (and failures) held back until they are due."""
+        """`infer`, its replies (and failures) held back until they are due; keywords (the
+        executor's ``rtc=``) are passed on."""
 
-        def infer_in_time(observation: Observation) -> ActionResult:
+        def infer_in_time(observation: Observation, **parameters: Any) -> ActionResult:
             sent_at = observation.oldest_capture_time
             sent_at = self.now if sent_at is None else sent_at
             try:
-                outcome: ActionResult | Exception = infer(observation)
+                outcome: ActionResult | Exception = infer(observation, **parameters)
             except Exception as exc:  # delivered when due, like a reply
                 outcome = exc
             latency = self._one_way() + self.round_trip_s + self._one_way()

@@ -2,7 +2,9 @@
 
 Built in: ``reference`` (deterministic, for tests and benchmarks), ``replay`` (recorded chunks),
 ``torch`` (a small CNN, on the GPU when there is one), ``reach`` (solves the built-in
-evaluation task from its frames: ``vla-client eval``) and ``lerobot`` (a LeRobot pretrained
+evaluation task from its frames: ``vla-client eval``), ``reach-flow`` (a stochastic
+flow-matching policy for the same task that does real-time chunking: ``vla-client eval --mode
+rtc``) and ``lerobot`` (a LeRobot pretrained
 folder: ``--policy-option path=DIR``). `OpenpiPolicy` serves any object
 with openpi's policy interface. Names of one's own: see `loading`.
 
@@ -17,9 +19,11 @@ from vla_client._lazy import lazy_face
 if TYPE_CHECKING:
     from vla_client.server.policies.builtin import POLICIES as POLICIES
     from vla_client.server.policies.builtin import make_policy as make_policy
+    from vla_client.server.policies.flow import FlowPolicy as FlowPolicy
     from vla_client.server.policies.lerobot import LeRobotPolicy as LeRobotPolicy
     from vla_client.server.policies.openpi import OpenpiPolicy as OpenpiPolicy
     from vla_client.server.policies.reach import ReachPolicy as ReachPolicy
+    from vla_client.server.policies.reach_flow import ReachFlowPolicy as ReachFlowPolicy
     from vla_client.server.policies.reference import ReferencePolicy as ReferencePolicy
     from vla_client.server.policies.reference import reference_actions as reference_actions
     from vla_client.server.policies.replay import ReplayPolicy as ReplayPolicy
@@ -31,7 +35,9 @@ _FACE = {
     "make_policy": "vla_client.server.policies.builtin",
     "LeRobotPolicy": "vla_client.server.policies.lerobot",
     "OpenpiPolicy": "vla_client.server.policies.openpi",
+    "FlowPolicy": "vla_client.server.policies.flow",
     "ReachPolicy": "vla_client.server.policies.reach",
+    "ReachFlowPolicy": "vla_client.server.policies.reach_flow",
     "ReferencePolicy": "vla_client.server.policies.reference",
     "reference_actions": "vla_client.server.policies.reference",
     "ReplayPolicy": "vla_client.server.policies.replay",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from vla_client.server.policies.lerobot import LeRobotPolicy
 from vla_client.server.policies.reach import ReachPolicy
+from vla_client.server.policies.reach_flow import ReachFlowPolicy
 from vla_client.server.policies.reference import ReferencePolicy
 from vla_client.server.policies.replay import ReplayPolicy
 from vla_client.server.policies.torch_cnn import TorchCNNPolicy
@@ -23,6 +24,7 @@ POLICIES: dict[str, Callable[..., Policy]] = {
     "replay": ReplayPolicy,
     "torch": TorchCNNPolicy,
     "reach": ReachPolicy,
+    "reach-flow": ReachFlowPolicy,
     "lerobot": LeRobotPolicy,
 }
 

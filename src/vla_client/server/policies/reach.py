@@ -100,6 +100,12 @@ class ReachPolicy(Policy):
 
     def infer(self, observation: PolicyInput) -> np.ndarray:
         horizon = observation.action_horizon or self._spec.action_horizon
+        _, target_m, velocity = self.sense(observation)
+        return self.plan(target_m, velocity, horizon)
+
+    def sense(self, observation: PolicyInput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the robot and the target are (metres on the table) and the target's velocity
+        estimate (m/s), from the frames; `ValueError` when either marker is out of sight."""
         now = float(observation.state[0]) if observation.state is not None else 0.0
         top = observation.images["top"]
         target = find_marker(top, TARGET_HUE, MARKER_REACH_M * TOP_PX_PER_M)
@@ -113,7 +119,7 @@ class ReachPolicy(Policy):
             centre = np.array([wrist.shape[1], wrist.shape[0]]) / 2
             target_m = robot / TOP_PX_PER_M + (close - centre) / WRIST_PX_PER_M
         velocity = self._track(observation.task, now, target_m)
-        return self._plan(target_m, velocity, horizon)
+        return robot / TOP_PX_PER_M, target_m, velocity
 
     def _track(self, task: str, now: float, position: np.ndarray) -> np.ndarray:
         """The target's velocity estimate, updated with where it is at episode time `now`."""
@@ -129,7 +135,7 @@ class ReachPolicy(Policy):
             self._tracks.popitem(last=False)
         return velocity
 
-    def _plan(self, target: np.ndarray, velocity: np.ndarray, horizon: int) -> np.ndarray:
+    def plan(self, target: np.ndarray, velocity: np.ndarray, horizon: int) -> np.ndarray:
         """Where the target will be at the end of each step: the robot's goal for that step."""
         ends = (np.arange(horizon, dtype=np.float64)[:, None] + 1) / self.rate_hz
         chunk: np.ndarray = np.clip(target + ends * velocity, 0.0, WORKSPACE_M).astype(np.float32)

@@ -30,6 +30,7 @@ from vla_client.server.config import WorkerSettings
 from vla_client.server.inference import RequestMemory, policy_failure_detail
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
+    RTC_PREFIX_KEY,
     STATE_KEY,
     Batch,
     BatchDone,
@@ -222,6 +223,9 @@ class WorkerRunner:
         arrays: dict[str, np.ndarray] = dict(observation.images)
         if observation.state is not None:
             arrays[STATE_KEY] = np.ascontiguousarray(observation.state)
+        rtc = observation.rtc
+        if rtc is not None:
+            arrays[RTC_PREFIX_KEY] = np.ascontiguousarray(rtc.prefix_actions)
         in_place: list[ArrayLayout] = []
         to_copy: dict[str, np.ndarray] = {}
         for key, array in arrays.items():
@@ -250,6 +254,8 @@ class WorkerRunner:
             action_horizon=observation.action_horizon,
             num_inference_steps=observation.num_inference_steps,
             seed=observation.seed,
+            rtc_delay=None if rtc is None else rtc.inference_delay_steps,
+            rtc_horizon=None if rtc is None else rtc.execution_horizon,
         )
 
     def _send(self, batch: list[Pending[Job]]) -> None:

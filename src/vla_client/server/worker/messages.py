@@ -18,6 +18,7 @@ import msgspec
 from vla_client.server.worker.shm import ArrayLayout
 
 STATE_KEY = "\0state"  # cannot clash with a camera name from JSON or msgpack keys
+RTC_PREFIX_KEY = "\0rtc_prefix"  # real-time chunking's prefix, an array like the state
 
 
 class Job(msgspec.Struct, frozen=True, array_like=True):
@@ -32,6 +33,8 @@ class Job(msgspec.Struct, frozen=True, array_like=True):
     action_horizon: int | None
     num_inference_steps: int | None
     seed: int | None
+    rtc_delay: int | None = None  # with the prefix array: real-time chunking's d and s
+    rtc_horizon: int | None = None
 
 
 class Batch(msgspec.Struct, frozen=True, array_like=True, tag=True):

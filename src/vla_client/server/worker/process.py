@@ -34,11 +34,13 @@ from collections import deque
 from typing import Any
 
 from vla_client.errors import PolicyOutputError, PolicyStartError
+from vla_client.protocol.rtc import RTCRequest
 from vla_client.server.lifeline import end_with_parent
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
 from vla_client.server.worker.channel import Channel
 from vla_client.server.worker.handoff import unpack_policy
 from vla_client.server.worker.messages import (
+    RTC_PREFIX_KEY,
     STATE_KEY,
     Batch,
     BatchDone,
@@ -234,6 +236,10 @@ def _policy_input(job: Job, buffer: memoryview) -> PolicyInput:
     readonly = buffer.toreadonly()
     arrays = {layout.key: view(readonly, layout) for layout in job.arrays}
     state = arrays.pop(STATE_KEY, None)
+    prefix = arrays.pop(RTC_PREFIX_KEY, None)
+    rtc = None
+    if prefix is not None and job.rtc_delay is not None and job.rtc_horizon is not None:
+        rtc = RTCRequest(prefix.copy(), job.rtc_delay, job.rtc_horizon)
     return PolicyInput(
         images=arrays,
         state=state,
@@ -241,6 +247,7 @@ def _policy_input(job: Job, buffer: memoryview) -> PolicyInput:
         action_horizon=job.action_horizon,
         num_inference_steps=job.num_inference_steps,
         seed=job.seed,
+        rtc=rtc,
     )
 
 

@@ -1,0 +1,169 @@
+"""`ChunkExecutor(mode="rtc")`: the delay measured in ticks, the prefix cut when the request is
+built, the server's echo required, and a server without RTC refused."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+
+from vla_client.client.result import ActionResult, Timings
+from vla_client.control import ChunkExecutor
+from vla_client.errors import ModeNotSupportedError
+from vla_client.observation import Observation
+from vla_client.protocol.models import ActionMetadata, MetadataOutput
+from vla_client.protocol.rtc import RTCRequest, rtc_openpi_keys
+from vla_client.server.policies.flow import rtc_capability
+
+HORIZON = 10
+
+
+def observe() -> Observation:
+    return Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}, state=[0.0])
+
+
+def metadata(rtc: bool = True, horizon: int | None = HORIZON) -> ActionMetadata:
+    capabilities: dict[str, Any] = {"rtc": rtc_capability()} if rtc else {}
+    return ActionMetadata(
+        model="fake",
+        output=MetadataOutput(action_horizon=horizon, action_dim=2),
+        capabilities=capabilities,
+    )
+
+
+class RTCPolicy:
+    """An infer callable that keeps each call's ``rtc`` keyword, replies when released, and
+    echoes the RTC it was given (unless `echo` is False). Row i of reply n is ``[100 n + i, n]``."""
+
+    def __init__(self, echo: bool = True) -> None:
+        self.echo = echo
+        self.sent: list[dict[str, Any] | None] = []
+        self._gate = threading.Semaphore(0)
+
+    def release(self) -> None:
+        self._gate.release()
+
+    def __call__(self, observation: object, *, rtc: dict[str, Any] | None = None) -> ActionResult:
+        self.sent.append(rtc)
+        number = len(self.sent)
+        if not self._gate.acquire(timeout=5):
+            raise AssertionError("RTCPolicy was never released")
+        actions = np.zeros((HORIZON, 2), np.float32)
+        actions[:, 0] = 100 * number + np.arange(HORIZON)
+        actions[:, 1] = number
+        raw: dict[str, Any] = {}
+        if rtc is not None and self.echo:
+            request = RTCRequest(
+                np.asarray(rtc["prefix_actions"], np.float32),
+                rtc["inference_delay_steps"],
+                rtc["execution_horizon"],
+            )
+            raw["rtc"] = request.echo()
+        timings = Timings(1.0, 1.0, 1.0, 10, 10)
+        return ActionResult(actions, f"req-{number}", timings, raw=raw)
+
+
+def run_until_reply(executor: ChunkExecutor, policy: RTCPolicy, ticks: int) -> list[Any]:
+    """Tick `ticks` times with the request in flight, then release it and wait for it."""
+    actions = [executor.tick(observe) for _ in range(ticks)]
+    policy.release()
+    assert executor.join(5)
+    return actions
+
+
+def test_delay_is_ticks_consumed_and_prefix_is_the_unexecuted_remainder() -> None:
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=4, server=metadata())
+    run_until_reply(executor, policy, 1)  # the first request: nothing to continue yet
+    assert policy.sent == [None]
+    # The reply is taken on the next tick; then 3 ticks pass with the next request in flight.
+    first = [executor.tick(observe) for _ in range(4)]
+    assert [a[0] for a in first] == [101, 102, 103, 104]  # aligned: row 1 on (1 tick late)
+    assert len(policy.sent) == 2  # row 4 reached the execution horizon: asked again
+    sent = policy.sent[1]
+    assert sent is not None
+    # Cut when the request was built: rows 4..9 of chunk 1, row 4 being that tick's action.
+    np.testing.assert_array_equal(sent["prefix_actions"], [[100 + i, 1] for i in range(4, HORIZON)])
+    assert sent["inference_delay_steps"] == 1  # the first reply was taken 1 tick after sending
+    assert sent["execution_horizon"] == 4
+    run_until_reply(executor, policy, 2)  # in flight for 3 ticks: the one that sent, then 2
+    action = executor.tick(observe)
+    assert action is not None and action[0] == 203  # chunk 2, skipping the 3 rows that passed
+    for _ in range(1):
+        executor.tick(observe)
+    assert len(policy.sent) == 3
+    third = policy.sent[2]
+    assert third is not None
+    assert third["inference_delay_steps"] == 3  # the largest of the delays measured: 1 and 3
+    np.testing.assert_array_equal(
+        third["prefix_actions"], [[200 + i, 2] for i in range(4, HORIZON)]
+    )
+    policy.release()
+    executor.close(5)
+
+
+def test_a_reply_without_the_echo_stops_the_executor() -> None:
+    policy = RTCPolicy(echo=False)
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=2, server=metadata())
+    run_until_reply(executor, policy, 1)
+    for _ in range(2):
+        executor.tick(observe)
+    assert policy.sent[-1] is not None  # the second request carried RTC
+    policy.release()
+    assert executor.join(5)
+    with pytest.raises(ModeNotSupportedError, match="does not say it applied real-time chunking"):
+        executor.tick(observe)
+
+
+def test_a_server_without_rtc_is_refused_with_the_modes_it_supports() -> None:
+    with pytest.raises(ModeNotSupportedError) as caught:
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=metadata(rtc=False))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "announces no real-time chunking" in message
+    assert "supports modes naive, aligned, blended" in message
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"mode": "fast"}, "mode"),
+        ({"mode": "rtc"}, "needs server=client.metadata"),
+        ({"mode": "rtc", "server": metadata(), "prefetch_at": 3}, "leave prefetch_at 0"),
+        ({"mode": "rtc", "server": metadata(), "execution_horizon": 0}, "execution_horizon"),
+        ({"mode": "rtc", "server": metadata(), "execution_horizon": 11}, r"1\.\.10"),
+        ({"mode": "rtc", "server": metadata(horizon=None)}, "needs execution_horizon"),
+        ({"mode": "blended"}, "needs blend_steps"),
+        ({"mode": "aligned", "blend_steps": 2}, "blend_steps is for mode 'blended'"),
+        ({"mode": "aligned", "align": False}, "align=False is mode 'naive'"),
+        ({"execution_horizon": 4}, "for mode='rtc'"),
+    ],
+)
+def test_options_are_checked(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ChunkExecutor(RTCPolicy(), **options)
+
+
+def test_default_execution_horizon_is_half_the_announced_chunk() -> None:
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", server=metadata())
+    run_until_reply(executor, policy, 1)
+    for _ in range(4):
+        executor.tick(observe)
+    assert len(policy.sent) == 1  # rows 1..4 played
+    executor.tick(observe)
+    assert len(policy.sent) == 2  # row 5 = 10 // 2: asked again
+    assert policy.sent[1] is not None and policy.sent[1]["execution_horizon"] == 5
+    policy.release()
+    executor.close(5)
+
+
+def test_openpi_keys_carry_what_parameters_carry() -> None:
+    keys = rtc_openpi_keys(
+        {"prefix_actions": [[1.0, 2.0]], "inference_delay_steps": 1, "execution_horizon": 3}
+    )
+    assert keys["rtc/inference_delay"] == 1 and keys["rtc/execution_horizon"] == 3
+    np.testing.assert_array_equal(keys["rtc/prev_chunk"], [[1.0, 2.0]])
+    assert keys["rtc/prev_chunk"].dtype == np.float32
