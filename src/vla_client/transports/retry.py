@@ -11,13 +11,14 @@ budget, such as a request's deadline), whichever comes first.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from functools import partial
+from typing import TypeVar, cast
 
 from vla_client.errors import ConnectError, ServerError, TransportError
+from vla_client.transports.drive import Sleep, Steps, adrive, called, drive
 from vla_client.validation import check_at_least
 
 T = TypeVar("T")
@@ -71,6 +72,24 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+def retried(
+    attempt: Callable[[], Steps[T]],
+    policy: RetryPolicy,
+    *,
+    budget_s: float | None = None,
+    on_retry: Callable[[Exception], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Steps[T]:
+    """The steps of `attempt()`, a fresh set per try, retried as `policy` allows within
+    `budget_s` seconds; each wait a `Sleep` step (`sleep` when driven blocking)."""
+    attempts = _Attempts(policy, budget_s, on_retry)
+    while True:
+        try:
+            return (yield from attempt())
+        except (TransportError, ServerError) as error:
+            yield Sleep(attempts.wait_after(error), sleep)
+
+
 def retrying(
     call: Callable[[], T],
     policy: RetryPolicy,
@@ -80,12 +99,8 @@ def retrying(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`call()`, retried as `policy` allows within `budget_s` seconds."""
-    attempts = _Attempts(policy, budget_s, on_retry)
-    while True:
-        try:
-            return call()
-        except (TransportError, ServerError) as error:
-            sleep(attempts.wait_after(error))
+    attempt = partial(called, call)
+    return drive(retried(attempt, policy, budget_s=budget_s, on_retry=on_retry, sleep=sleep))
 
 
 async def aretrying(
@@ -96,16 +111,12 @@ async def aretrying(
     on_retry: Callable[[Exception], None] | None = None,
 ) -> T:
     """`retrying` for coroutines; waits with `asyncio.sleep`."""
-    attempts = _Attempts(policy, budget_s, on_retry)
-    while True:
-        try:
-            return await call()
-        except (TransportError, ServerError) as error:
-            await asyncio.sleep(attempts.wait_after(error))
+    attempt = cast("Callable[[], Steps[T]]", partial(called, call))  # `adrive` awaits the call
+    return await adrive(retried(attempt, policy, budget_s=budget_s, on_retry=on_retry))
 
 
 class _Attempts:
-    """The count, clock and budget of one retried call, shared by `retrying` and `aretrying`."""
+    """The count, clock and budget of one retried call (`retried`)."""
 
     def __init__(
         self,
