@@ -1,8 +1,9 @@
-"""What `ActionClient` and `AsyncActionClient` share at construction: options, transport, counters.
+"""What `ActionClient` and `AsyncActionClient` share: options, transport, session, counters.
 
-The two clients differ only in how they wait on their transport, so everything they accept and
-set up is written once here; each names its transport classes and the reply-stream protocol its
-websocket transports follow.
+The two clients differ only in how they run their session's steps (`drive` or `adrive`, see
+`vla_client.transports.drive`), so everything they accept and set up is written once here,
+the server family's `Session` chosen by the transport and endpoint included; each names its
+transport classes and the reply-stream protocol its websocket transports follow.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import fields
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
+from vla_client.client.action_api import ActionApiSession
 from vla_client.client.core import (
     ClientOptions,
     RequestBook,
@@ -26,6 +28,7 @@ from vla_client.client.core import (
 )
 from vla_client.client.dialect import Dialect, DialectSession
 from vla_client.client.gr00t import Gr00tSession
+from vla_client.client.session import Session
 from vla_client.protocol import (
     ActionMetadata,
     Encoding,
@@ -42,7 +45,6 @@ from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive, renamed_keywords
 
 TransportT = TypeVar("TransportT")
-StreamT = TypeVar("StreamT")
 
 
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
@@ -91,7 +93,7 @@ def options_in_one_place(init: InitT) -> InitT:
     return cast("InitT", checked)
 
 
-class ClientBase(ABC, Generic[TransportT, StreamT]):
+class ClientBase(ABC, Generic[TransportT]):
     """The constructor both clients share; see `ActionClient` for what each option does."""
 
     _stream_type: type
@@ -173,34 +175,28 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
                 )
             transport = cast("TransportT", opened)
         self._transport: TransportT = transport
-        self._stream: StreamT | None = (
-            cast("StreamT", transport) if isinstance(transport, self._stream_type) else None
-        )
         gr00t = isinstance(transport, MessageTransport)
         dialect = DIALECTS.get(getattr(transport, "endpoint", None) or "")
+        stream = isinstance(transport, self._stream_type)
         self._book = RequestBook(
             asked,
-            websocket=self._stream is not None,
+            websocket=stream,
             openpi=getattr(transport, "endpoint", None) == "openpi",
             gr00t=gr00t,
             dialect=dialect.NAME if dialect else None,
         )
-        self._session: Gr00tSession | DialectSession | None = None
-        """The server family's own calls: GR00T's over a ZeroMQ transport, vLLM-Omni's and
-        RoboArena's on their websockets; None for the action API's and openpi's, which
-        `RequestBook.run` drives."""
+        self._session: Session
+        """The server family's calls, as steps each client drives over its transport: GR00T's
+        over ZeroMQ, vLLM-Omni's and RoboArena's on their websockets, the action API's (and
+        openpi's) over HTTP or a websocket."""
         if gr00t:
             self._session = Gr00tSession(self._book, transport, api_key)
         elif dialect is not None:
             self._session = DialectSession(self._book, transport, dialect)
+        else:
+            self._session = ActionApiSession(self._book, transport, self.retry, stream=stream)
         self.options = self._book.options
         self.stats = self._book.stats
-        self._http_metadata: ActionMetadata | None = None
-        """The server's metadata as last read over HTTP. HTTP hides its connections, so it is
-        read again after a connection failed or the server refused a request (a 4xx): the
-        server may have been replaced by one announcing something else."""
-        self._contract_read: tuple[Any, ActionMetadata] | None = None
-        """The last metadata document read for the contract, and what it read as."""
 
     def checks(self, metadata: ActionMetadata | Mapping[str, Any]) -> dict[str, Any]:
         """What this client checks and fits before sending to a server announcing `metadata`
@@ -217,26 +213,6 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
             **fitter.describe(),
             "openpi_layout": getattr(layout, "name", None if layout is None else "function"),
         }
-
-    def _contract_source(self) -> Literal["none", "stream", "http"]:
-        """Where the metadata to check against comes from: nowhere (checks off), the current
-        websocket connection's first frame, or a GET that is kept until a connection fails."""
-        if not self.options.check_contract:
-            return "none"
-        return "stream" if self._stream is not None else "http"
-
-    def _keep_contract(self, source: str, document: Any) -> ActionMetadata:
-        """`document` read as the metadata to check against (kept, over HTTP); a server that
-        announces nothing (None) gives empty metadata; what `read_metadata` refuses is a
-        `ProtocolError`. A websocket hands over the same document for every request on a
-        connection: it is read once."""
-        if self._contract_read is None or self._contract_read[0] is not document:
-            metadata = read_metadata({} if document is None else document)
-            self._contract_read = (document, metadata)
-        metadata = self._contract_read[1]
-        if source == "http":
-            self._http_metadata = metadata
-        return metadata
 
     @property
     def transport(self) -> TransportT:

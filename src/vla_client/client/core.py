@@ -2,9 +2,9 @@
 
 `ActionClient` and `AsyncActionClient` differ only in how they wait for their transport; the
 encoding (`vla_client.protocol.encode_request`), the reading of every reply
-(`vla_client.protocol.read_reply`), the deadline and age checks and the counters live here once.
-A client's `infer` is one call, `RequestBook.run` (`arun` for asyncio), handed the three things
-only its transport can do: read the server's metadata, exchange a request, read the next reply.
+(`vla_client.protocol.read_reply`), the fitting, the deadline and age checks and the counters
+live here once, in `RequestBook`, which every server family's session
+(`vla_client.client.session`) uses around its own messages. Nothing here does I/O.
 
 Time words: every duration is in seconds and says so (``timeout_s``, ``deadline_s``,
 ``max_observation_age_s``); capture times are `time.monotonic()` seconds, as the cameras stamp
@@ -13,13 +13,11 @@ them.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -310,6 +308,13 @@ def runtime_block(runtime: Mapping[str, Any] | None, return_digest: bool) -> dic
     return {**(runtime or {}), "return_digest": True}
 
 
+def refuse_runtime(runtime: Mapping[str, Any] | None) -> None:
+    """`ValueError` for a runtime block (`runtime_block`) sent to a server family that has no
+    place for one (every family but the action API's)."""
+    if runtime:
+        raise ValueError("this server takes no runtime options or digests")
+
+
 class RequestBook:
     """What both clients do around a transport: encode, bound the waits, read, count.
 
@@ -344,70 +349,6 @@ class RequestBook:
             camera_map=options.camera_map,
         )
         self._fitted: tuple[ActionMetadata, FramePreprocessor] | None = None
-
-    def run(
-        self,
-        observation: Observation,
-        parameters: Mapping[str, Any],
-        runtime: Mapping[str, Any] | None,
-        request_id: str | None,
-        *,
-        contract: Callable[[float | None], ActionMetadata | None],
-        send: Callable[[PreparedRequest], Received],
-        receive: Callable[[PreparedRequest], Received] | None,
-    ) -> ActionResult:
-        """One inference, start to end, around the three things only the client's transport
-        can do: `contract` reads the metadata to fit to (given the deadline), `send` exchanges
-        the prepared request (retries included) and `receive` reads the connection's next
-        reply (None: the transport has no stream to read on, as over HTTP).
-
-        A websocket reply to another request is counted and skipped, and the next one read,
-        until the one for this request comes or the deadline or the read timeout ends the wait.
-        """
-        deadline_at = self.deadline_at()
-        fitter = self.fitter(contract(deadline_at))
-        prepared = self.prepare(
-            observation, parameters, runtime, request_id, fitter=fitter, deadline_at=deadline_at
-        )
-        start = time.perf_counter()
-        received = send(prepared)
-        while (result := self._result(prepared, received, start, receive)) is None:
-            assert receive is not None  # `_result` skips only what can be read past
-            received = receive(prepared)
-        return result
-
-    async def arun(
-        self,
-        observation: Observation,
-        parameters: Mapping[str, Any],
-        runtime: Mapping[str, Any] | None,
-        request_id: str | None,
-        *,
-        contract: Callable[[float | None], Awaitable[ActionMetadata | None]],
-        send: Callable[[PreparedRequest], Awaitable[Received]],
-        receive: Callable[[PreparedRequest], Awaitable[Received]] | None,
-    ) -> ActionResult:
-        """`run` for asyncio: the same steps, awaiting the transport's, and fitting and
-        encoding in a worker thread, off the event loop."""
-        deadline_at = self.deadline_at()
-        fitter = self.fitter(await contract(deadline_at))
-        prepared = await asyncio.to_thread(
-            partial(self.prepare, fitter=fitter, deadline_at=deadline_at),
-            observation, parameters, runtime, request_id,
-        )  # fmt: skip
-        start = time.perf_counter()
-        received = await send(prepared)
-        while (result := self._result(prepared, received, start, receive)) is None:
-            assert receive is not None  # `_result` skips only what can be read past
-            received = await receive(prepared)
-        return result
-
-    def _result(
-        self, prepared: PreparedRequest, received: Received, start: float, receive: object
-    ) -> ActionResult | None:
-        """`result_for` with the round trip since `start`; skipping only with a `receive`."""
-        round_trip_ms = (time.perf_counter() - start) * 1000
-        return self.result_for(prepared, received, round_trip_ms, can_skip=receive is not None)
 
     def deadline_at(self) -> float | None:
         """`time.monotonic()` after which a request starting now gets no reply."""

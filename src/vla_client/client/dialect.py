@@ -23,7 +23,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
-from vla_client.client.core import PreparedRequest, RequestBook
+from vla_client.client.core import PreparedRequest, RequestBook, refuse_runtime
 from vla_client.client.fit import FramePreprocessor
 from vla_client.client.result import ActionResult, Timings
 from vla_client.codecs import msgpack_numpy
@@ -89,6 +89,12 @@ class DialectSession:
         """The server's config as the action API's metadata (image size, horizon)."""
         return (yield from self.config(self._book.deadline_at()))[1]
 
+    def contract(self, deadline_at: float | None) -> Steps[ActionMetadata | None]:
+        """The metadata observations are fitted to; None with ``check_contract=False``."""
+        if not self._book.options.check_contract:
+            return None
+        return (yield from self.config(deadline_at))[1]
+
     def _exchange(self, body: bytes, timeout_s: float | None) -> Steps[tuple[Any, int]]:
         """Send `body`; the answer's document (a text answer as its text) and size. A text
         frame that is no answer is `ServerError` (the transport has dropped the connection, as
@@ -118,10 +124,16 @@ class DialectSession:
         self.session_id = new_session_id()
 
     def infer(
-        self, observation: Observation, options: Mapping[str, Any], request_id: str | None
+        self,
+        observation: Observation,
+        options: Mapping[str, Any],
+        request_id: str | None,
+        runtime: Mapping[str, Any] | None = None,
     ) -> Steps[ActionResult]:
         """One request: `observation` fitted to the config and sent, the reply's actions
-        flattened as `read_actions` does. The endpoint takes no parameters."""
+        flattened as `read_actions` does. The endpoint takes no parameters and no `runtime`
+        block."""
+        refuse_runtime(runtime)
         if options:
             raise ValueError(
                 f"{self._dialect.NAME} takes the observation only, not {sorted(options)}"

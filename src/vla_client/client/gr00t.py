@@ -17,7 +17,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from vla_client.client.core import PreparedRequest, RequestBook
+from vla_client.client.core import PreparedRequest, RequestBook, refuse_runtime
 from vla_client.client.fit import FramePreprocessor
 from vla_client.client.result import ActionResult, Timings
 from vla_client.errors import ReplyTooLargeError, TransportError
@@ -71,15 +71,27 @@ class Gr00tSession:
         """The server's description as the action API's metadata (cameras, horizon)."""
         return (yield from self.config())[1]
 
+    def contract(self, deadline_at: float | None) -> Steps[ActionMetadata | None]:
+        """The metadata observations are fitted to; None with ``check_contract=False``."""
+        if not self._book.options.check_contract:
+            return None
+        return (yield from self.config())[1]
+
     def reset(self) -> Steps[None]:
         """GR00T's ``reset``: the policy starts a new episode."""
         yield from self._call("reset", {"options": None})
 
     def infer(
-        self, observation: Observation, options: Mapping[str, Any], request_id: str | None
+        self,
+        observation: Observation,
+        options: Mapping[str, Any],
+        request_id: str | None,
+        runtime: Mapping[str, Any] | None = None,
     ) -> Steps[ActionResult]:
         """One ``get_action``: `observation` fitted and sent, `options` as GR00T's options
-        (None when empty), the reply's per-key actions joined as `read_actions` does."""
+        (None when empty), the reply's per-key actions joined as `read_actions` does. GR00T
+        takes no `runtime` block."""
+        refuse_runtime(runtime)
         book = self._book
         deadline_at = book.deadline_at()
         config, metadata = yield from self.config()

@@ -2,27 +2,24 @@
 
 from __future__ import annotations
 
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from vla_client.client.base import ClientBase
-from vla_client.client.core import PreparedRequest, Received, runtime_block
+from vla_client.client.core import runtime_block
 from vla_client.client.result import ActionResult
-from vla_client.errors import ConnectError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, Reply, read_metadata
+from vla_client.protocol import ActionMetadata
 from vla_client.transports.base import ReplyStream, Transport
 from vla_client.transports.drive import drive
 from vla_client.transports.http import HTTPTransport
-from vla_client.transports.retry import retrying
 
 if TYPE_CHECKING:
     from vla_client.transports.websocket import WebSocketTransport
     from vla_client.transports.zmq import ZmqTransport
 
 
-class ActionClient(ClientBase[Transport, ReplyStream]):
+class ActionClient(ClientBase[Transport]):
     """Send observations to a policy server and get action chunks back.
 
     Example::
@@ -91,9 +88,7 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
-        if self._session is not None:
-            return drive(self._session.metadata())
-        return read_metadata(self._transport.metadata())
+        return drive(self._session.metadata())
 
     def infer(
         self,
@@ -109,89 +104,15 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         The reply is always the one for this request (`request_id`, or a fresh id): on a
         websocket a reply to another request is skipped and the next one read.
         """
-        if self._session is not None:
-            if runtime or return_digest:
-                raise ValueError("this server takes no runtime options or digests")
-            return drive(self._session.infer(observation, parameters, request_id))
-        return self._book.run(
-            observation,
-            parameters,
-            runtime_block(runtime, return_digest),
-            request_id,
-            contract=self._server_contract,
-            send=self._send,
-            receive=self._receive if self._stream is not None else None,
-        )
+        block = runtime_block(runtime, return_digest)
+        return drive(self._session.infer(observation, parameters, request_id, block))
 
     def fit(self, observation: Observation) -> Observation:
         """`observation` as `infer` sends it: its cameras renamed and resized to the server's
         metadata (read as `infer` reads it) and the options; `ContractError` where it does not
         fit. What a log of the frames sent shows (`vla_client.viz.RerunLog`)."""
-        return self._book.fitter(self._server_contract(self._book.deadline_at()))(observation)
-
-    def _server_contract(self, deadline_at: float | None) -> ActionMetadata | None:
-        """The metadata to fit observations to: None with ``check_contract=False``; on a
-        websocket, the current connection's (connecting if needed, so a reconnect is checked
-        afresh); over HTTP, read once and again after a connection failed. Reading it is
-        retried as requests are."""
-        source = self._contract_source()
-        if source == "none":
-            return None
-        if source == "http" and self._http_metadata is not None:
-            return self._http_metadata
-        budget_s = None if deadline_at is None else deadline_at - time.monotonic()
-        return retrying(
-            lambda: self._read_contract(source, deadline_at),
-            self.retry,
-            budget_s=budget_s,
-            on_retry=self._book.retried,
-        )
-
-    def _read_contract(self, source: str, deadline_at: float | None) -> ActionMetadata:
-        try:
-            document = self._transport.metadata(timeout_s=self._book.wait_until(deadline_at))
-        except ServerError as exc:
-            if exc.status_code != 404:  # a server without metadata announces nothing
-                raise
-            document = None
-        return self._keep_contract(source, document)
-
-    def _send(self, prepared: PreparedRequest) -> Received:
-        """`prepared`'s exchange, retried as `retry` allows within its deadline."""
-        return retrying(
-            lambda: self._attempt(prepared),
-            self.retry,
-            budget_s=self._book.budget(prepared),
-            on_retry=self._book.retried,
-        )
-
-    def _attempt(self, prepared: PreparedRequest) -> Received:
-        try:
-            with self._book.waiting(prepared) as timeout_s:
-                reply = self._transport.exchange(
-                    prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s
-                )
-        except ConnectError:
-            self._http_metadata = None  # the server may have come back as another
-            raise
-        return self._read(prepared, reply)
-
-    def _receive(self, prepared: PreparedRequest) -> Received:
-        """The websocket's next reply, read past one to another request."""
-        assert self._stream is not None  # given to `run` only with a stream
-        with self._book.waiting(prepared) as timeout_s:
-            reply = self._stream.receive(timeout_s=timeout_s)
-        return self._read(prepared, reply)
-
-    def _read(self, prepared: PreparedRequest, reply: Reply) -> Received:
-        try:
-            return self._book.read(prepared, reply)
-        except ServerError as exc:
-            if self._stream is not None:  # the server ends a websocket after an error
-                self._stream.reset()
-            if 400 <= exc.status_code < 500:  # it may be another server now: read it again
-                self._http_metadata = None
-            raise
+        contract = drive(self._session.contract(self._book.deadline_at()))
+        return self._book.fitter(contract)(observation)
 
     def reset(self) -> None:
         """Start a new episode: GR00T's server resets its policy; vLLM-Omni's robot endpoint
@@ -199,8 +120,7 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         the reference server's) and openpi's websocket keep no episode state between
         requests, so there it does nothing. `ControlLoop` and ``vla-client eval`` call it at
         each episode's start."""
-        if self._session is not None:
-            drive(self._session.reset())
+        drive(self._session.reset())
 
     def close(self) -> None:
         """Close the connection (pool)."""
