@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
 
 from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
 from vla_client.client.result import ActionResult, Timings
@@ -282,6 +285,16 @@ class PreparedRequest:
     resized), which is what the server's digests are of."""
 
 
+@dataclass
+class Exchange:
+    """One exchange as `RequestBook.exchanging` times it: the most it may take (None: no
+    deadline), its `time.perf_counter()` start, and, once it has ended, its round trip."""
+
+    timeout_s: float | None
+    started: float
+    round_trip_ms: float = 0.0
+
+
 @dataclass(frozen=True)
 class Received:
     """A reply that passed `read_reply`: the reply, its parsed document, and the parse time."""
@@ -411,13 +424,10 @@ class RequestBook:
         Raises `StaleObservationError` for an observation older than ``max_observation_age_s``
         (counted) and `ContractError` for one that does not fit, before anything is encoded.
         """
-        options = self.options
         encoding, wire, layout = self._encode_as
-        observation, fit_ms = self.fitted(observation, fitter)
-        start = time.perf_counter()
         request_id = request_id or new_request_id()
-        body, content_type = encode_request(
-            observation,
+        encode = partial(
+            encode_request,
             encoding=encoding,
             wire=wire,
             # openpi's requests have no place for an id: they carry the layout's keys only, and
@@ -425,16 +435,41 @@ class RequestBook:
             request_id=None if layout is not None else request_id,
             parameters=parameters,
             runtime=runtime,
-            jpeg_quality=options.jpeg_quality,
+            jpeg_quality=self.options.jpeg_quality,
             openpi=layout,
         )
-        self.stats.sent += 1
         digested = runtime is not None and runtime.get("return_digest") is True
+        return self.prepare_message(
+            observation, fitter, encode, request_id, deadline_at, digested=digested
+        )
+
+    def prepare_message(
+        self,
+        observation: Observation,
+        fitter: FramePreprocessor,
+        encode: Callable[[Observation], tuple[bytes, str]],
+        request_id: str | None,
+        deadline_at: float | None,
+        *,
+        digested: bool = False,
+    ) -> PreparedRequest:
+        """`observation` fitted with `fitter` and made a request body by `encode` (which
+        returns the body and its content type: the action API's `encode_request`, a server
+        family's own message); the request gets `request_id` or a fresh id, and with
+        `digested` the digests of the frames as sent.
+
+        Raises `StaleObservationError` for an observation older than ``max_observation_age_s``
+        (counted) and `ContractError` for one that does not fit, before anything is encoded.
+        """
+        observation, fit_ms = self.fitted(observation, fitter)
+        start = time.perf_counter()
+        body, content_type = encode(observation)
+        self.stats.sent += 1
         return PreparedRequest(
             body=body,
             content_type=content_type,
-            accept=content_type if wire == "msgpack" else "application/json",
-            request_id=request_id,
+            accept=content_type,
+            request_id=request_id or new_request_id(),
             fit_ms=fit_ms,
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
@@ -517,6 +552,17 @@ class RequestBook:
                 request_id=prepared.request_id,
             ) from exc
 
+    @contextmanager
+    def exchanging(self, prepared: PreparedRequest) -> Iterator[Exchange]:
+        """One timed exchange of `prepared`: `waiting`'s bound (the `Exchange`'s
+        `timeout_s`), its `round_trip_ms` set when it ends, and an answer that came after the
+        deadline counted and raised (`check_in_time`)."""
+        with self.waiting(prepared) as timeout_s:
+            exchange = Exchange(timeout_s, time.perf_counter())
+            yield exchange
+        exchange.round_trip_ms = (time.perf_counter() - exchange.started) * 1000
+        self.check_in_time(prepared)
+
     def retried(self, error: Exception) -> None:
         """`on_retry` hook: count a retried attempt."""
         self.stats.retries += 1
@@ -569,6 +615,32 @@ class RequestBook:
             **(document.get("timings") or {}),
             **(document.get("server_timing") or {}),
         }
+        return self.result(
+            prepared,
+            actions,
+            round_trip_ms=round_trip_ms,
+            decode_ms=received.read_ms + (time.perf_counter() - start) * 1000,
+            bytes_received=len(received.reply.content),
+            raw=document,
+            server={k: float(v) for k, v in server_timings.items() if isinstance(v, int | float)},
+            digests=document.get("digests"),
+        )
+
+    @staticmethod
+    def result(
+        prepared: PreparedRequest,
+        actions: np.ndarray,
+        *,
+        round_trip_ms: float,
+        decode_ms: float,
+        bytes_received: int,
+        raw: dict[str, Any],
+        server: dict[str, float] | None = None,
+        digests: dict[str, dict[str, Any]] | None = None,
+        action_keys: dict[str, slice] | None = None,
+    ) -> ActionResult:
+        """The `ActionResult` of `prepared`'s reply: its `actions`, what each stage took (the
+        server's own `server` timings among them) and what was sent and received."""
         return ActionResult(
             actions=actions,
             request_id=prepared.request_id,
@@ -576,14 +648,13 @@ class RequestBook:
                 fit_ms=prepared.fit_ms,
                 encode_ms=prepared.encode_ms,
                 round_trip_ms=round_trip_ms,
-                decode_ms=received.read_ms + (time.perf_counter() - start) * 1000,
+                decode_ms=decode_ms,
                 bytes_sent=len(prepared.body),
-                bytes_received=len(received.reply.content),
-                server={
-                    k: float(v) for k, v in server_timings.items() if isinstance(v, int | float)
-                },
+                bytes_received=bytes_received,
+                server=server or {},
             ),
-            raw=document,
-            digests=document.get("digests"),
+            raw=raw,
+            digests=digests,
+            action_keys=action_keys,
             sent_digests=prepared.sent_digests,
         )

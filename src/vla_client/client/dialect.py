@@ -19,17 +19,15 @@ import time
 import uuid
 import warnings
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any, Protocol
 
-from vla_client.client.core import PreparedRequest, RequestBook, refuse_runtime
-from vla_client.client.fit import FramePreprocessor
-from vla_client.client.result import ActionResult, Timings
+from vla_client.client.core import RequestBook, refuse_runtime
+from vla_client.client.result import ActionResult
 from vla_client.codecs import msgpack_numpy
 from vla_client.errors import CodecError, ContractError, ProtocolError
 from vla_client.observation import Observation
-from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata, Reply, new_request_id
+from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata, Reply
 from vla_client.protocol.reply_read import read_reply
 from vla_client.transports.drive import Offload, Steps
 
@@ -143,27 +141,20 @@ class DialectSession:
         config, metadata = yield from self.config(deadline_at)
         fitter = book.fitter(metadata if book.options.check_contract else None)
         observation = self._asked_cameras(observation, self._dialect.cameras(config))
-        prepared = yield Offload(partial(self._prepare, observation, config, fitter))
-        prepared = replace(prepared, request_id=request_id or prepared.request_id,
-                           deadline_at=deadline_at)  # fmt: skip
-        start = time.perf_counter()
-        with book.waiting(prepared) as timeout_s:
-            answer, bytes_received = yield from self._exchange(prepared.body, timeout_s)
-        round_trip_ms = (time.perf_counter() - start) * 1000
-        book.check_in_time(prepared)
+        encode = partial(self._encode, config)
+        prepared = yield Offload(
+            partial(book.prepare_message, observation, fitter, encode, request_id, deadline_at)
+        )
+        with book.exchanging(prepared) as exchange:
+            answer, bytes_received = yield from self._exchange(prepared.body, exchange.timeout_s)
         read_start = time.perf_counter()
         actions, action_keys = self._dialect.read_actions(answer, config)
-        return ActionResult(
-            actions=actions,
-            request_id=prepared.request_id,
-            timings=Timings(
-                fit_ms=prepared.fit_ms,
-                encode_ms=prepared.encode_ms,
-                round_trip_ms=round_trip_ms,
-                decode_ms=(time.perf_counter() - read_start) * 1000,
-                bytes_sent=len(prepared.body),
-                bytes_received=bytes_received,
-            ),
+        return book.result(
+            prepared,
+            actions,
+            round_trip_ms=exchange.round_trip_ms,
+            decode_ms=(time.perf_counter() - read_start) * 1000,
+            bytes_received=bytes_received,
             raw=dict(answer) if isinstance(answer, Mapping) else {"actions": answer},
             action_keys=action_keys,
         )
@@ -193,20 +184,7 @@ class DialectSession:
         times = {name: t for name, t in observation.capture_times.items() if name in kept}
         return Observation(kept, observation.state, observation.task, times)
 
-    def _prepare(
-        self, observation: Observation, config: Any, fitter: FramePreprocessor
-    ) -> PreparedRequest:
-        book = self._book
-        fitted, fit_ms = book.fitted(observation, fitter)
-        start = time.perf_counter()
-        document = self._dialect.request_document(fitted, config, self.session_id)
-        body = msgpack_numpy.packb(document)
-        book.stats.sent += 1
-        return PreparedRequest(
-            body=body,
-            content_type=MSGPACK_CONTENT_TYPE,
-            accept=MSGPACK_CONTENT_TYPE,
-            request_id=new_request_id(),
-            fit_ms=fit_ms,
-            encode_ms=(time.perf_counter() - start) * 1000,
-        )
+    def _encode(self, config: Any, observation: Observation) -> tuple[bytes, str]:
+        """The family's request for the fitted `observation`, in this session."""
+        document = self._dialect.request_document(observation, config, self.session_id)
+        return msgpack_numpy.packb(document), MSGPACK_CONTENT_TYPE

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from vla_client.client.core import PreparedRequest, RequestBook, refuse_runtime
-from vla_client.client.fit import FramePreprocessor
-from vla_client.client.result import ActionResult, Timings
+from vla_client.client.core import RequestBook, refuse_runtime
+from vla_client.client.result import ActionResult
 from vla_client.errors import ReplyTooLargeError, TransportError
 from vla_client.observation import Observation
-from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata, new_request_id
+from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata
 from vla_client.protocol.gr00t import (
     Call,
     Gr00tConfig,
@@ -96,51 +94,28 @@ class Gr00tSession:
         deadline_at = book.deadline_at()
         config, metadata = yield from self.config()
         fitter = book.fitter(metadata if book.options.check_contract else None)
+        encode = partial(self._encode, dict(options) or None, config)
         prepared = yield Offload(
-            partial(self._prepare, observation, dict(options) or None, config, fitter)
+            partial(book.prepare_message, observation, fitter, encode, request_id, deadline_at)
         )
-        prepared = replace(prepared, request_id=request_id or prepared.request_id,
-                           deadline_at=deadline_at)  # fmt: skip
-        start = time.perf_counter()
-        with book.waiting(prepared) as timeout_s:
-            answer, bytes_received = yield from self._exchange(prepared.body, timeout_s)
-        round_trip_ms = (time.perf_counter() - start) * 1000
-        book.check_in_time(prepared)
+        with book.exchanging(prepared) as exchange:
+            answer, bytes_received = yield from self._exchange(prepared.body, exchange.timeout_s)
         read_start = time.perf_counter()
         actions, action_keys = read_actions(answer, config)
-        return ActionResult(
-            actions=actions,
-            request_id=prepared.request_id,
-            timings=Timings(
-                fit_ms=prepared.fit_ms,
-                encode_ms=prepared.encode_ms,
-                round_trip_ms=round_trip_ms,
-                decode_ms=(time.perf_counter() - read_start) * 1000,
-                bytes_sent=len(prepared.body),
-                bytes_received=bytes_received,
-            ),
+        return book.result(
+            prepared,
+            actions,
+            round_trip_ms=exchange.round_trip_ms,
+            decode_ms=(time.perf_counter() - read_start) * 1000,
+            bytes_received=bytes_received,
             raw={"actions": answer[0], "info": answer[1]},
             action_keys=action_keys,
         )
 
-    def _prepare(
-        self,
-        observation: Observation,
-        options: dict[str, Any] | None,
-        config: Gr00tConfig,
-        fitter: FramePreprocessor,
-    ) -> PreparedRequest:
-        book = self._book
-        fitted, fit_ms = book.fitted(observation, fitter)
-        start = time.perf_counter()
-        document = observation_document(fitted, config, book.options.state_split)
-        body = message("get_action", {"observation": document, "options": options}, self._api_token)
-        book.stats.sent += 1
-        return PreparedRequest(
-            body=body,
-            content_type=MSGPACK_CONTENT_TYPE,
-            accept=MSGPACK_CONTENT_TYPE,
-            request_id=new_request_id(),
-            fit_ms=fit_ms,
-            encode_ms=(time.perf_counter() - start) * 1000,
-        )
+    def _encode(
+        self, options: dict[str, Any] | None, config: Gr00tConfig, observation: Observation
+    ) -> tuple[bytes, str]:
+        """The ``get_action`` message for the fitted `observation`, with GR00T's `options`."""
+        document = observation_document(observation, config, self._book.options.state_split)
+        data = {"observation": document, "options": options}
+        return message("get_action", data, self._api_token), MSGPACK_CONTENT_TYPE
