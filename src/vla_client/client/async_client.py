@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vla_client.client.base import ClientBase
 from vla_client.client.core import runtime_block
@@ -12,11 +12,6 @@ from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
 from vla_client.transports.base import AsyncReplyStream, AsyncTransport
 from vla_client.transports.drive import adrive
-from vla_client.transports.http import AsyncHTTPTransport
-
-if TYPE_CHECKING:
-    from vla_client.transports.websocket import AsyncWebSocketTransport
-    from vla_client.transports.zmq import AsyncZmqTransport
 
 
 class AsyncActionClient(ClientBase[AsyncTransport]):
@@ -33,19 +28,7 @@ class AsyncActionClient(ClientBase[AsyncTransport]):
     """
 
     _stream_type = AsyncReplyStream
-    _http_type = AsyncHTTPTransport
-
-    @staticmethod
-    def _zmq_type() -> type[AsyncZmqTransport]:
-        from vla_client.transports.zmq import AsyncZmqTransport
-
-        return AsyncZmqTransport
-
-    @staticmethod
-    def _websocket_type() -> type[AsyncWebSocketTransport]:
-        from vla_client.transports.websocket import AsyncWebSocketTransport
-
-        return AsyncWebSocketTransport
+    _transport_prefix = "Async"
 
     async def metadata(self) -> ActionMetadata:
         """The server's policy description."""

@@ -9,12 +9,13 @@ transport classes and the reply-stream protocol its websocket transports follow.
 from __future__ import annotations
 
 import functools
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
+import vla_client.transports as transports
 from vla_client.client.action_api import ActionApiSession
 from vla_client.client.core import (
     ClientOptions,
@@ -50,6 +51,11 @@ TransportT = TypeVar("TransportT")
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
 DIALECTS: dict[str, Dialect] = {"vllm_omni": vllm_omni, "roboarena": roboarena}
 """The websocket endpoints whose server family has its own dialect, and its module."""
+TRANSPORT_CLASSES: dict[TransportKind, str] = {
+    "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport"
+}  # fmt: skip
+"""The blocking transport class of each kind, by its name in `vla_client.transports`, which
+imports it on first use (the ``websocket`` and ``gr00t`` extras may not be installed)."""
 
 
 def check_base_url(base_url: str) -> None:
@@ -98,7 +104,9 @@ class ClientBase(ABC, Generic[TransportT]):
 
     _stream_type: type
     """The runtime-checkable `ReplyStream` protocol of this client's websocket transports."""
-    _http_type: Callable[..., Any]
+    _transport_prefix: str
+    """What this client's transport classes' names begin with (``Async`` for asyncio's): in
+    `vla_client.transports`, before each name of `TRANSPORT_CLASSES`."""
 
     @renamed_keywords(  # the 0.1.0 names
         timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s"
@@ -160,20 +168,13 @@ class ClientBase(ABC, Generic[TransportT]):
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
             kind = transport_kind(urlsplit(base_url).scheme, transport, endpoint)
-            if kind == "zmq":
-                opened = self._zmq_type()(
-                    base_url, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes
-                )
-            elif kind == "websocket":
-                opened = self._websocket_type()(
-                    base_url, endpoint=endpoint, timeout_s=timeout_s, api_key=api_key,
-                    max_reply_bytes=max_reply_bytes,
-                )  # fmt: skip
-            else:
-                opened = self._http_type(
-                    base_url, timeout_s=timeout_s, api_key=api_key, max_reply_bytes=max_reply_bytes
-                )
-            transport = cast("TransportT", opened)
+            opener = getattr(transports, self._transport_prefix + TRANSPORT_CLASSES[kind])
+            given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
+            if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
+                given["api_key"] = api_key
+            if kind == "websocket":
+                given["endpoint"] = endpoint
+            transport = cast("TransportT", opener(base_url, **given))
         self._transport: TransportT = transport
         gr00t = isinstance(transport, MessageTransport)
         dialect = DIALECTS.get(getattr(transport, "endpoint", None) or "")
@@ -218,15 +219,3 @@ class ClientBase(ABC, Generic[TransportT]):
     def transport(self) -> TransportT:
         """The transport in use (a websocket transport has its own connection `stats`)."""
         return self._transport
-
-    @staticmethod
-    @abstractmethod
-    def _zmq_type() -> Callable[..., Any]:
-        """This client's ZeroMQ transport class, imported only when one is opened (the
-        ``gr00t`` extra may not be installed)."""
-
-    @staticmethod
-    @abstractmethod
-    def _websocket_type() -> Callable[..., Any]:
-        """This client's websocket transport class, imported only when a websocket is opened
-        (the ``websocket`` extra may not be installed)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vla_client.client.base import ClientBase
 from vla_client.client.core import runtime_block
@@ -12,11 +12,6 @@ from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
 from vla_client.transports.base import ReplyStream, Transport
 from vla_client.transports.drive import drive
-from vla_client.transports.http import HTTPTransport
-
-if TYPE_CHECKING:
-    from vla_client.transports.websocket import WebSocketTransport
-    from vla_client.transports.zmq import ZmqTransport
 
 
 class ActionClient(ClientBase[Transport]):
@@ -72,19 +67,7 @@ class ActionClient(ClientBase[Transport]):
     """
 
     _stream_type = ReplyStream
-    _http_type = HTTPTransport
-
-    @staticmethod
-    def _zmq_type() -> type[ZmqTransport]:
-        from vla_client.transports.zmq import ZmqTransport
-
-        return ZmqTransport
-
-    @staticmethod
-    def _websocket_type() -> type[WebSocketTransport]:
-        from vla_client.transports.websocket import WebSocketTransport
-
-        return WebSocketTransport
+    _transport_prefix = ""
 
     def metadata(self) -> ActionMetadata:
         """The server's policy description (cameras, image size, action horizon and dims)."""
