@@ -24,8 +24,9 @@ import asyncio
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from websockets.asyncio.client import ClientConnection as AsyncConnection
@@ -56,6 +57,7 @@ from vla_client.protocol import (
     websocket_url,
 )
 from vla_client.protocol.status import redirect_detail
+from vla_client.transports.drive import Steps, adrive, drive
 from vla_client.transports.http import LONGER_TIMEOUT, unreachable
 from vla_client.transports.retry import Backoff
 from vla_client.validation import check_positive, renamed_keywords
@@ -274,6 +276,87 @@ class _Link(Generic[ConnectionT, LockT]):
             self.timeout_s if end is None else max(0.0, min(self.timeout_s, end - time.monotonic()))
         )
 
+    # What each transport does its own way: open a connection (following no redirect), and
+    # read its next frame within `wait_s` seconds (`TimeoutError` when none came), blocking
+    # or as an awaitable. Everything else is the steps below, run with `drive` or `adrive`.
+
+    @staticmethod
+    @abstractmethod
+    def _open(url: str, options: dict[str, Any]) -> Any: ...
+
+    @staticmethod
+    @abstractmethod
+    def _next_frame(conn: Any, wait_s: float) -> Any: ...
+
+    def _metadata(self, timeout_s: float | None) -> Steps[Any]:
+        yield from self._connected(timeout_s)
+        return self.server_metadata
+
+    def _exchange(self, body: bytes, timeout_s: float | None) -> Steps[Reply]:
+        end = ends_at(timeout_s)
+        conn = yield from self._connected(timeout_s)
+        try:
+            yield partial(conn.send, body)
+        except ConnectionClosed as exc:
+            yield from self._drop()
+            raise self.lost(exc) from exc
+        return (yield from self._reply(conn, end))
+
+    def _receive(self, timeout_s: float | None) -> Steps[Reply]:
+        if self._conn is None:
+            raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
+        return (yield from self._reply(self._conn, ends_at(timeout_s)))
+
+    def _connected(self, timeout_s: float | None) -> Steps[ConnectionT]:
+        """The open connection, or a new one whose metadata frame has been read."""
+        if self._conn is not None and self._conn.state is State.OPEN:
+            return self._conn
+        yield from self._drop()
+        self.gate.check(self.url)
+        try:
+            conn: ConnectionT = yield partial(self._open, self.url, self.connect_options(timeout_s))
+        except _CONNECT_ERRORS as exc:
+            raise self.connect_failed(exc) from exc
+        try:
+            self.opened(conn, (yield partial(self._next_frame, conn, self.connect_wait(timeout_s))))
+        except (*_CONNECT_ERRORS, ConnectError) as exc:
+            yield conn.close
+            raise self.connect_failed(exc) from exc
+        self._conn = conn
+        return conn
+
+    def _reply(self, conn: ConnectionT, end: float | None) -> Steps[Reply]:
+        """The next reply frame on `conn` as a `Reply`; a text frame that answers no request
+        is the server's error, the close that follows it read for its status."""
+        wait = self.wait(end)
+        try:
+            frame = yield partial(self._next_frame, conn, wait)
+        except TimeoutError:
+            yield from self._drop()
+            raise self.timed_out(wait) from None
+        except ConnectionClosed as exc:
+            error = self.lost(exc)
+            yield from self._drop()
+            raise error from exc
+        if isinstance(frame, bytes):
+            return frame_reply(frame)
+        if frame in self.text_answers:
+            return Reply(200, "text/plain", frame.encode())
+        closed = None
+        try:
+            yield partial(self._next_frame, conn, CLOSE_TIMEOUT_S)
+        except ConnectionClosed as exc:
+            closed = exc
+        except TimeoutError:
+            pass
+        yield from self._drop()
+        return frame_reply(frame, closed)
+
+    def _drop(self) -> Steps[None]:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            yield conn.close
+
 
 def ends_at(timeout_s: float | None) -> float | None:
     """When an exchange given `timeout_s` must end, as `time.monotonic()` (None: no bound)."""
@@ -301,12 +384,21 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
     def _new_lock() -> threading.Lock:
         return threading.Lock()
 
+    @staticmethod
+    def _open(url: str, options: dict[str, Any]) -> ClientConnection:
+        conn = _open_sync(url, **options)
+        conn.__enter__()  # as `with connect()` would; websockets >= 17.1 warns otherwise
+        return conn
+
+    @staticmethod
+    def _next_frame(conn: ClientConnection, wait_s: float) -> str | bytes:
+        return conn.recv(timeout=wait_s)
+
     def metadata(self, *, timeout_s: float | None = None) -> Any:
         """The metadata frame the server sent on the current connection (connecting if needed,
         within `timeout_s` when that is shorter than the connect timeout)."""
         with self._lock:
-            self._connected(timeout_s)
-            return self.server_metadata
+            return drive(self._metadata(timeout_s))
 
     def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
@@ -314,79 +406,22 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
         """Send one frame and return the next reply, all within `timeout_s` when given (the
         transport's own timeout still bounds the wait for the frame)."""
         with self._lock:
-            end = ends_at(timeout_s)
-            conn = self._connected(timeout_s)
-            try:
-                conn.send(body)
-            except ConnectionClosed as exc:
-                self._drop()
-                raise self.lost(exc) from exc
-            return self._recv(conn, end)
+            return drive(self._exchange(body, timeout_s))
 
     def receive(self, *, timeout_s: float | None = None) -> Reply:
         """The next reply frame on the current connection (after a reply that was skipped),
         within `timeout_s` when given and the transport's timeout."""
         with self._lock:
-            if self._conn is None:
-                raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
-            return self._recv(self._conn, ends_at(timeout_s))
+            return drive(self._receive(timeout_s))
 
     def reset(self) -> None:
         """Forget the connection (the server ends it after an error); the next call reconnects."""
         with self._lock:
-            self._drop()
+            drive(self._drop())
 
     def close(self) -> None:
         with self._lock:
-            self._drop()
-
-    def _connected(self, timeout_s: float | None = None) -> ClientConnection:
-        if self._conn is not None and self._conn.state is State.OPEN:
-            return self._conn
-        self._drop()
-        self.gate.check(self.url)
-        try:
-            conn = _open_sync(self.url, **self.connect_options(timeout_s))
-            conn.__enter__()  # as `with connect()` would; websockets >= 17.1 warns otherwise
-        except _CONNECT_ERRORS as exc:
-            raise self.connect_failed(exc) from exc
-        try:
-            self.opened(conn, conn.recv(timeout=self.connect_wait(timeout_s)))
-        except (*_CONNECT_ERRORS, ConnectError) as exc:
-            conn.close()
-            raise self.connect_failed(exc) from exc
-        self._conn = conn
-        return conn
-
-    def _recv(self, conn: ClientConnection, end: float | None) -> Reply:
-        wait = self.wait(end)
-        try:
-            frame = conn.recv(timeout=wait)
-        except TimeoutError:
-            self._drop()
-            raise self.timed_out(wait) from None
-        except ConnectionClosed as exc:
-            error = self.lost(exc)
-            self._drop()
-            raise error from exc
-        if isinstance(frame, bytes):
-            return frame_reply(frame)
-        if frame in self.text_answers:
-            return Reply(200, "text/plain", frame.encode())
-        closed = None
-        try:
-            conn.recv(timeout=CLOSE_TIMEOUT_S)
-        except ConnectionClosed as exc:
-            closed = exc
-        except TimeoutError:
-            pass
-        self._drop()
-        return frame_reply(frame, closed)
-
-    def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+            drive(self._drop())
 
 
 class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
@@ -396,81 +431,35 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
     def _new_lock() -> asyncio.Lock:
         return asyncio.Lock()
 
+    @staticmethod
+    def _open(url: str, options: dict[str, Any]) -> Awaitable[AsyncConnection]:
+        return _AsyncOpener(url, **options)
+
+    @staticmethod
+    async def _next_frame(conn: AsyncConnection, wait_s: float) -> str | bytes:
+        try:
+            return await asyncio.wait_for(conn.recv(), wait_s)
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+            raise TimeoutError from None
+
     async def metadata(self, *, timeout_s: float | None = None) -> Any:
         async with self._lock:
-            await self._connected(timeout_s)
-            return self.server_metadata
+            return await adrive(self._metadata(timeout_s))
 
     async def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None
     ) -> Reply:
         async with self._lock:
-            end = ends_at(timeout_s)
-            conn = await self._connected(timeout_s)
-            try:
-                await conn.send(body)
-            except ConnectionClosed as exc:
-                await self._drop()
-                raise self.lost(exc) from exc
-            return await self._recv(conn, end)
+            return await adrive(self._exchange(body, timeout_s))
 
     async def receive(self, *, timeout_s: float | None = None) -> Reply:
         async with self._lock:
-            if self._conn is None:
-                raise ConnectError(f"connection to {self.url} is closed; its replies are lost")
-            return await self._recv(self._conn, ends_at(timeout_s))
+            return await adrive(self._receive(timeout_s))
 
     async def reset(self) -> None:
         async with self._lock:
-            await self._drop()
+            await adrive(self._drop())
 
     async def close(self) -> None:
         async with self._lock:
-            await self._drop()
-
-    async def _connected(self, timeout_s: float | None = None) -> AsyncConnection:
-        if self._conn is not None and self._conn.state is State.OPEN:
-            return self._conn
-        await self._drop()
-        self.gate.check(self.url)
-        try:
-            conn: AsyncConnection = await _AsyncOpener(self.url, **self.connect_options(timeout_s))
-        except _CONNECT_ERRORS as exc:
-            raise self.connect_failed(exc) from exc
-        try:
-            self.opened(conn, await asyncio.wait_for(conn.recv(), self.connect_wait(timeout_s)))
-        except (*_CONNECT_ERRORS, ConnectError) as exc:
-            await conn.close()
-            raise self.connect_failed(exc) from exc
-        self._conn = conn
-        return conn
-
-    async def _recv(self, conn: AsyncConnection, end: float | None) -> Reply:
-        wait = self.wait(end)
-        try:
-            frame = await asyncio.wait_for(conn.recv(), wait)
-        except asyncio.TimeoutError:
-            await self._drop()
-            raise self.timed_out(wait) from None
-        except ConnectionClosed as exc:
-            error = self.lost(exc)
-            await self._drop()
-            raise error from exc
-        if isinstance(frame, bytes):
-            return frame_reply(frame)
-        if frame in self.text_answers:
-            return Reply(200, "text/plain", frame.encode())
-        closed = None
-        try:
-            await asyncio.wait_for(conn.recv(), CLOSE_TIMEOUT_S)
-        except ConnectionClosed as exc:
-            closed = exc
-        except asyncio.TimeoutError:
-            pass
-        await self._drop()
-        return frame_reply(frame, closed)
-
-    async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await conn.close()
+            await adrive(self._drop())
