@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import httpcore
@@ -36,20 +37,23 @@ from vla_client.protocol import (
 )
 from vla_client.validation import check_positive, renamed_keywords
 
+ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
+
 _exchange_ends_at: ContextVar[float | None] = ContextVar("exchange_ends_at", default=None)
 """`time.monotonic()` by which the current blocking exchange must end (None: no bound)."""
 
 
-class _HTTPBase:
-    """What the sync and async transports share: options, headers and the reply size cap.
+class _HTTPBase(Generic[ClientT]):
+    """What the sync and async transports share: options, headers, URLs and the reply size cap.
 
     `max_reply_bytes` caps every reply; None sizes it from the metadata the server announces
     (`vla_client.protocol.reply_size_limit`, at least `REPLY_SIZE_FLOOR` bytes).
     """
 
+    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
     def __init__(
-        self, base_url: str, timeout_s: float, api_key: str | None,
-        headers: dict[str, str] | None, max_reply_bytes: int | None,
+        self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
+        headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
     ) -> None:  # fmt: skip
         check_positive("timeout_s", timeout_s)
         check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
@@ -57,11 +61,17 @@ class _HTTPBase:
         self._announced_reply_bytes = REPLY_SIZE_FLOOR
         self._url = base_url.rstrip("/")
         self._timeout_s = timeout_s
-        self._client_options: dict[str, Any] = {
-            "base_url": base_url.rstrip("/"),
-            "timeout": timeout_s,
-            "headers": {**auth_headers(api_key), **(headers or {})},
-        }
+        self._client: ClientT = self._new_client(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout_s,
+            headers={**auth_headers(api_key), **(headers or {})},
+        )
+        self._urls = _endpoint_urls(self._client.base_url)
+
+    @staticmethod
+    @abstractmethod
+    def _new_client(**options: Any) -> ClientT:
+        """The httpx client with `options`, that holds the connection pool."""
 
     @property
     def reply_limit(self) -> int:
@@ -74,17 +84,12 @@ class _HTTPBase:
         return document
 
 
-class HTTPTransport(_HTTPBase):
+class HTTPTransport(_HTTPBase[httpx.Client]):
     """Blocking HTTP transport on an `httpx.Client`; `timeout_s` bounds every read."""
 
-    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
-    def __init__(
-        self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
-        headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(base_url, timeout_s, api_key, headers, max_reply_bytes)
-        self._client = httpx.Client(transport=_bounded_transport(), **self._client_options)
-        self._urls = _endpoint_urls(self._client.base_url)
+    @staticmethod
+    def _new_client(**options: Any) -> httpx.Client:
+        return httpx.Client(transport=_bounded_transport(), **options)
 
     def metadata(self, *, timeout_s: float | None = None) -> Any:
         return self._metadata_read(self._send("GET", METADATA_PATH, {}, None, timeout_s))
@@ -119,17 +124,12 @@ class HTTPTransport(_HTTPBase):
         self._client.close()
 
 
-class AsyncHTTPTransport(_HTTPBase):
+class AsyncHTTPTransport(_HTTPBase[httpx.AsyncClient]):
     """asyncio HTTP transport on an `httpx.AsyncClient`."""
 
-    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
-    def __init__(
-        self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
-        headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(base_url, timeout_s, api_key, headers, max_reply_bytes)
-        self._client = httpx.AsyncClient(**self._client_options)
-        self._urls = _endpoint_urls(self._client.base_url)
+    @staticmethod
+    def _new_client(**options: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**options)
 
     async def metadata(self, *, timeout_s: float | None = None) -> Any:
         return self._metadata_read(await self._send("GET", METADATA_PATH, {}, None, timeout_s))
