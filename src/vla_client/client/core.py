@@ -58,6 +58,7 @@ from vla_client.protocol import (
     read_reply,
 )
 from vla_client.protocol.gr00t import check_state_split
+from vla_client.transports.drive import Offload, Steps
 from vla_client.validation import check_choice, check_positive
 
 Resize = Literal["auto", "pad", "crop", "none"]
@@ -551,6 +552,39 @@ class RequestBook:
                 f"{self.options.deadline_s:.3g} s",
                 request_id=prepared.request_id,
             ) from exc
+
+    def message_round(
+        self,
+        observation: Observation,
+        metadata: ActionMetadata,
+        request_id: str | None,
+        deadline_at: float | None,
+        encode: Callable[[Observation], tuple[bytes, str]],
+        exchange: Callable[[bytes, float | None], Steps[tuple[Any, int]]],
+        read: Callable[[Any], tuple[np.ndarray, dict[str, slice] | None, dict[str, Any]]],
+    ) -> Steps[ActionResult]:
+        """One request to a server family with messages of its own (GR00T's, the dialects'),
+        as steps: `observation` fitted to `metadata` (unless ``check_contract`` is off) and
+        made a message by `encode` (in a worker thread, under asyncio), sent and answered by
+        the family's `exchange` steps (the answer and its size in bytes) within the deadline,
+        and the answer read by `read` (the actions, their keys, the reply as `raw`)."""
+        fitter = self.fitter(metadata if self.options.check_contract else None)
+        prepared = yield Offload(
+            partial(self.prepare_message, observation, fitter, encode, request_id, deadline_at)
+        )
+        with self.exchanging(prepared) as timed:
+            answer, bytes_received = yield from exchange(prepared.body, timed.timeout_s)
+        start = time.perf_counter()
+        actions, action_keys, raw = read(answer)
+        return self.result(
+            prepared,
+            actions,
+            round_trip_ms=timed.round_trip_ms,
+            decode_ms=(time.perf_counter() - start) * 1000,
+            bytes_received=bytes_received,
+            raw=raw,
+            action_keys=action_keys,
+        )
 
     @contextmanager
     def exchanging(self, prepared: PreparedRequest) -> Iterator[Exchange]:

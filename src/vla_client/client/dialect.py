@@ -15,7 +15,6 @@ made again by `reset`, so each episode is a new session at the server.
 
 from __future__ import annotations
 
-import time
 import uuid
 import warnings
 from collections.abc import Mapping
@@ -29,7 +28,7 @@ from vla_client.errors import CodecError, ContractError, ProtocolError
 from vla_client.observation import Observation
 from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata, Reply
 from vla_client.protocol.reply_read import read_reply
-from vla_client.transports.drive import Offload, Steps
+from vla_client.transports.drive import Steps
 
 TEXT = "text/plain"
 
@@ -136,28 +135,14 @@ class DialectSession:
             raise ValueError(
                 f"{self._dialect.NAME} takes the observation only, not {sorted(options)}"
             )
-        book = self._book
-        deadline_at = book.deadline_at()
+        deadline_at = self._book.deadline_at()
         config, metadata = yield from self.config(deadline_at)
-        fitter = book.fitter(metadata if book.options.check_contract else None)
         observation = self._asked_cameras(observation, self._dialect.cameras(config))
-        encode = partial(self._encode, config)
-        prepared = yield Offload(
-            partial(book.prepare_message, observation, fitter, encode, request_id, deadline_at)
+        encode, read = partial(self._encode, config), partial(self._read, config)
+        steps = self._book.message_round(
+            observation, metadata, request_id, deadline_at, encode, self._exchange, read
         )
-        with book.exchanging(prepared) as exchange:
-            answer, bytes_received = yield from self._exchange(prepared.body, exchange.timeout_s)
-        read_start = time.perf_counter()
-        actions, action_keys = self._dialect.read_actions(answer, config)
-        return book.result(
-            prepared,
-            actions,
-            round_trip_ms=exchange.round_trip_ms,
-            decode_ms=(time.perf_counter() - read_start) * 1000,
-            bytes_received=bytes_received,
-            raw=dict(answer) if isinstance(answer, Mapping) else {"actions": answer},
-            action_keys=action_keys,
-        )
+        return (yield from steps)
 
     def _asked_cameras(
         self, observation: Observation, asked: tuple[str, ...] | None
@@ -188,3 +173,9 @@ class DialectSession:
         """The family's request for the fitted `observation`, in this session."""
         document = self._dialect.request_document(observation, config, self.session_id)
         return msgpack_numpy.packb(document), MSGPACK_CONTENT_TYPE
+
+    def _read(self, config: Any, answer: Any) -> tuple[Any, Any, dict[str, Any]]:
+        """The answer's actions, flattened in the order `config` announces."""
+        actions, action_keys = self._dialect.read_actions(answer, config)
+        raw = dict(answer) if isinstance(answer, Mapping) else {"actions": answer}
+        return actions, action_keys, raw

@@ -11,7 +11,6 @@ connection failed, since the server may have come back as another.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -30,7 +29,7 @@ from vla_client.protocol.gr00t import (
     read_answer,
     read_modality_config,
 )
-from vla_client.transports.drive import Offload, Steps
+from vla_client.transports.drive import Steps
 
 
 class Gr00tSession:
@@ -90,27 +89,14 @@ class Gr00tSession:
         (None when empty), the reply's per-key actions joined as `read_actions` does. GR00T
         takes no `runtime` block."""
         refuse_runtime(runtime)
-        book = self._book
-        deadline_at = book.deadline_at()
+        deadline_at = self._book.deadline_at()
         config, metadata = yield from self.config()
-        fitter = book.fitter(metadata if book.options.check_contract else None)
         encode = partial(self._encode, dict(options) or None, config)
-        prepared = yield Offload(
-            partial(book.prepare_message, observation, fitter, encode, request_id, deadline_at)
+        read = partial(self._read, config)
+        steps = self._book.message_round(
+            observation, metadata, request_id, deadline_at, encode, self._exchange, read
         )
-        with book.exchanging(prepared) as exchange:
-            answer, bytes_received = yield from self._exchange(prepared.body, exchange.timeout_s)
-        read_start = time.perf_counter()
-        actions, action_keys = read_actions(answer, config)
-        return book.result(
-            prepared,
-            actions,
-            round_trip_ms=exchange.round_trip_ms,
-            decode_ms=(time.perf_counter() - read_start) * 1000,
-            bytes_received=bytes_received,
-            raw={"actions": answer[0], "info": answer[1]},
-            action_keys=action_keys,
-        )
+        return (yield from steps)
 
     def _encode(
         self, options: dict[str, Any] | None, config: Gr00tConfig, observation: Observation
@@ -119,3 +105,9 @@ class Gr00tSession:
         document = observation_document(observation, config, self._book.options.state_split)
         data = {"observation": document, "options": options}
         return message("get_action", data, self._api_token), MSGPACK_CONTENT_TYPE
+
+    @staticmethod
+    def _read(config: Gr00tConfig, answer: Any) -> tuple[Any, Any, dict[str, Any]]:
+        """The ``[actions, info]`` answer's actions joined in the config's key order."""
+        actions, action_keys = read_actions(answer, config)
+        return actions, action_keys, {"actions": answer[0], "info": answer[1]}
