@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from abc import abstractmethod
 from functools import partial
 from typing import Any
 
@@ -62,6 +63,12 @@ class _ReqLink:
         self.timeout_s = timeout_s
         self.max_reply_bytes = max_reply_bytes or REPLY_SIZE_FLOOR
         self._sockets: tuple[zmq.Socket[Any], zmq.Socket[Any]] | None = None
+        self._lock = self._new_lock()
+
+    @staticmethod
+    @abstractmethod
+    def _new_lock() -> Any:
+        """The lock that serves calls one at a time."""
 
     def _opened(self) -> tuple[zmq.Socket[Any], zmq.Socket[Any]]:
         """The REQ socket and its event monitor, opening them when there are none."""
@@ -125,11 +132,9 @@ class ZmqTransport(_ReqLink):
     poller_type = zmq.Poller
     _lock: threading.Lock
 
-    def __init__(
-        self, url: str, *, timeout_s: float = 10.0, max_reply_bytes: int | None = None
-    ) -> None:
-        super().__init__(url, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes)
-        self._lock = threading.Lock()
+    @staticmethod
+    def _new_lock() -> threading.Lock:
+        return threading.Lock()
 
     def call(self, body: bytes, *, timeout_s: float | None = None) -> bytes:
         """Send `body`, return the reply's bytes, within `timeout_s` when given."""
@@ -149,11 +154,9 @@ class AsyncZmqTransport(_ReqLink):
     poller_type = zmq.asyncio.Poller
     _lock: asyncio.Lock
 
-    def __init__(
-        self, url: str, *, timeout_s: float = 10.0, max_reply_bytes: int | None = None
-    ) -> None:
-        super().__init__(url, timeout_s=timeout_s, max_reply_bytes=max_reply_bytes)
-        self._lock = asyncio.Lock()
+    @staticmethod
+    def _new_lock() -> asyncio.Lock:
+        return asyncio.Lock()
 
     @staticmethod
     def _context() -> zmq.Context[Any]:
