@@ -330,7 +330,8 @@ def refuse_runtime(runtime: Mapping[str, Any] | None) -> None:
 
 
 class RequestBook:
-    """What both clients do around a transport: encode, bound the waits, read, count.
+    """What every server family's session does around its messages: fit, encode, bound the
+    waits, read, count. Nothing here does I/O.
 
     A request with a deadline gives its transport the time left, which bounds the whole
     exchange; a timeout at the deadline is a `DeadlineExceededError`.
