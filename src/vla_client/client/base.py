@@ -9,7 +9,6 @@ transport classes and the reply-stream protocol its websocket transports follow.
 from __future__ import annotations
 
 import functools
-from abc import ABC
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any, Generic, TypeVar, cast
@@ -99,7 +98,7 @@ def options_in_one_place(init: InitT) -> InitT:
     return cast("InitT", checked)
 
 
-class ClientBase(ABC, Generic[TransportT]):
+class ClientBase(Generic[TransportT]):
     """The constructor both clients share; see `ActionClient` for what each option does."""
 
     _stream_type: type
