@@ -93,8 +93,7 @@ class ActionApiSession:
 
     def reset(self) -> Steps[None]:
         """Nothing: the action API and openpi's websocket keep no episode state."""
-        return None
-        yield  # a generator of no steps
+        yield from ()  # no steps
 
     def infer(
         self,
