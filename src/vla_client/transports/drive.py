@@ -49,10 +49,9 @@ class Sleep:
         self.sleep(self.seconds)
 
 
-def called(step: Callable[[], T]) -> Steps[T]:
-    """The steps of one call: `step` itself, its result returned."""
-    result: T = yield step
-    return result
+def called(step: Callable[[], Any]) -> Steps[Any]:
+    """The steps of one call: `step` itself, its result (awaited, under `adrive`) returned."""
+    return (yield step)
 
 
 class _Run:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from vla_client.errors import ConnectError, ServerError, TransportError
 from vla_client.transports.drive import Sleep, Steps, adrive, called, drive
@@ -99,8 +99,11 @@ def retrying(
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """`call()`, retried as `policy` allows within `budget_s` seconds."""
-    attempt = partial(called, call)
-    return drive(retried(attempt, policy, budget_s=budget_s, on_retry=on_retry, sleep=sleep))
+    steps = retried(
+        partial(called, call), policy, budget_s=budget_s, on_retry=on_retry, sleep=sleep
+    )
+    result: T = drive(steps)
+    return result
 
 
 async def aretrying(
@@ -111,8 +114,9 @@ async def aretrying(
     on_retry: Callable[[Exception], None] | None = None,
 ) -> T:
     """`retrying` for coroutines; waits with `asyncio.sleep`."""
-    attempt = cast("Callable[[], Steps[T]]", partial(called, call))  # `adrive` awaits the call
-    return await adrive(retried(attempt, policy, budget_s=budget_s, on_retry=on_retry))
+    steps = retried(partial(called, call), policy, budget_s=budget_s, on_retry=on_retry)
+    result: T = await adrive(steps)
+    return result
 
 
 class _Attempts:
