@@ -1,0 +1,68 @@
+"""The client's path is straight: from `infer` down to the socket, nothing calls back into the
+client, and an observation crosses the client's driver, its server family's session, the
+book, the fit, the retries and the transport, and no other file of client/ or transports/.
+
+Traced with tools/client_path.py against the reference server on 127.0.0.1. Before the
+sessions of steps, `RequestBook.run` called back into each client for the metadata, the
+exchange and the next reply, and the retries called the client's attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from vla_client import ActionClient, AsyncActionClient, Observation
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ["client/core.py", "client/fit.py", "transports/drive.py", "transports/retry.py",
+          "client/action_api.py"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("client_path", ROOT / "tools" / "client_path.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["client_path"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("scheme", ["http", "ws"])
+def test_the_blocking_client_goes_straight_down(
+    tool: ModuleType, server_url: str, observation: Observation, scheme: str
+) -> None:
+    url = server_url.replace("http", scheme, 1)
+    with ActionClient(url) as client:
+        traces = [tool.trace_call(lambda: client.infer(observation)) for _ in range(2)]
+    transport = "transports/http.py" if scheme == "http" else "transports/websocket.py"
+    for trace in traces:
+        assert trace.callbacks == set()
+    assert sorted(traces[0].under("client/", "transports/")) == sorted(
+        ["client/sync_client.py", transport, *SHARED]
+    )
+
+
+@pytest.mark.parametrize("scheme", ["http", "ws"])
+def test_the_asyncio_client_goes_straight_down(
+    tool: ModuleType, server_url: str, observation: Observation, scheme: str
+) -> None:
+    url = server_url.replace("http", scheme, 1)
+
+    async def both() -> list:
+        async with AsyncActionClient(url) as client:
+            return [await tool.trace_async(lambda: client.infer(observation)) for _ in range(2)]
+
+    traces = asyncio.run(both())
+    transport = "transports/http.py" if scheme == "http" else "transports/websocket.py"
+    for trace in traces:
+        assert trace.callbacks == set()
+    assert sorted(traces[0].under("client/", "transports/")) == sorted(
+        ["client/async_client.py", transport, *SHARED]
+    )
