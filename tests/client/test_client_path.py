@@ -10,33 +10,24 @@ exchange and the next reply, and the retries called the client's attempts.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from vla_client import ActionClient, AsyncActionClient, Observation
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import client_path as tool  # noqa: E402
+
+from vla_client import ActionClient, AsyncActionClient, Observation  # noqa: E402
+
 SHARED = ["client/core.py", "client/fit.py", "transports/drive.py", "transports/retry.py",
           "client/action_api.py"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("client_path", ROOT / "tools" / "client_path.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["client_path"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 def test_the_blocking_client_goes_straight_down(
-    tool: ModuleType, server_url: str, observation: Observation, scheme: str
+    server_url: str, observation: Observation, scheme: str
 ) -> None:
     url = server_url.replace("http", scheme, 1)
     with ActionClient(url) as client:
@@ -51,11 +42,11 @@ def test_the_blocking_client_goes_straight_down(
 
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 def test_the_asyncio_client_goes_straight_down(
-    tool: ModuleType, server_url: str, observation: Observation, scheme: str
+    server_url: str, observation: Observation, scheme: str
 ) -> None:
     url = server_url.replace("http", scheme, 1)
 
-    async def both() -> list:
+    async def both() -> list[tool.Trace]:
         async with AsyncActionClient(url) as client:
             return [await tool.trace_async(lambda: client.infer(observation)) for _ in range(2)]
 
