@@ -72,6 +72,9 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         image_size: ``(height, width)`` to resize to instead of the server's size.
         check_contract: Check each observation against the server's metadata (cameras, image
             size, state length) before sending; False sends it as it is.
+        state_split: GR00T's server only: how a flat state vector is cut into its state keys,
+            in the vector's order (``{"arm": 6, "gripper": 1}``: the first six values are
+            ``arm``); not needed when the state is given as a dict of named arrays.
     """
 
     _stream_type = ReplyStream
