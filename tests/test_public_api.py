@@ -187,7 +187,9 @@ def test_a_keyword_removed_in_0_3_0_names_its_new_name(
 def test_the_fit_names_camera_map_for_its_removed_names_keyword() -> None:
     with pytest.raises(TypeError, match=r"^FramePreprocessor\(\): names= is now camera_map="):
         FramePreprocessor(names={"front": "base_0_rgb"})
-    with pytest.raises(TypeError, match=r"from_metadata\(\): names= is now camera_map="):
+    with pytest.raises(
+        TypeError, match=r"^FramePreprocessor\.from_metadata\(\): names= is now camera_map="
+    ):
         FramePreprocessor.from_metadata({}, names={"front": "base_0_rgb"})
 
 

@@ -119,7 +119,8 @@ def renamed_keywords(
 
 
 def _caller_name(function: Callable[..., object], args: tuple[object, ...]) -> str:
-    """``ActionClient()`` for a constructor called through that subclass, else the qualname."""
+    """``ActionClient()`` for a constructor called through that subclass, else the qualified
+    name (``FramePreprocessor.from_metadata()``)."""
     if function.__name__ == "__init__" and args:
         return f"{type(args[0]).__name__}()"
-    return f"{getattr(function, '__qualname__', function.__name__)}()"
+    return f"{function.__qualname__}()"

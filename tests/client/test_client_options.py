@@ -25,6 +25,7 @@ URL = "http://127.0.0.1:1"
         ({"resize": "stretch"}, "resize must be one of 'auto', 'pad', 'crop', 'none'"),
         ({"timeout_s": 0}, "timeout_s must be a number > 0"),
         ({"timeout_s": -1.5}, "timeout_s must be a number > 0"),
+        ({"timeout_s": None}, "timeout_s must be a number > 0; got None"),
         ({"deadline_s": 0}, "deadline_s must be a number > 0"),
         ({"max_observation_age_s": float("nan")}, "max_observation_age_s must be a number"),
         ({"jpeg_quality": 0}, "jpeg_quality must be in 1..100"),
