@@ -98,9 +98,10 @@ class ClientBase(ABC, Generic[TransportT, StreamT]):
     """The runtime-checkable `ReplyStream` protocol of this client's websocket transports."""
     _http_type: Callable[..., Any]
 
-    @renamed_keywords(  # the 0.1.0 names
-        timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s"
-    )
+    @renamed_keywords(  # the 0.1.0 names: a TypeError that names the new one
+        since="0.2.0", removed_in="0.3.0",
+        timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s",
+    )  # fmt: skip
     @options_in_one_place
     def __init__(
         self,

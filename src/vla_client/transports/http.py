@@ -77,7 +77,7 @@ class _HTTPBase:
 class HTTPTransport(_HTTPBase):
     """Blocking HTTP transport on an `httpx.Client`; `timeout_s` bounds every read."""
 
-    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
+    @renamed_keywords(since="0.2.0", removed_in="0.3.0", timeout="timeout_s")  # the 0.1.0 name
     def __init__(
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
@@ -122,7 +122,7 @@ class HTTPTransport(_HTTPBase):
 class AsyncHTTPTransport(_HTTPBase):
     """asyncio HTTP transport on an `httpx.AsyncClient`."""
 
-    @renamed_keywords(timeout="timeout_s")  # the 0.1.0 name
+    @renamed_keywords(since="0.2.0", removed_in="0.3.0", timeout="timeout_s")  # the 0.1.0 name
     def __init__(
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,
