@@ -63,8 +63,9 @@ class RetryPolicy:
     """How many times, and for how long, a request may be tried.
 
     `warm_up_s` is the longest wait for a server that answers it is still warming up (503
-    ``the policy is loading`` with ``Retry-After``), counted from the call's start; 0 does not
-    wait. A request's deadline ends the wait sooner.
+    ``the policy is loading`` with ``Retry-After``), counted from the call's start; a
+    request's deadline ends the wait sooner. With 0 there is no wait: the 503 is raised as it
+    came, a `ServerError`.
     """
 
     max_attempts: int = 3
@@ -156,13 +157,23 @@ class _Attempts:
         """When the call began (the warm-up wait's clock), and when the retry policy's clock
         began: the call's start, or the end of the last wait for warm-up."""
         self.warm_ups = 0
+        self.warming: tuple[ServerError, float] | None = None
+        """The last answer that the server was warming up, and when it came, until another."""
 
     def wait_after(self, error: Exception) -> float:
         """Seconds to wait before the next attempt; re-raises `error` when there is none."""
         now = time.monotonic()
         if warming_up(error):
             return self._wait_for_warm_up(error, now)
-        self.warm_ups = 0
+        if isinstance(error, DeadlineExceededError) and self.warming is not None:
+            answer, at = self.warming  # the attempt after a wait for warm-up ran out of time
+            raise DeadlineExceededError(
+                f"{error}: the server's last answer, {at - self.called:.3g} s into the call, "
+                f"was that it was still warming up ({answer.status_code}: {answer.detail}); "
+                "give the request a longer deadline_s",
+                request_id=error.request_id,
+            ) from error
+        self.warm_ups, self.warming = 0, None
         delay = self.policy.next_delay(error, self.count, now - self.start)
         if delay is None or self._past_budget(now, delay):
             raise error
@@ -173,6 +184,8 @@ class _Attempts:
         """The wait before asking a warming-up server again; raises the timeout that names
         the warm-up once the wait would pass `warm_up_s` or the budget. The retry policy's
         attempts and time start afresh after it."""
+        if self.policy.warm_up_s == 0:
+            raise error
         self.warm_ups += 1
         delay = self.policy.warm_up_delay(error, self.warm_ups)
         waited = now - self.called
@@ -187,7 +200,7 @@ class _Attempts:
                 _still_warming(error, waited, "wait longer with RetryPolicy(warm_up_s=...)"),
                 request_id=error.request_id,
             ) from error
-        self.count, self.start = 1, now + delay
+        self.count, self.start, self.warming = 1, now + delay, (error, now)
         return self._retried(error, delay)
 
     def _past_budget(self, now: float, delay: float) -> bool:
