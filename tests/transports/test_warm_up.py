@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import socket
 import time
 from collections.abc import Callable
@@ -34,88 +33,12 @@ from vla_client.errors import (
 )
 from vla_client.observation import Observation
 from vla_client.protocol.status import POLICY_LOADING
-from vla_client.transports import NO_RETRY, Backoff, RetryPolicy
-from vla_client.transports.retry import retrying, warming_up
+from vla_client.transports import Backoff, RetryPolicy
 
 FAST = RetryPolicy(max_attempts=2, max_total_s=5.0, backoff=Backoff(initial_s=0.01, max_s=0.05))
 """Two attempts at a warm server, quick polls of a warming one (the server says 0.01 s)."""
 LOADING = InferenceError(503, POLICY_LOADING, retry_after=0.01)
 CLIENTS = ["sync", "async"]
-
-
-def test_a_warm_up_wait_honours_retry_after_and_is_capped() -> None:
-    policy = RetryPolicy(backoff=Backoff(initial_s=0.1, max_s=2.0, multiplier=2.0))
-    loading = ServerError(503, POLICY_LOADING, retry_after=1.0)
-    assert [policy.warm_up_delay(loading, n) for n in (1, 2, 3, 4, 5, 6)] == [
-        1.0, 1.0, 1.0, 1.0, 1.6, 2.0,
-    ]  # fmt: skip
-    too_long = ServerError(503, POLICY_LOADING, retry_after=3600.0)
-    assert policy.warm_up_delay(too_long, 1) == 2.0  # asked again after the backoff's cap
-
-
-@pytest.mark.parametrize(
-    ("error", "warm"),
-    [
-        (ServerError(503, POLICY_LOADING, retry_after=1.0), True),
-        (ServerError(503, POLICY_LOADING), False),  # no Retry-After: not coming back
-        (ServerError(503, "server busy", retry_after=1.0), False),  # the usual few retries
-        (ServerError(503, "Scheduler worker exited; restart the server."), False),  # SGLang's
-        (ServerError(500, POLICY_LOADING, retry_after=1.0), False),
-        (RequestTimeoutError(POLICY_LOADING), False),
-    ],
-)
-def test_which_answers_are_a_warm_up(error: Exception, warm: bool) -> None:
-    assert warming_up(error) is warm
-
-
-@pytest.mark.parametrize("value", [-1.0, math.nan, math.inf * -1])
-def test_warm_up_s_is_validated(value: float) -> None:
-    with pytest.raises(ValueError, match="warm_up_s"):
-        RetryPolicy(warm_up_s=value)
-
-
-def test_no_retry_does_not_wait_for_warm_up() -> None:
-    calls: list[int] = []
-
-    def call() -> None:
-        calls.append(1)
-        raise ServerError(503, POLICY_LOADING, retry_after=0.01)
-
-    with pytest.raises(ServerError) as raised:  # the answer as it came, to handle oneself
-        retrying(call, NO_RETRY, sleep=lambda s: None)
-    assert raised.value.detail == POLICY_LOADING and len(calls) == 1
-
-
-def test_the_retry_policy_starts_afresh_once_the_server_is_warm() -> None:
-    """Ten warm-up answers then two busy ones: the busy ones get `max_attempts` of their own."""
-    busy = ServerError(503, "server busy", retry_after=0.01)
-    errors: list[Exception] = [ServerError(503, POLICY_LOADING, retry_after=0.01)] * 10
-    errors += [busy, busy]
-    sleeps: list[float] = []
-
-    def call() -> str:
-        if errors:
-            raise errors.pop(0)
-        return "served"
-
-    policy = RetryPolicy(max_attempts=3, backoff=Backoff(initial_s=0.01, max_s=0.05))
-    assert retrying(call, policy, sleep=sleeps.append) == "served"
-    assert len(sleeps) == 12
-
-
-def test_an_attempt_that_runs_out_of_time_after_a_warm_up_answer_says_so() -> None:
-    errors: list[Exception] = [
-        ServerError(503, POLICY_LOADING, retry_after=0.01),
-        DeadlineExceededError("no reply to r1 within its deadline of 0.4 s", request_id="r1"),
-    ]
-
-    def call() -> None:
-        raise errors.pop(0)
-
-    with pytest.raises(DeadlineExceededError) as raised:
-        retrying(call, FAST, budget_s=0.4, sleep=lambda s: None)
-    assert "the server's last answer" in str(raised.value) and POLICY_LOADING in str(raised.value)
-    assert raised.value.request_id == "r1"
 
 
 def infer(
