@@ -51,10 +51,12 @@ class AsyncActionClient(ClientBase[AsyncTransport, AsyncReplyStream]):
         return AsyncWebSocketTransport
 
     async def metadata(self) -> ActionMetadata:
-        """The server's policy description."""
+        """The server's policy description (waiting for a server that is warming up)."""
         if self._session is not None:
             return await adrive(self._session.metadata())
-        return read_metadata(await self._transport.metadata())
+        return read_metadata(
+            await aretrying(self._transport.metadata, self.retry, on_retry=self._book.retried)
+        )
 
     async def infer(
         self,

@@ -93,10 +93,14 @@ class ActionClient(ClientBase[Transport, ReplyStream]):
         return WebSocketTransport
 
     def metadata(self) -> ActionMetadata:
-        """The server's policy description (cameras, image size, action horizon and dims)."""
+        """The server's policy description (cameras, image size, action horizon and dims),
+        read as requests are sent: retried per `retry`, and waiting for a server that is
+        warming up."""
         if self._session is not None:
             return drive(self._session.metadata())
-        return read_metadata(self._transport.metadata())
+        return read_metadata(
+            retrying(self._transport.metadata, self.retry, on_retry=self._book.retried)
+        )
 
     def infer(
         self,
