@@ -376,14 +376,6 @@ def test_the_drawn_error_tree_is_the_class_tree() -> None:
         assert tree[error.__name__] == (ours[0] if ours else None, builtin), error
 
 
-def test_a_server_name_at_the_top_still_works_with_a_warning_naming_its_new_home() -> None:
-    for name in (*SERVER_ERRORS, "DecodedRequest", "decode_request"):
-        with pytest.warns(DeprecationWarning, match=r"import it from vla_client\.server"):
-            value = getattr(vla_client, name)
-        assert value is getattr(vla_client.server, name)
-        assert name not in vla_client.__all__ and name not in dir(vla_client)
-
-
 FACES = [p for p in SRC.rglob("__init__.py") if "lazy_face" in p.read_text(encoding="utf-8")]
 
 

@@ -1,4 +1,4 @@
-"""The public API changes only on purpose: its snapshot, the 0.1.0 keyword names, one version.
+"""The public API changes only on purpose: its snapshot, the one way to rename, one version.
 
 The snapshot (`tests/api_snapshot.json`) holds ``__all__`` and the signatures of what the public
 package faces export. When a change to the API is meant, record it in the same commit with
@@ -7,9 +7,9 @@ package faces export. When a change to the API is meant, record it in the same c
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import importlib.util
+import inspect
 import json
 import re
 import sys
@@ -24,8 +24,9 @@ import httpx
 import pytest
 
 import vla_client
-from vla_client import ActionClient, AsyncActionClient, Observation
+from vla_client import ActionClient, AsyncActionClient
 from vla_client.client.base import ClientBase
+from vla_client.client.fit import FramePreprocessor
 from vla_client.protocol import METADATA_PATH
 from vla_client.transports import (
     AsyncHTTPTransport,
@@ -33,6 +34,7 @@ from vla_client.transports import (
     HTTPTransport,
     WebSocketTransport,
 )
+from vla_client.validation import renamed_keywords
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -105,144 +107,120 @@ def test_the_snapshot_tool_writes_what_it_compares(
     assert json.loads(target.read_text())["vla_client"]["__all__"] == sorted(vla_client.__all__)
 
 
-# The 0.1.0 keyword names, renamed since: each keeps working with a warning naming the new one.
-CLIENT_RENAMES = {
-    "timeout": ("timeout_s", 4.0),
-    "deadline": ("deadline_s", 3.0),
-    "max_observation_age": ("max_observation_age_s", 0.5),
-}
+# The one way to rename a keyword (`renamed_keywords`), on a made-up rename: release 0.9.0
+# renames `force=` to `force_n=`, and 0.10.0 removes the old name.
 
 
-def _client_settings(client: ClientBase[Any, Any]) -> tuple[object, object]:
-    """The options and the per-read timeout, which the client hands its HTTP transport."""
-    return client.options, client._transport._client.timeout
+class Gripper:
+    @renamed_keywords(since="0.9.0", force="force_n")
+    def __init__(self, width_m: float, *, force_n: float = 1.0) -> None:
+        self.setting = (width_m, force_n)
 
 
-@pytest.mark.parametrize("old", sorted(CLIENT_RENAMES))
-def test_a_0_1_0_client_keyword_warns_and_means_the_new_one(old: str) -> None:
-    new, value = CLIENT_RENAMES[old]
-    url = "http://127.0.0.1:9"
-    with pytest.warns(DeprecationWarning, match=rf"ActionClient\(\): {old}= .* use {new}=") as seen:
-        old_client = ActionClient(url, **{old: value})
-    assert seen[0].filename == __file__  # the warning points at the caller's line
-    with ActionClient(url, **{new: value}) as new_client, old_client:
-        assert _client_settings(old_client) == _client_settings(new_client)
-        assert _client_settings(old_client) != _client_settings(ActionClient(url))
+@renamed_keywords(since="0.9.0", removed_in="0.10.0", force="force_n")
+def grip(width_m: float, *, force_n: float = 1.0) -> tuple[float, float]:
+    return width_m, force_n
 
 
-def test_the_async_client_takes_the_0_1_0_keywords_too() -> None:
-    url = "http://127.0.0.1:9"
-    old_names = {old: value for old, (_, value) in CLIENT_RENAMES.items()}
-    new_names = {new: value for new, value in CLIENT_RENAMES.values()}
+def test_a_renamed_keyword_warns_at_the_callers_line_and_means_the_new_one() -> None:
     with pytest.warns(DeprecationWarning) as seen:
-        old_client = AsyncActionClient(url, **old_names)
-    assert {str(w.message).split("=")[0] for w in seen} == {
-        f"AsyncActionClient(): {old}" for old in CLIENT_RENAMES
-    }
-    new_client = AsyncActionClient(url, **new_names)
-    assert _client_settings(old_client) == _client_settings(new_client)
-    asyncio.run(old_client.close())
-    asyncio.run(new_client.close())
-
-
-def test_a_request_made_with_the_0_1_0_keywords_gets_its_actions(
-    server_url: str, observation: Observation
-) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        client = ActionClient(server_url, timeout=10.0, deadline=10.0, max_observation_age=60.0)
-    with client:
-        assert client.infer(observation).actions.shape == (10, 7)
-
-
-@pytest.mark.parametrize("old", sorted(CLIENT_RENAMES))
-def test_giving_a_keyword_by_both_names_is_refused(old: str) -> None:
-    new, value = CLIENT_RENAMES[old]
-    with pytest.raises(TypeError, match=rf"{old}= is the deprecated name of {new}="):
-        ActionClient("http://127.0.0.1:9", **{old: value, new: value})
-
-
-@pytest.mark.parametrize("transport_type", [HTTPTransport, AsyncHTTPTransport])
-def test_http_transports_take_timeout_as_timeout_s(transport_type: type) -> None:
-    with pytest.warns(
-        DeprecationWarning, match=r"timeout= is deprecated since 0.2.0; use timeout_s="
-    ):
-        transport = transport_type("http://127.0.0.1:9", timeout=2.5)
-    assert transport._client.timeout == httpx.Timeout(2.5)
-    with pytest.raises(TypeError, match="deprecated name of timeout_s="):
-        transport_type("http://127.0.0.1:9", timeout=2.5, timeout_s=2.5)
-
-
-@pytest.mark.parametrize("transport_type", [WebSocketTransport, AsyncWebSocketTransport])
-def test_websocket_transports_take_their_0_1_0_timeouts(transport_type: type) -> None:
-    with pytest.warns(DeprecationWarning) as seen:
-        transport = transport_type("ws://127.0.0.1:9", timeout=2.5, connect_timeout=1.5)
-    assert (transport.timeout_s, transport.connect_timeout_s) == (2.5, 1.5)
-    assert sorted(str(w.message) for w in seen) == [
-        f"{transport_type.__name__}(): connect_timeout= is deprecated since 0.2.0; "
-        "use connect_timeout_s=",
-        f"{transport_type.__name__}(): timeout= is deprecated since 0.2.0; use timeout_s=",
+        gripper = Gripper(0.04, force=5.0)
+    assert [str(w.message) for w in seen] == [
+        "Gripper(): force= is deprecated since 0.9.0; use force_n="
     ]
+    assert seen[0].filename == __file__
+    assert gripper.setting == Gripper(0.04, force_n=5.0).setting == (0.04, 5.0)
 
 
-@pytest.mark.parametrize("transport_type", [WebSocketTransport, AsyncWebSocketTransport])
-def test_websocket_transports_take_max_size_as_max_reply_bytes(transport_type: type) -> None:
-    with pytest.warns(
-        DeprecationWarning, match=r"max_size= is deprecated since 0.2.0; use max_reply_bytes="
-    ):
-        transport = transport_type("ws://127.0.0.1:9", max_size=4096)
-    assert transport.max_reply_bytes == 4096
-    with pytest.raises(TypeError, match="deprecated name of max_reply_bytes="):
-        transport_type("ws://127.0.0.1:9", max_size=4096, max_reply_bytes=4096)
+def test_a_renamed_keyword_given_by_both_names_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"^Gripper\(\): force= is the deprecated name of force_n="):
+        Gripper(0.04, force=5.0, force_n=5.0)
 
 
-def test_the_new_names_alone_warn_of_nothing() -> None:
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        client = ActionClient("http://127.0.0.1:9", timeout_s=1.0, deadline_s=1.0)
-        client.close()
-    assert [str(w.message) for w in seen] == []
-    assert client.options.deadline_s == 1.0
+def test_the_new_name_alone_warns_of_nothing_and_the_signature_shows_only_it() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Gripper(0.04, force_n=2.0).setting == (0.04, 2.0)
+        assert grip(0.04, force_n=2.0) == (0.04, 2.0)
+    assert list(inspect.signature(Gripper).parameters) == ["width_m", "force_n"]
+    assert list(inspect.signature(grip).parameters) == ["width_m", "force_n"]
 
 
-MOVED = [
-    ("vla_client.scene", "vla_client.cameras.scene", "synthetic_frames"),
-    ("vla_client.scene", "vla_client.cameras.scene", "SyntheticScene"),
-    ("vla_client.scene", "vla_client.cameras.scene", "camera_names"),
-    ("vla_client.scene", "vla_client.cameras.scene", "DEFAULT_CAMERAS"),
-    ("vla_client.preprocess", "vla_client.client.fit", "FramePreprocessor"),
-    ("vla_client.preprocess", "vla_client.cameras.preprocess", "resize_with_pad"),
-    ("vla_client.preprocess", "vla_client.cameras.preprocess", "center_crop_resize"),
-    ("vla_client.preprocess", "vla_client.client.fit", "parse_image_size"),
-    # 0.2.0 moved the fit to the server's metadata from the cameras to the client
-    ("vla_client.cameras.preprocess", "vla_client.client.fit", "FramePreprocessor"),
-    ("vla_client.cameras.preprocess", "vla_client.client.fit", "parse_image_size"),
-    ("vla_client.cameras.preprocess", "vla_client.client.fit", "check_camera_map"),
-    ("vla_client.cameras.preprocess", "vla_client.client.fit", "MIN_SIDE"),
-    ("vla_client.cameras.preprocess", "vla_client.client.fit", "FITS"),
-    # 0.2.0 moved the server's image decoding out of the forms the robot writes
-    ("vla_client.protocol.image_forms", "vla_client.protocol.decode", "decode_image_value"),
-    # 0.2.0 split the replies into the server's builders and the client's readers
-    ("vla_client.protocol.response", "vla_client.protocol.reply_build", "build_envelope"),
-    ("vla_client.protocol.response", "vla_client.protocol.reply_build", "new_request_id"),
-    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "read_reply"),
-    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "Reply"),
-    ("vla_client.protocol.response", "vla_client.protocol.reply_read", "reply_size_limit"),
+@pytest.mark.parametrize("keywords", [{"force": 5.0}, {"force": 5.0, "force_n": 5.0}])
+def test_a_removed_name_is_a_type_error_that_names_the_new_one(keywords: dict[str, float]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError) as raised:
+            grip(0.04, **keywords)
+    assert str(raised.value) == (
+        "grip(): force= is now force_n= (renamed in 0.9.0; the old name went in 0.10.0)"
+    )
+
+
+# What 0.2.0 deprecated went in 0.3.0. A removed keyword is a TypeError naming the new one.
+REMOVED_KEYWORDS = [
+    (ActionClient, "http://127.0.0.1:9", "timeout", "timeout_s"),
+    (ActionClient, "http://127.0.0.1:9", "deadline", "deadline_s"),
+    (ActionClient, "http://127.0.0.1:9", "max_observation_age", "max_observation_age_s"),
+    (AsyncActionClient, "http://127.0.0.1:9", "timeout", "timeout_s"),
+    (AsyncActionClient, "http://127.0.0.1:9", "deadline", "deadline_s"),
+    (AsyncActionClient, "http://127.0.0.1:9", "max_observation_age", "max_observation_age_s"),
+    (HTTPTransport, "http://127.0.0.1:9", "timeout", "timeout_s"),
+    (AsyncHTTPTransport, "http://127.0.0.1:9", "timeout", "timeout_s"),
+    (WebSocketTransport, "ws://127.0.0.1:9", "timeout", "timeout_s"),
+    (WebSocketTransport, "ws://127.0.0.1:9", "connect_timeout", "connect_timeout_s"),
+    (WebSocketTransport, "ws://127.0.0.1:9", "max_size", "max_reply_bytes"),
+    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "timeout", "timeout_s"),
+    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "connect_timeout", "connect_timeout_s"),
+    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "max_size", "max_reply_bytes"),
 ]
 
 
-@pytest.mark.parametrize(("old", "new", "name"), MOVED)
-def test_a_0_1_0_module_still_gives_its_names(old: str, new: str, name: str) -> None:
-    """The docs of 0.1.0 imported ``from vla_client.scene import synthetic_frames``."""
-    module = importlib.import_module(old)
-    with pytest.warns(
-        DeprecationWarning, match=rf"{old} is deprecated .*: import {name} from {new}"
+@pytest.mark.parametrize(("kind", "url", "old", "new"), REMOVED_KEYWORDS)
+def test_a_keyword_removed_in_0_3_0_names_its_new_name(
+    kind: type, url: str, old: str, new: str
+) -> None:
+    with pytest.raises(TypeError, match=rf"^{kind.__name__}\(\): {old}= is now {new}= "):
+        kind(url, **{old: 4096})
+
+
+def test_the_fit_names_camera_map_for_its_removed_names_keyword() -> None:
+    with pytest.raises(TypeError, match=r"^FramePreprocessor\(\): names= is now camera_map="):
+        FramePreprocessor(names={"front": "base_0_rgb"})
+    with pytest.raises(
+        TypeError, match=r"^FramePreprocessor\.from_metadata\(\): names= is now camera_map="
     ):
-        value = getattr(module, name)
-    assert value is getattr(importlib.import_module(new), name)
-    assert name in dir(module)
-    with pytest.raises(AttributeError):
-        module.no_such_name  # noqa: B018
+        FramePreprocessor.from_metadata({}, names={"front": "base_0_rgb"})
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["vla_client.scene", "vla_client.preprocess", "vla_client.recorder",
+     "vla_client.protocol.response"],
+)  # fmt: skip
+def test_a_module_removed_in_0_3_0_is_not_found(module: str) -> None:
+    with pytest.raises(ModuleNotFoundError, match=re.escape(module)):
+        importlib.import_module(module)
+
+
+REMOVED_NAMES = [
+    *(("vla_client.cameras.preprocess", name) for name in
+      ("FITS", "MIN_SIDE", "Fit", "FramePreprocessor", "check_camera_map", "parse_image_size")),
+    ("vla_client.protocol.image_forms", "decode_image_value"),
+    *(("vla_client", name) for name in
+      ("DecodedRequest", "decode_request", "InferenceError", "PolicyLoadError",
+       "PolicyOutputError", "PolicyStartError", "WorkerStartError")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("module", "name"), REMOVED_NAMES)
+def test_a_name_removed_from_its_0_1_0_home_in_0_3_0_is_not_there(module: str, name: str) -> None:
+    """Each lives only in its new home now: the fit in `vla_client.client.fit`, the decoding in
+    `vla_client.protocol.decode`, the server's names in `vla_client.server`."""
+    old_home = importlib.import_module(module)
+    with pytest.raises(AttributeError, match=f"has no attribute {name!r}"):
+        getattr(old_home, name)
+    assert name not in dir(old_home)
 
 
 @pytest.mark.parametrize(
@@ -299,16 +277,3 @@ def test_the_server_announces_the_package_version(server_url: str) -> None:
     metadata = httpx.get(f"{server_url}{METADATA_PATH}", timeout=10).json()
     assert metadata["server"] == {"name": "vla-client", "version": vla_client.__version__}
     assert re.fullmatch(r"\d+\.\d+\.\d+", vla_client.__version__)
-
-
-def test_the_fit_takes_its_0_1_0_names_keyword() -> None:
-    """0.1.0's ``vla_client.preprocess.FramePreprocessor(names=...)`` is ``camera_map=`` now."""
-    from vla_client.client.fit import FramePreprocessor
-
-    with pytest.warns(DeprecationWarning, match=r"FramePreprocessor\(\): names= .* camera_map="):
-        built = FramePreprocessor(names={"front": "base_0_rgb"})
-    with pytest.warns(DeprecationWarning, match=r"from_metadata\(\): names= .* camera_map="):
-        read = FramePreprocessor.from_metadata({}, names={"front": "base_0_rgb"})
-    assert built.camera_map == read.camera_map == {"front": "base_0_rgb"}
-    with pytest.raises(TypeError, match="deprecated name of camera_map="):
-        FramePreprocessor(names={}, camera_map={})

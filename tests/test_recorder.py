@@ -267,10 +267,3 @@ def test_importing_the_recorder_pulls_in_no_http_stack_and_no_other_server_part(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert completed.stdout.strip() == "['vla_client.server', 'vla_client.server.recorder']"
-
-
-def test_the_0_1_0_recorder_module_still_gives_the_recorder():
-    import vla_client.recorder
-
-    with pytest.warns(DeprecationWarning, match="import RequestRecorder from vla_client.server"):
-        assert vla_client.recorder.RequestRecorder is RequestRecorder

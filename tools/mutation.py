@@ -50,7 +50,9 @@ SCORES_DOC = ROOT / "docs" / "mutation-scores.md"
 _EQUIVALENT_LINE = re.compile(r"^- `(vla_client\.[^`]+)`: (.+)$")
 
 MODULES: dict[str, list[str]] = {
-    "transports/retry": ["tests/transports/test_retry_policy.py"],
+    "transports/retry": [
+        "tests/transports/test_retry_policy.py", "tests/transports/test_retry_warm_up.py"
+    ],
     "control/safety": ["tests/control/test_safety.py", "tests/control/test_safety_edges.py",
                        "tests/control/test_safety_rate.py", "tests/control/test_safety_shapes.py",
                        "tests/control/test_options_are_checked.py"],

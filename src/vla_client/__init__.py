@@ -93,12 +93,4 @@ _FACE = {
     "Backoff": "vla_client.transports.retry",
     "RetryPolicy": "vla_client.transports.retry",
 }
-# The server's names, which left this face for `vla_client.server`: still handed out here, with a
-# DeprecationWarning, for one more release.
-_MOVED_TO_SERVER = (
-    "DecodedRequest", "decode_request", "InferenceError", "PolicyLoadError",
-    "PolicyOutputError", "PolicyStartError", "WorkerStartError",
-)  # fmt: skip
-__getattr__, __dir__, __all__ = lazy_face(
-    __name__, _FACE, moved=dict.fromkeys(_MOVED_TO_SERVER, "vla_client.server")
-)
+__getattr__, __dir__, __all__ = lazy_face(__name__, _FACE)

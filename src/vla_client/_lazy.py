@@ -15,40 +15,26 @@ the codecs (an inference worker, say) never loads the HTTP client. The table is 
 a package works where no source file is installed (only ``.pyc`` files, as frozen or embedded
 installs ship); ``tests/test_architecture.py`` checks that every face's table and block name
 the same names from the same modules.
-
-A name that has moved to another package can stay in `moved` for a release: it is still
-handed out, with a `DeprecationWarning` naming its new home, and is no longer in ``__all__``.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 
 def lazy_face(
-    package: str, names: Mapping[str, str], moved: Mapping[str, str] | None = None
+    package: str, names: Mapping[str, str]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``__getattr__``, ``__dir__`` and ``__all__`` for `package`, which offers each of `names`
-    from the module the table gives, and each of `moved` (name -> the package it moved to)
-    with a `DeprecationWarning`."""
+    from the module the table gives."""
     if not isinstance(names, Mapping):  # the old call passed the face's __file__ here
         raise TypeError(f"lazy_face takes a table of name -> module, not {names!r}")
     exported = sorted(names)
-    moved = dict(moved or {})
 
     def __getattr__(name: str) -> Any:
-        if name in moved:
-            warnings.warn(
-                f"{package}.{name} has moved: import it from {moved[name]}; "
-                f"{package} stops offering it in the next release",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(importlib.import_module(moved[name]), name)
         try:
             module = names[name]
         except KeyError:

@@ -9,11 +9,10 @@ values and what was given, the same way everywhere.
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import numbers
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeGuard, TypeVar
 
 P = ParamSpec("P")
@@ -69,12 +68,27 @@ def _is_number(value: object, integer: bool) -> TypeGuard[float]:
     return isinstance(value, kind) and not isinstance(value, bool)
 
 
-def renamed_keywords(**new_names: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Keep a function's old keyword names working after a rename: ``old="new"`` pairs.
+def renamed_keywords(
+    *, since: str, removed_in: str | None = None, **new_names: str
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A function's old keyword names after a rename (``old="new"`` pairs): warned of for one
+    minor release, then refused with the new name.
 
-    A call with an old name gets a `DeprecationWarning` naming the new one and runs as if the
-    new name had been given; giving both is a `TypeError`, as for any keyword given twice.
-    `inspect.signature` of the wrapped function shows only the new names.
+    This is how vla-client renames a public keyword, and its only deprecation mechanism:
+
+    1. The release that renames ``old`` to ``new`` (say 0.4.0) renames the parameter, decorates
+       the function with ``@renamed_keywords(since="0.4.0", old="new")``, bumps
+       ``vla_client/_version.py``, lists the rename under "Deprecated" in docs/changelog.md (the
+       old name goes in the next minor release) and records the API with
+       ``python tools/api_snapshot.py --write``. A call with the old name gets a
+       `DeprecationWarning` naming the new one, at the caller's line, and runs as if the new
+       name had been given; giving both is a `TypeError`.
+    2. The next minor release (0.5.0) adds ``removed_in="0.5.0"`` and lists the old name under
+       "Removed": the old name is then a `TypeError` that names the new one, so a program
+       written for the old release fails at once and says what to write instead.
+
+    `inspect.signature` of the wrapped function shows only the new names. No old name can be
+    ``since`` or ``removed_in``.
     """
 
     def rename(function: Callable[P, R]) -> Callable[P, R]:
@@ -84,10 +98,15 @@ def renamed_keywords(**new_names: str) -> Callable[[Callable[P, R]], Callable[P,
                 if old not in kwargs:
                     continue
                 where = _caller_name(function, args)
+                if removed_in is not None:
+                    raise TypeError(
+                        f"{where}: {old}= is now {new}= (renamed in {since}; "
+                        f"the old name went in {removed_in})"
+                    )
                 if new in kwargs:
                     raise TypeError(f"{where}: {old}= is the deprecated name of {new}=; give one")
                 warnings.warn(
-                    f"{where}: {old}= is deprecated since 0.2.0; use {new}=",
+                    f"{where}: {old}= is deprecated since {since}; use {new}=",
                     DeprecationWarning,
                     stacklevel=2,
                 )
@@ -100,41 +119,8 @@ def renamed_keywords(**new_names: str) -> Callable[[Callable[P, R]], Callable[P,
 
 
 def _caller_name(function: Callable[..., object], args: tuple[object, ...]) -> str:
-    """``ActionClient()`` for a constructor called through that subclass, else the qualname."""
+    """``ActionClient()`` for a constructor called through that subclass, else the qualified
+    name (``FramePreprocessor.from_metadata()``)."""
     if function.__name__ == "__init__" and args:
         return f"{type(args[0]).__name__}()"
-    return f"{getattr(function, '__qualname__', function.__name__)}()"
-
-
-def moved_module(
-    old: str, new: str, names: Iterable[str]
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for module `old`, whose `names` now live in `new`.
-
-    Each name still imports from `old`, with a `DeprecationWarning` at the importing line that
-    names the new module.
-    """
-    return moved_names(old, dict.fromkeys(names, new))
-
-
-def moved_names(
-    old: str, homes: Mapping[str, str]
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """As `moved_module`, for names of `old` that moved to different modules: `homes` maps
-    each name to the module it lives in now."""
-    kept = dict(homes)
-
-    def __getattr__(name: str) -> object:
-        if name not in kept:
-            raise AttributeError(f"module {old!r} has no attribute {name!r}")
-        warnings.warn(
-            f"{old} is deprecated since 0.2.0: import {name} from {kept[name]}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(kept[name]), name)
-
-    def __dir__() -> list[str]:
-        return sorted(kept)
-
-    return __getattr__, __dir__
+    return f"{function.__qualname__}()"

@@ -82,3 +82,16 @@ def test_every_command_reads_the_variable(monkeypatch, keyed_url, cli, command):
     assert run.code == 0, run.err
     if command[0] == "metadata":
         assert json.loads(run.out)["output"]["action_horizon"] == 4
+
+
+def test_one_variable_names_the_key_for_client_server_and_their_advice() -> None:
+    """The client, ``vla-client serve`` and the 401 advice all read one constant (issue 37),
+    defined where both ends may import it: the server never imports the client."""
+    from vla_client.cli import serve
+    from vla_client.client import core
+    from vla_client.errors import KEY_ADVICE
+    from vla_client.protocol.endpoints import API_KEY_ENV
+
+    assert API_KEY_ENV == "VLA_CLIENT_API_KEY"
+    assert core.API_KEY_ENV is API_KEY_ENV and serve.API_KEY_ENV is API_KEY_ENV
+    assert API_KEY_ENV in KEY_ADVICE

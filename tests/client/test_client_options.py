@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any
 
 import pytest
@@ -26,6 +25,7 @@ URL = "http://127.0.0.1:1"
         ({"resize": "stretch"}, "resize must be one of 'auto', 'pad', 'crop', 'none'"),
         ({"timeout_s": 0}, "timeout_s must be a number > 0"),
         ({"timeout_s": -1.5}, "timeout_s must be a number > 0"),
+        ({"timeout_s": None}, "timeout_s must be a number > 0; got None"),
         ({"deadline_s": 0}, "deadline_s must be a number > 0"),
         ({"max_observation_age_s": float("nan")}, "max_observation_age_s must be a number"),
         ({"jpeg_quality": 0}, "jpeg_quality must be in 1..100"),
@@ -73,16 +73,6 @@ def test_the_transports_check_their_options(options: dict[str, Any], said: str) 
             ActionClient(URL, **options)
 
 
-def test_max_size_is_the_deprecated_name_of_max_reply_bytes() -> None:
-    with pytest.warns(DeprecationWarning, match="max_reply_bytes"):
-        transport = WebSocketTransport("ws://127.0.0.1:1", max_size=2048)
-    assert transport.max_reply_bytes == 2048
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="max_reply_bytes"):
-        WebSocketTransport("ws://127.0.0.1:1", max_size=0)  # checked under its new name
-    with pytest.raises(TypeError, match="deprecated name of max_reply_bytes=; give one"):
-        WebSocketTransport("ws://127.0.0.1:1", max_size=2048, max_reply_bytes=4096)
-
-
 def test_max_reply_bytes_is_not_dropped_for_a_transport_passed_in() -> None:
     with pytest.raises(ValueError, match="set it on the transport passed in"):
         ActionClient(URL, transport=HTTPTransport(URL), max_reply_bytes=4096)
@@ -117,7 +107,6 @@ def test_options_given_both_ways_are_refused_naming_them() -> None:
         ({"jpeg_quality": 90}, "jpeg_quality"),
         ({"encoding": None}, "encoding"),
         ({"camera_map": {}}, "camera_map"),
-        ({"deadline": None}, "deadline_s"),  # the 0.1.0 name
     ],
 )
 def test_a_keyword_beside_options_is_refused_whatever_its_value(
@@ -125,11 +114,7 @@ def test_a_keyword_beside_options_is_refused_whatever_its_value(
 ) -> None:
     """Giving a setting both ways is refused even when the keyword names the default, which
     `options` would otherwise override without a word (hostile round 3)."""
-    with (
-        pytest.raises(ValueError, match=f"^{name} given as keywords beside options="),
-        warnings.catch_warnings(),
-    ):
-        warnings.simplefilter("ignore", DeprecationWarning)
+    with pytest.raises(ValueError, match=f"^{name} given as keywords beside options="):
         client(URL, options=ClientOptions(check_contract=False), **keyword)
 
 

@@ -1,6 +1,7 @@
-"""SGLang's action server as it answers while it warms up: 503 ``{"error": message}`` (not
-FastAPI's ``detail``). The client shows the server's message, on both clients, over a real
-HTTP connection."""
+"""SGLang's action server as it answers once its scheduler failed: 503 ``{"error": message}``
+(not FastAPI's ``detail``). The client shows the server's message, on both clients, over a real
+HTTP connection. (While it warms up, SGLang holds requests instead: see test_warm_up.py in
+tests/transports.)"""
 
 from __future__ import annotations
 

@@ -13,9 +13,12 @@ import math
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from vla_client import Observation, encode_request
 from vla_client.codecs import msgpack_numpy
+from vla_client.protocol.models import ObservationPayload
+from vla_client.protocol.wire import NOT_FINITE
 
 GENERATIONS = "/v1/actions/generations"
 
@@ -44,11 +47,12 @@ def body_with_time(observation: Observation, wire: str, value: float | str) -> b
     [
         ("msgpack", math.nan, "capture_times must be finite seconds (no NaN or infinity)"),
         ("msgpack", math.inf, "capture_times must be finite seconds (no NaN or infinity)"),
-        ("json", "NaN", "malformed JSON body"),
-        ("json", "-Infinity", "malformed JSON body"),
-        ("json", "1" + "0" * 400, "malformed JSON body"),
+        ("json", "NaN", f"input.observation.capture_times.{{camera}}: {NOT_FINITE}"),
+        ("json", "-Infinity", f"input.observation.capture_times.{{camera}}: {NOT_FINITE}"),
+        ("json", "1" + "0" * 400, f"input.observation.capture_times.{{camera}}: {NOT_FINITE}"),
+        ("json", "1e999", f"input.observation.capture_times.{{camera}}: {NOT_FINITE}"),
     ],
-    ids=["msgpack-nan", "msgpack-inf", "json-nan", "json-inf", "json-huge"],
+    ids=["msgpack-nan", "msgpack-inf", "json-nan", "json-inf", "json-huge", "json-1e999"],
 )
 def test_the_server_refuses_non_finite_capture_times_on_both_wires(
     server_url, observation, wire, value, detail
@@ -67,4 +71,11 @@ def test_the_server_refuses_non_finite_capture_times_on_both_wires(
         )
     assert good.status_code == after.status_code == 200
     assert refused.status_code == 400
-    assert detail in refused.json()["detail"]
+    assert detail.format(camera=next(iter(observation.images))) in refused.json()["detail"]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_the_request_model_refuses_non_finite_capture_times(value: float) -> None:
+    with pytest.raises(ValidationError, match=r"capture_times\.wrist"):
+        ObservationPayload(capture_times={"wrist": value})
+    assert ObservationPayload(capture_times={"wrist": 1.5}).capture_times == {"wrist": 1.5}

@@ -105,6 +105,24 @@ def test_load_then_warm_up_in_the_worker_then_ready_then_close(tmp_path: Path) -
     assert log.read_text().splitlines()[-1] == "close"
 
 
+def test_a_client_started_while_the_policy_loads_waits_for_it(tmp_path: Path) -> None:
+    """A robot program started beside a server still loading its policy (issue 37): the
+    server's 503 ``the policy is loading`` is asked again until the policy is ready, past the
+    three attempts within 5 s a warm server's 503 gets (which gave up after 2 s before)."""
+    gate = tmp_path / "gate"
+    app = create_app(Lifecycle(str(tmp_path / "log"), gate=str(gate)), ServerConfig())
+    server = LocalServer(app).start(wait_ready=False)
+    try:
+        threading.Timer(3.5, gate.touch).start()  # Retry-After is 1 s: 3 attempts and more
+        with ActionClient(server.url) as client:
+            result = client.infer(Observation(_frames(), state=np.zeros(5)))
+            retries = client.stats.retries
+    finally:
+        server.stop()
+    np.testing.assert_array_equal(result.actions, np.full((3, 2), 0.5, np.float32))
+    assert retries >= 3
+
+
 @pytest.mark.parametrize("in_process", [False, True])
 @pytest.mark.parametrize(
     ("fail", "said"),

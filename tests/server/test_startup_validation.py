@@ -67,7 +67,10 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         (("--cameras", "a,b,a"), "--cameras names a camera twice"),
         (("--policy", "torch", "--weights", "/nonexistent.pt"), "--weights /nonexistent.pt: no "),
         (("--policy", "torch", "--weights", "/"), "--weights /: not a file"),
-        (("--weights", "w.pt"), r"--weights does not apply to --policy reference \(only torch "),
+        (
+            ("--weights", "w.pt"),
+            r"--weights does not apply to --policy reference \(only torch, reach-flow take it\)",
+        ),
         (("--replay-file", "x.npz"), r"--replay-file does not apply to --policy reference \(only "),
         (("--policy", "replay"), "--policy replay needs --replay-file"),
         (("--policy", "replay", "--replay-file", "/no/such.npz"), "--replay-file /no/such.npz"),

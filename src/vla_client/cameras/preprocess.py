@@ -9,15 +9,12 @@ alternative for policies trained on cropped frames.
 
 PIL is imported by the first resize, not with this module: a client whose frames already have
 the server's size never loads it. Fitting frames to what a server announced (`FramePreprocessor`,
-`parse_image_size`, `check_camera_map`) moved to `vla_client.client.fit` in 0.2.0; importing
-those names from here still works, with a warning.
+`parse_image_size`, `check_camera_map`) is `vla_client.client.fit`'s work.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from vla_client.validation import moved_module
 
 
 def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -56,11 +53,3 @@ def _bilinear(image: np.ndarray, height: int, width: int) -> np.ndarray:
 
     resized = Image.fromarray(image).resize((width, height), resample=Image.Resampling.BILINEAR)
     return np.asarray(resized).reshape(height, width, *image.shape[2:])
-
-
-_MOVED = ("FITS", "MIN_SIDE", "Fit", "FramePreprocessor", "check_camera_map", "parse_image_size")
-__getattr__, _moved_dir = moved_module(__name__, "vla_client.client.fit", _MOVED)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_moved_dir()})

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 from vla_client.cli.output import fail
 from vla_client.cli.parser import USAGE_EXIT
 from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
+from vla_client.protocol.endpoints import API_KEY_ENV
 
 if TYPE_CHECKING:
     from vla_client.server import ServerConfig
     from vla_client.server.config import RecordSettings
     from vla_client.server.policy import Policy
 
-API_KEY_ENV = "VLA_CLIENT_API_KEY"
 MAX_API_SERVERS = 64
 DEFAULT_RECORD_MB = 1024.0
 DEFAULT_RECORD_FILES = 16

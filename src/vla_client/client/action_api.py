@@ -27,7 +27,7 @@ from vla_client.client.result import ActionResult
 from vla_client.errors import ConnectError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply, read_metadata
-from vla_client.transports.drive import Offload, Steps
+from vla_client.transports.drive import Offload, Steps, called
 from vla_client.transports.retry import RetryPolicy, retried
 
 
@@ -49,8 +49,10 @@ class ActionApiSession:
         """The last metadata document read for the contract, and what it read as."""
 
     def metadata(self) -> Steps[ActionMetadata]:
-        """The server's policy description, read afresh."""
-        return read_metadata((yield self._transport.metadata))
+        """The server's policy description, read afresh as requests are sent: retried per the
+        policy, waiting for a server that is warming up."""
+        read = partial(called, self._transport.metadata)
+        return read_metadata((yield from retried(read, self._retry, on_retry=self._book.retried)))
 
     def contract(self, deadline_at: float | None) -> Steps[ActionMetadata | None]:
         """The metadata to fit observations to: None with ``check_contract=False``; on a

@@ -31,7 +31,7 @@ class AsyncActionClient(ClientBase[AsyncTransport]):
     _transport_prefix = "Async"
 
     async def metadata(self) -> ActionMetadata:
-        """The server's policy description."""
+        """The server's policy description (waiting for a server that is warming up)."""
         return await adrive(self._session.metadata())
 
     async def infer(

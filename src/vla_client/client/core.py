@@ -57,6 +57,7 @@ from vla_client.protocol import (
     read_actions,
     read_reply,
 )
+from vla_client.protocol.endpoints import API_KEY_ENV as API_KEY_ENV
 from vla_client.protocol.gr00t import check_state_split
 from vla_client.transports.drive import Offload, Steps
 from vla_client.validation import check_choice, check_positive
@@ -70,10 +71,6 @@ refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a
 timeout this close to the deadline is the deadline's."""
-
-API_KEY_ENV = "VLA_CLIENT_API_KEY"
-"""The environment variable a client reads its API key from when it is given none (the one
-``vla-client serve`` reads), so the key stays out of the command line and out of ``ps``."""
 
 TransportKind = Literal["http", "websocket", "zmq"]
 TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq")

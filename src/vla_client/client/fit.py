@@ -73,7 +73,7 @@ class FramePreprocessor:
                 raise ValueError(f"image size {self.size} is under {MIN_SIDE} pixels a side")
 
     @classmethod
-    @renamed_keywords(names="camera_map")  # the 0.1.0 name
+    @renamed_keywords(since="0.2.0", removed_in="0.3.0", names="camera_map")  # the 0.1.0 name
     def from_metadata(
         cls,
         metadata: ActionMetadata | Mapping[str, Any],
@@ -222,9 +222,9 @@ class FramePreprocessor:
 
 
 # The dataclass writes __init__; 0.1.0 called its camera_map field `names`.
-FramePreprocessor.__init__ = renamed_keywords(names="camera_map")(  # type: ignore[method-assign]
-    FramePreprocessor.__init__
-)
+FramePreprocessor.__init__ = renamed_keywords(  # type: ignore[method-assign]
+    since="0.2.0", removed_in="0.3.0", names="camera_map"
+)(FramePreprocessor.__init__)
 
 
 def check_camera_map(camera_map: Mapping[str, str]) -> None:

@@ -64,13 +64,18 @@ class ActionClient(ClientBase[Transport]):
         image_size: ``(height, width)`` to resize to instead of the server's size.
         check_contract: Check each observation against the server's metadata (cameras, image
             size, state length) before sending; False sends it as it is.
+        state_split: GR00T's server only: how a flat state vector is cut into its state keys,
+            in the vector's order (``{"arm": 6, "gripper": 1}``: the first six values are
+            ``arm``); not needed when the state is given as a dict of named arrays.
     """
 
     _stream_type = ReplyStream
     _transport_prefix = ""
 
     def metadata(self) -> ActionMetadata:
-        """The server's policy description (cameras, image size, action horizon and dims)."""
+        """The server's policy description (cameras, image size, action horizon and dims),
+        read as requests are sent: retried per `retry`, and waiting for a server that is
+        warming up."""
         return drive(self._session.metadata())
 
     def infer(

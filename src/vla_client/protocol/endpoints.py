@@ -67,6 +67,12 @@ def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str,
     return url, chosen
 
 
+API_KEY_ENV = "VLA_CLIENT_API_KEY"
+"""The environment variable both ends read their API key from when given none: a client
+(`ActionClient`, every ``vla-client`` command) sends it, ``vla-client serve`` requires it. The
+key stays out of the command line and out of ``ps``."""
+
+
 def auth_headers(api_key: str | None, endpoint: Endpoint | None = None) -> dict[str, str]:
     """The ``Authorization`` header for `api_key`, or nothing without a key.
 

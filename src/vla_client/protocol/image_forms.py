@@ -4,8 +4,8 @@ The forms SGLang's action API takes: ``{"b64_json": ...}`` / ``{"base64": ...}``
 or anything Pillow reads, optionally as a ``data:`` URL; nested pixel lists; tensor payloads
 ``{values|data, dtype, shape}``; and, on msgpack, ndarrays (plus raw encoded image bytes, an
 extension). This module writes them on the robot; the server reads every one of them with
-`vla_client.protocol.decode.decode_image_value` (moved there in 0.2.0, so that a robot never
-loads the decoders; importing it from here still works, with a warning).
+`vla_client.protocol.decode.decode_image_value`, in a module of its own so that a robot never
+loads the decoders.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from vla_client.codecs.png_write import png_writer_holds_gil
 from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError
 from vla_client.protocol.wire import Wire
-from vla_client.validation import moved_module
 
 Encoding = Literal["png", "jpeg", "raw", "pixels"]
 ENCODINGS: tuple[Encoding, ...] = ("png", "jpeg", "raw", "pixels")
@@ -70,6 +69,3 @@ def encodes_in_parallel(encoding: Encoding, wire: Wire) -> bool:
     if encoding == "raw":
         return wire != "msgpack"
     return encoding != "png" or not png_writer_holds_gil()
-
-
-__getattr__, __dir__ = moved_module(__name__, "vla_client.protocol.decode", ("decode_image_value",))

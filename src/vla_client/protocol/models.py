@@ -24,6 +24,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    FiniteFloat,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -95,7 +96,9 @@ class ObservationPayload(_Open):
 
     images: dict[str, Any] = Field(default_factory=dict)
     state: Any = None
-    capture_times: dict[str, float] | None = None
+    capture_times: dict[str, FiniteFloat] | None = None
+    """Seconds each camera's frame was taken, finite (an age from NaN or infinity means
+    nothing; the server's decoder refuses them on every wire too)."""
 
 
 class ActionInput(_Open):

@@ -26,6 +26,10 @@ INTERNAL_ERROR = 500
 CLOSE_CODE_BASE = 4000
 """Websocket close code for HTTP status S: ``CLOSE_CODE_BASE + S`` (4503, 4400, ...)."""
 _RETRY_AFTER_REASON = "retry-after="
+POLICY_LOADING = "the policy is loading"
+"""The detail of the 503 (with ``Retry-After``) a reference server answers while its policy
+loads and warms up. A client that reads it waits for the warm-up (`RetryPolicy.warm_up_s`,
+within the request's deadline) rather than giving up after its usual few retries."""
 
 
 @dataclass(frozen=True)

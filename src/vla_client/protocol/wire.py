@@ -7,6 +7,8 @@ Content negotiation follows SGLang: a content type containing ``msgpack`` means 
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, Literal
 
 import orjson
@@ -81,5 +83,39 @@ def loads(body: bytes | memoryview, wire: Wire, *, base64_bytes: bool = False) -
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        field = _non_finite_field(body)
+        if field is not None:
+            raise CodecError(NOT_FINITE, field=field) from None
         raise CodecError(f"malformed JSON body: {exc}") from None
     return restore_placeholders(document, arrays)
+
+
+NOT_FINITE = (
+    "not a finite number (NaN, infinity or beyond a double's range), which JSON cannot carry"
+)
+
+
+def _non_finite_field(body: bytes) -> str | None:
+    """Where a body orjson refused holds ``NaN``, ``Infinity`` or a number too large for a
+    double (``1e999``), as Python's lenient parser reads it, as a dotted path
+    (``input.observation.capture_times.wrist``); None when that is not why it was refused.
+    Only a refused body is parsed again, so a good one costs nothing more."""
+    try:
+        document = json.loads(body, parse_constant=float)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[str, Any]] = [("", document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{path}.{key}" if path else str(key), v) for key, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(value))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                finite = math.isfinite(value)
+            except OverflowError:  # an integer beyond a double's range
+                finite = False
+            if not finite:
+                return path
+    return None

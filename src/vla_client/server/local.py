@@ -47,7 +47,12 @@ def listener_url(sock: socket.socket) -> str:
 
 
 class LocalServer:
-    """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens."""
+    """A uvicorn server on 127.0.0.1 in a background thread; `url` is where it listens.
+
+    It runs inside someone else's program (a notebook, a test, `vla-client eval`), so it leaves
+    that program's logging as it is: uvicorn's records go to the root logger's handlers, and no
+    handler is installed on a stream that may later be closed (a test's captured stderr).
+    """
 
     def __init__(self, app: FastAPI, *, host: str = "127.0.0.1", port: int = 0) -> None:
         self.app = app
@@ -55,7 +60,12 @@ class LocalServer:
         self.host, self.port = self._socket.getsockname()[:2]
         options = uvicorn_options(getattr(app.state, "config", None) or ServerConfig())
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="on", **options
+            app,
+            log_level="warning",
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            **options,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -21,6 +21,7 @@ import logging
 from typing import Literal
 
 from vla_client.errors import InferenceError
+from vla_client.protocol.status import POLICY_LOADING
 from vla_client.server.inference import Runner
 
 log = logging.getLogger("vla_client.server.startup")
@@ -52,7 +53,7 @@ class Startup:
     def check(self) -> None:
         """Raise the 503 a request gets unless the policy is ready."""
         if self.state == "loading":
-            raise InferenceError(503, "the policy is loading", retry_after=RETRY_AFTER_S)
+            raise InferenceError(503, POLICY_LOADING, retry_after=RETRY_AFTER_S)
         if self.state == "failed":
             raise InferenceError(503, "the policy failed to start; see the server log")
 

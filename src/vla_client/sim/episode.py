@@ -6,8 +6,10 @@ action (fetching the next chunk in the background as on a robot), the `Watchdog`
 goes on without one: the target keeps moving while the robot waits for its first chunk). That
 is why this loop is not `ControlLoop`, which applies nothing on a tick without an action.
 
-Time is either real (``realtime=True``: ticks on the wall clock, the network delay slept in the
-transport, as on a robot) or simulated (`SimulatedTime`: the clock advances one period per tick
+Time is either real (``realtime=True``: ticks on the monotonic clock, paced as `ControlLoop`
+paces them, the network delay slept in the transport, as on a robot; a tick late by a period or
+more, after a stall in the world, skips the ticks it missed rather than running them back to
+back) or simulated (`SimulatedTime`: the clock advances one period per tick
 and replies are handed over when due), which gives the same outcome for the same seed.
 """
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from vla_client.client.result import ActionResult
 from vla_client.control.chunk import EXECUTION_MODES, ChunkExecutor, ExecutionMode
+from vla_client.control.pacing import TickSchedule
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import ExecutorStats
 from vla_client.control.types import Action, InferFn
@@ -140,6 +143,9 @@ class EpisodeResult:
     last_failure: str | None = None
     """Why the last failed request failed (None when none did), even in an episode that
     went on to succeed."""
+    skipped_ticks: int = 0
+    """Ticks skipped in real time because the loop was a period or more late (a stall in
+    the world's step, say), rather than run back to back; always 0 in simulated time."""
     results: list[ActionResult] = field(default_factory=list, repr=False)
     """Every reply, for per-stage latency."""
     seams: Seams = field(default_factory=Seams)
@@ -221,6 +227,8 @@ def run_episode(
     current: Observation | None = None
     in_world = _WorldCalls()
     patience = _Patience(executor, started, config.give_up_s)
+    schedule = TickSchedule(config.period_s, clock, time.sleep)
+    skipped = 0
 
     def observe() -> Observation:
         nonlocal current
@@ -246,7 +254,11 @@ def run_episode(
                 if tick and simulated.advance(config.period_s, in_flight=executor.in_flight):
                     executor.join(JOIN_TIMEOUT_S)
             else:
-                _sleep_until(started + tick * config.period_s)
+                due = schedule.wait(lambda: False)
+                assert due is not None  # None only once stopping, which it never is here
+                if due.skipped:
+                    skipped += due.skipped
+                    executor.skip(due.skipped)
             current = None
             if writer is not None and tick % record_every == 0:
                 writer.write(observe(), wall_time=wall_start + clock() - started)
@@ -287,6 +299,7 @@ def run_episode(
         chunks=stats.chunks_received,
         starved_ticks=stats.starved_ticks,
         failed_requests=_failed_requests(stats),
+        skipped_ticks=skipped,
         staleness_ticks=float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan,
         observation_to_action_ms=stats.observation_to_action_ms().p50,
         last_failure=None if executor.last_error is None else _one_line(executor.last_error),
@@ -369,11 +382,6 @@ def _one_line(exc: BaseException | None) -> str:
         return "no error"
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _sleep_until(deadline: float) -> None:
-    while (left := deadline - time.monotonic()) > 0:
-        time.sleep(left)
 
 
 def _writer(

@@ -146,12 +146,13 @@ class _Link(Generic[ConnectionT, LockT]):
     the handshake and metadata frame; `api_key` becomes the endpoint's Authorization header,
     added to `headers`; `backoff` paces reconnects after a failed connect. `max_reply_bytes`
     caps every frame (None: sized from each connection's metadata frame, see
-    `vla_client.protocol.reply_size_limit`); `max_size` is its old, deprecated name.
+    `vla_client.protocol.reply_size_limit`).
     """
 
-    @renamed_keywords(
-        timeout="timeout_s", connect_timeout="connect_timeout_s", max_size="max_reply_bytes"
-    )  # the 0.1.0 names
+    @renamed_keywords(  # the 0.1.0 names: a TypeError that names the new one
+        since="0.2.0", removed_in="0.3.0",
+        timeout="timeout_s", connect_timeout="connect_timeout_s", max_size="max_reply_bytes",
+    )  # fmt: skip
     def __init__(
         self,
         url: str,

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from vla_client.errors import InferenceError, WorkerStartError
+from vla_client.protocol.status import POLICY_LOADING
 from vla_client.server.config import WorkerSettings
 from vla_client.server.inference import RequestMemory, policy_failure_detail
 from vla_client.server.policy import Policy, PolicyInput
@@ -169,7 +170,7 @@ class WorkerRunner:
         if self._closing:
             raise InferenceError(503, "the server is shutting down", retry_after=RETRY_AFTER_S)
         if not self._started:
-            raise InferenceError(503, "the policy is loading", retry_after=RETRY_AFTER_S)
+            raise InferenceError(503, POLICY_LOADING, retry_after=RETRY_AFTER_S)
         if self._start_error:
             raise InferenceError(503, self._start_error, retry_after=RETRY_AFTER_S)
         if self._admitted >= self.settings.queue_size:
