@@ -1,9 +1,9 @@
 """Real-time chunking in GR00T's terms: the executor's prefix, d and s as GR00T N1.7 takes them.
 
 GR00T N1.7's action head (``Gr00tN1d7ActionHead.get_action_with_features`` in Isaac-GR00T's
-``gr00t/model/gr00t_n1d7/gr00t_n1d7.py``) continues a previous chunk when its input holds one
-(``action``, normalised by GR00T's processor from robot units) and ``get_action``'s options say
-how:
+``gr00t/model/gr00t_n1d7/gr00t_n1d7.py``, as read at commit 8cb8bd7) continues a previous
+chunk when its input holds one (``action``, normalised by GR00T's processor from robot units)
+and ``get_action``'s options say how:
 
 - ``action_horizon``: how many rows of the previous chunk are meant (its length before padding);
 - ``rtc_overlap_steps`` (K): the new chunk's rows ``0..K-1`` start from the previous chunk's
@@ -16,18 +16,18 @@ how:
 
 The previous chunk reaches the model the way Isaac-GR00T's pull request #520 sends it (open; its
 ``scripts/test_piper_client_RTC.py``): as ``observation["action"]``, one float32 ``(1, H, D)``
-array per action key, meant rows first, zero-padded to the horizon. GR00T's mainline
-``Gr00tPolicy`` (``gr00t/policy/gr00t_policy.py``) forwards neither that key nor the options to
-the model, so a stock ``run_gr00t_server.py`` drops both without a word; it takes them once its
-policy passes them on (as PR #520's policy layer and the forks that call
+array per action key, meant rows first, zero-padded to the horizon. GR00T's ``Gr00tPolicy``
+(``gr00t/policy/gr00t_policy.py``, as read at commit be889e7) passes neither that key nor the
+options to the model, so a stock ``run_gr00t_server.py`` drops both without a word; it takes
+them once its policy passes them on (as PR #520's policy layer and the deployments that call
 ``model.get_action(..., options=options)`` do).
 
 `rtc_request` maps `vla_client.protocol.rtc.RTCRequest` onto that: the prefix (the rows of the
 current chunk not yet executed, robot units) is the previous chunk, ``K = min(P, H - s)`` (at
-least the frozen rows) and ``F = min(d, P)``, which is what Isaac-GR00T's pull request #320 sets
-(``rtc_overlap_steps = action_horizon - execution_horizon``, ``rtc_frozen_steps`` = the
-inference latency in steps). GR00T announces none of this and says nothing of what it applied,
-so RTC against it is the user's word: `declare_rtc`.
+least the frozen rows) and ``F = min(d, P)``, as Isaac-GR00T's pull request #320 (open, for
+N1.5) sets them (``rtc_overlap_steps = action_horizon - execution_horizon``,
+``rtc_frozen_steps`` = the inference latency in steps). GR00T announces none of this and says
+nothing of what it applied, so RTC against it is the user's word: `declare_rtc`.
 """
 
 from __future__ import annotations
