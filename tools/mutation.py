@@ -84,6 +84,7 @@ MODULES: dict[str, list[str]] = {
     "protocol/decode": ["tests/protocol/test_decode.py", "tests/protocol/test_request.py"],
     "protocol/vllm_omni": ["tests/protocol/test_dialects.py"],
     "protocol/roboarena": ["tests/protocol/test_dialects.py"],
+    "protocol/gr00t_rtc": ["tests/client/test_gr00t_rtc.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import threading
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -236,17 +234,3 @@ def test_a_chunk_executor_in_rtc_mode_continues_the_chunk_over_gr00t() -> None:
     np.testing.assert_array_equal(switch, second.actions[3])
     fresh = second.actions[4] - 10  # the new pattern's row 3: rows past K are unguided
     assert (np.abs(switch - first.actions[7]) < np.abs(fresh - first.actions[7])).all()
-
-
-def test_the_gr00t_rtc_snippet_of_the_docs_runs() -> None:
-    """docs/real-servers.md's GR00T real-time chunking example, against the test server."""
-    page = (Path(__file__).parents[2] / "docs" / "real-servers.md").read_text()
-    pattern = r"<!-- run against a GR00T RTC server: [^>]+ -->\n```python\n(.*?)```"
-    (code,) = re.findall(pattern, page, flags=re.S)
-    with Gr00tServer(horizon=HORIZON, rtc=True) as server:
-        code = re.sub(r'URL = "[^"]+"', f'URL = "{server.url}"', code)
-        namespace: dict[str, Any] = {}
-        exec(compile(code, "real-servers.md", "exec"), namespace)
-    assert isinstance(namespace["executor"], ChunkExecutor)
-    assert namespace["server"].capabilities["rtc"]["echo"] is False
-    assert server.endpoints == ["get_modality_config"]

@@ -414,7 +414,7 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
         )
     if announced(server.capabilities) is None:
         declare = (
-            " (GR00T's announces nothing: if its policy applies GR00T's rtc_* options, pass "
+            " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
             "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
             if server.policy_family == "gr00t"
             else ""

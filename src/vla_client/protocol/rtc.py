@@ -21,8 +21,8 @@ metadata (``capabilities.rtc``) and echoes what it applied in each reply (a top-
 object), so a client can tell RTC done from RTC dropped.
 
 NVIDIA Isaac GR00T takes the same request in its own terms (the previous chunk per action key
-and ``rtc_*`` options, `vla_client.protocol.gr00t.rtc_request`) but announces and echoes
-nothing, so RTC against it is the user's declaration (`vla_client.protocol.gr00t.declare_rtc`).
+and ``rtc_*`` options, `vla_client.protocol.gr00t_rtc.rtc_request`) but announces and echoes
+nothing, so RTC against it is the user's declaration (`vla_client.protocol.gr00t_rtc.declare_rtc`).
 """
 
 from __future__ import annotations
