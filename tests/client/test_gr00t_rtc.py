@@ -100,10 +100,23 @@ def test_a_stock_gr00t_server_takes_the_request_and_drops_it_without_a_word() ->
     assert ignored.raw["info"] == {}  # and says nothing of it
 
 
-def test_a_ramp_rate_given_with_the_call_is_sent() -> None:
+@pytest.mark.parametrize("rate", [2, 0.5])
+def test_a_ramp_rate_and_other_options_given_with_the_call_are_sent(rate: float) -> None:
+    keywords = {"seed": 3, "rtc": REQUEST.parameters(), "rtc_ramp_rate": rate}
     with Gr00tServer(horizon=HORIZON, rtc=True) as server:
-        infers("sync", server.url, [{}, {"rtc": REQUEST.parameters(), "rtc_ramp_rate": 2}])
-    assert from_bytes(server.frames[-1])["data"]["options"]["rtc_ramp_rate"] == 2.0
+        infers("sync", server.url, [{}, keywords])
+    options = from_bytes(server.frames[-1])["data"]["options"]
+    assert options == {"seed": 3, "action_horizon": 4, "rtc_overlap_steps": 4,
+                       "rtc_frozen_steps": 2, "rtc_ramp_rate": float(rate)}  # fmt: skip
+    assert isinstance(options["rtc_ramp_rate"], float)
+
+
+def test_a_prefix_as_long_as_the_chunk_is_taken() -> None:
+    whole = RTCRequest(np.ones((HORIZON, 7), np.float32), 1, 2)
+    with Gr00tServer(horizon=HORIZON, rtc=True) as server:
+        _, guided = infers("sync", server.url, [{}, {"rtc": whole.parameters()}])
+    assert from_bytes(server.frames[-1])["data"]["options"]["rtc_overlap_steps"] == HORIZON - 2
+    np.testing.assert_array_equal(guided.actions[0], np.ones(7))
 
 
 def test_a_prefix_that_reaches_past_h_minus_s_is_sent_whole_and_guided_up_to_the_delay() -> None:
@@ -117,10 +130,16 @@ def test_a_prefix_that_reaches_past_h_minus_s_is_sent_whole_and_guided_up_to_the
     np.testing.assert_array_equal(guided.actions[:3], PREFIX[:3])
 
 
+NO_SIZES = (
+    "announces its action keys but not their sizes: real-time chunking cuts the prefix by the "
+    "sizes of the server's last reply, so send one request without it first"
+)
+
+
 def test_the_first_request_cannot_carry_rtc_gr00t_does_not_size_its_actions() -> None:
     with (
         Gr00tServer(horizon=HORIZON, rtc=True) as server,
-        pytest.raises(ValueError, match="send one request without it first"),
+        pytest.raises(ValueError, match=NO_SIZES),
     ):
         infers("sync", server.url, [{"rtc": REQUEST.parameters()}])
     assert server.endpoints == ["get_modality_config"]  # nothing sent
@@ -170,6 +189,22 @@ def test_rtc_mode_is_refused_until_declared_naming_the_modes_it_supports() -> No
     assert "\n" not in message
     assert "supports modes naive, aligned, blended" in message
     assert "declare_rtc(client.metadata())" in message
+
+
+def test_the_declaration_says_the_server_does_rtc_on_the_clients_word_with_no_echo() -> None:
+    metadata = ActionMetadata(policy_family="gr00t", capabilities={"other": 1})
+    assert declare_rtc(metadata).capabilities == {
+        "other": 1,
+        "rtc": {
+            "supported": True,
+            "echo": False,
+            "declared": "by the client: GR00T's server announces nothing",
+            "options": ["action_horizon", "rtc_overlap_steps", "rtc_frozen_steps",
+                        "rtc_ramp_rate"],
+            "previous_chunk": "observation.action",
+        },
+    }  # fmt: skip
+    assert metadata.capabilities == {"other": 1}  # a copy: the client's own is left as it was
 
 
 def test_only_gr00ts_metadata_can_be_declared() -> None:
