@@ -131,8 +131,8 @@ def test_a_prefix_that_reaches_past_h_minus_s_is_sent_whole_and_guided_up_to_the
 
 
 NO_SIZES = (
-    "announces its action keys but not their sizes: real-time chunking cuts the prefix by the "
-    "sizes of the server's last reply, so send one request without it first"
+    "GR00T announces its action keys but not their sizes: real-time chunking cuts the prefix by "
+    "the sizes of the server's last reply, so send one request without it first"
 )
 
 
