@@ -126,6 +126,37 @@ def test_a_server_without_rtc_is_refused_with_the_modes_it_supports() -> None:
     assert "supports modes naive, aligned, blended" in message
 
 
+def test_an_announcement_without_echo_takes_replies_that_say_nothing() -> None:
+    """What `declare_rtc` gives for GR00T's server, which says nothing either way."""
+    policy = RTCPolicy(echo=False)
+    server = metadata()
+    server.capabilities["rtc"] = {"supported": True, "echo": False}
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=2, server=server)
+    run_until_reply(executor, policy, 1)
+    for _ in range(2):
+        executor.tick(observe)
+    assert policy.sent[-1] is not None
+    policy.release()
+    assert executor.join(5)
+    action = executor.tick(observe)  # taken, not refused
+    assert action is not None and action[1] == 2
+    assert executor.stats.chunks_received == 2
+
+
+def test_a_gr00t_server_is_refused_with_the_way_to_declare_it() -> None:
+    server = ActionMetadata(policy_family="gr00t", output=MetadataOutput(action_horizon=8))
+    with pytest.raises(ModeNotSupportedError) as caught:
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=server)
+    assert str(caught.value).endswith(
+        "supports modes naive, aligned, blended (GR00T's server announces nothing: if its policy "
+        "applies GR00T's rtc_* options, pass "
+        "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
+    )
+    with pytest.raises(ModeNotSupportedError) as caught:
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=metadata(rtc=False))
+    assert "declare_rtc" not in str(caught.value)  # other servers announce it themselves
+
+
 @pytest.mark.parametrize(
     ("options", "match"),
     [
