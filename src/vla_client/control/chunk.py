@@ -178,14 +178,13 @@ class ChunkExecutor:
             raise ValueError(f"clock must be a callable giving seconds; got {clock!r}")
         check_monotonic("monotonic", monotonic)
         self._execution_horizon: int | None = None
-        self._rtc_echoed = False
         if mode is not None:
             align = _check_mode(mode, align, blend_steps, prefetch_at)
         if mode == "rtc":
             self._execution_horizon = _rtc_horizon(server, execution_horizon)
-            self._rtc_echoed = _rtc_echoed(server)
         elif execution_horizon is not None or server is not None:
             raise ValueError("execution_horizon and server are for mode='rtc'")
+        self._rtc_echoed = _rtc_echoed(server)  # False outside rtc mode: there is no server
         self._delays: deque[int] = deque(maxlen=DELAY_WINDOW)
         self._infer = infer
         self._prefetch_at = prefetch_at
