@@ -7,6 +7,10 @@ age check, the deadline and the counters are the client's `RequestBook`, as on e
 
 The policy's modality config is read with the first call and kept; it is read again after the
 connection failed, since the server may have come back as another.
+
+An ``rtc`` call option (real-time chunking, as `ChunkExecutor` sends it) travels in GR00T's own
+terms (`vla_client.protocol.gr00t_rtc`), its prefix cut per action key by the sizes of the last
+reply.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from vla_client.protocol.gr00t import (
     read_answer,
     read_modality_config,
 )
+from vla_client.protocol.gr00t_rtc import PREVIOUS_KEY, rtc_request
+from vla_client.protocol.rtc import PARAMETER
 from vla_client.transports.drive import Offload, Steps
 
 
@@ -44,6 +50,8 @@ class Gr00tSession:
         self._transport = transport
         self._api_token = api_key
         self._config: tuple[Gr00tConfig, ActionMetadata] | None = None
+        self._action_columns: dict[str, slice] | None = None
+        """Each action key's columns in the last reply: GR00T's config does not size them."""
 
     def _exchange(self, body: bytes, timeout_s: float | None) -> Steps[tuple[Any, int]]:
         """Send `body`; the reply's document (`ServerError` for an error reply) and size."""
@@ -79,13 +87,19 @@ class Gr00tSession:
         self, observation: Observation, options: Mapping[str, Any], request_id: str | None
     ) -> Steps[ActionResult]:
         """One ``get_action``: `observation` fitted and sent, `options` as GR00T's options
-        (None when empty), the reply's per-key actions joined as `read_actions` does."""
+        (None when empty; an ``rtc`` one as `rtc_request` maps it), the reply's per-key actions
+        joined as `read_actions` does."""
         book = self._book
         deadline_at = book.deadline_at()
         config, metadata = yield from self.config()
+        options = dict(options)
+        previous = None
+        if PARAMETER in options:
+            rtc = options.pop(PARAMETER)
+            previous, options = rtc_request(rtc, config, self._action_columns, options)
         fitter = book.fitter(metadata if book.options.check_contract else None)
         prepared = yield Offload(
-            partial(self._prepare, observation, dict(options) or None, config, fitter)
+            partial(self._prepare, observation, options or None, previous, config, fitter)
         )
         prepared = replace(prepared, request_id=request_id or prepared.request_id,
                            deadline_at=deadline_at)  # fmt: skip
@@ -96,6 +110,7 @@ class Gr00tSession:
         book.check_in_time(prepared)
         read_start = time.perf_counter()
         actions, action_keys = read_actions(answer, config)
+        self._action_columns = action_keys
         return ActionResult(
             actions=actions,
             request_id=prepared.request_id,
@@ -115,6 +130,7 @@ class Gr00tSession:
         self,
         observation: Observation,
         options: dict[str, Any] | None,
+        previous: dict[str, Any] | None,
         config: Gr00tConfig,
         fitter: FramePreprocessor,
     ) -> PreparedRequest:
@@ -122,6 +138,8 @@ class Gr00tSession:
         fitted, fit_ms = book.fitted(observation, fitter)
         start = time.perf_counter()
         document = observation_document(fitted, config, book.options.state_split)
+        if previous is not None:
+            document[PREVIOUS_KEY] = previous
         body = message("get_action", {"observation": document, "options": options}, self._api_token)
         book.stats.sent += 1
         return PreparedRequest(
