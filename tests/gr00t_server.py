@@ -21,11 +21,25 @@ Every request's bytes are kept (`frames`) for the tests to check bit for bit. Th
 a pattern the tests can predict: action key ``k`` (its index in the config), step ``t``,
 column ``d`` is ``100 k + 10 t + d`` plus the sum of all state values. The reply's action map
 lists the keys in reverse config order, so a client that trusts map order is caught.
+
+Real-time chunking: GR00T's mainline ``Gr00tPolicy`` passes neither ``observation["action"]``
+nor the options to its model, so by default both are ignored, as a stock server does. With
+``rtc=True`` the server is one whose policy passes them on (Isaac-GR00T pull request #520's
+policy layer, options forwarded) to N1.7's action head (``gr00t_n1d7.py``,
+``get_action_with_features``), whose rules are kept: the four options ``action_horizon`` (A),
+``rtc_overlap_steps`` (K), ``rtc_frozen_steps`` (F), ``rtc_ramp_rate`` (r) all required,
+``0 <= F <= K <= A``; rows ``0..K-1`` start from the previous chunk's rows ``A-K..A-1``; the
+update of row i is scaled by a strength, 0 for i < F, then ``1 - e^(-r t)`` normalised over
+``t = linspace(0, 1, K - F + 2)[1:-1]``, 1 from K on. Its Euler loop is replaced by what it gives
+for a velocity that points straight from where a row starts to the pattern:
+``start + strength * (pattern - start)``, so frozen rows come back equal to the previous chunk.
+GR00T says nothing of what it applied, and neither does this server.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -118,6 +132,7 @@ class Gr00tServer:
         reply: Callable[[dict[str, Any]], Any] | None = None,
         delay_s: float = 0.0,
         port: int | None = None,
+        rtc: bool = False,
     ) -> None:
         self.action_dims = action_dims or {"arm": 6, "gripper": 1}
         self.horizon = horizon
@@ -130,6 +145,7 @@ class Gr00tServer:
         self.api_token = api_token
         self.reply = reply
         self.delay_s = delay_s
+        self.rtc = rtc
         self.frames: list[bytes] = []
         self.endpoints: list[str] = []
         self.answered = threading.Semaphore(0)
@@ -164,6 +180,30 @@ class Gr00tServer:
             out[key] = (100 * index + t + d + offset).astype(np.float32)[None]
         return out
 
+    def continue_chunk(
+        self, actions: dict[str, np.ndarray], previous: dict[str, Any], options: Any
+    ) -> None:
+        """`actions` continued from the `previous` chunk as N1.7's action head does (above)."""
+        names = ("action_horizon", "rtc_overlap_steps", "rtc_frozen_steps", "rtc_ramp_rate")
+        missing = sorted(set(names) - set(options or {}))
+        assert not missing, f"Missing GR00T RTC options: {missing}"
+        meant, overlap, frozen = (int(options[name]) for name in names[:3])
+        rate = float(options["rtc_ramp_rate"])
+        assert 0 <= frozen <= overlap <= meant <= self.horizon, "RTC needs 0 <= F <= K <= A"
+        assert math.isfinite(rate) and rate > 0, f"rtc_ramp_rate must be positive, got {rate}"
+        strength = np.ones(self.horizon)
+        strength[:frozen] = 0.0
+        t = np.linspace(0.0, 1.0, overlap - frozen + 2)
+        ramp = 1 - np.exp(-rate * t)
+        strength[frozen:overlap] = (ramp / ramp[-1])[1:-1]
+        for key, dim in self.action_dims.items():
+            chunk = previous[key]
+            assert isinstance(chunk, np.ndarray) and chunk.dtype == np.float32
+            assert chunk.shape == (1, self.horizon, dim), f"previous action {key!r}: {chunk.shape}"
+            start = chunk[0, meant - overlap : meant]
+            head = actions[key][0, :overlap]
+            actions[key][0, :overlap] = start + strength[:overlap, None] * (head - start)
+
     def _answer(self, request: dict[str, Any]) -> Any:
         endpoint = request.get("endpoint", "get_action")
         self.endpoints.append(endpoint)
@@ -181,7 +221,10 @@ class Gr00tServer:
             if self.reply is not None:
                 return self.reply(request)
             check_observation(data["observation"], self.config)
-            return [self.actions(data["observation"]), {}]
+            actions = self.actions(data["observation"])
+            if self.rtc and "action" in data["observation"]:
+                self.continue_chunk(actions, data["observation"]["action"], data["options"])
+            return [actions, {}]
         raise ValueError(f"Unknown endpoint: {endpoint}")
 
     def stop(self) -> None:

@@ -68,7 +68,8 @@ MODULES: dict[str, list[str]] = {
                       "tests/codecs/test_pixel_limit_at_the_edge.py"],
     "codecs/digest": ["tests/codecs/test_properties.py"],
     "control/chunk": ["tests/control/test_chunk.py", "tests/control/test_timing_at_the_edge.py",
-                      "tests/control/test_stalls_and_clock_steps.py"],
+                      "tests/control/test_stalls_and_clock_steps.py",
+                      "tests/control/test_rtc_executor.py"],
     "cameras/rig": ["tests/cameras/test_camera_rig.py"],
     "cameras/preprocess": ["tests/cameras/test_preprocess.py"],
     "client/fit": ["tests/cameras/test_preprocess.py"],
@@ -86,6 +87,7 @@ MODULES: dict[str, list[str]] = {
     "protocol/decode": ["tests/protocol/test_decode.py", "tests/protocol/test_request.py"],
     "protocol/vllm_omni": ["tests/protocol/test_dialects.py"],
     "protocol/roboarena": ["tests/protocol/test_dialects.py"],
+    "protocol/gr00t_rtc": ["tests/client/test_gr00t_rtc.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 

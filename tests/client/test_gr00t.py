@@ -337,6 +337,20 @@ def test_the_gr00t_snippet_of_the_docs_runs() -> None:
     assert server.endpoints == ["get_modality_config", "reset", "get_action"]
 
 
+def test_the_gr00t_rtc_snippet_of_the_docs_runs() -> None:
+    """docs/real-servers.md's GR00T real-time chunking example, against the test server."""
+    page = (Path(__file__).parents[2] / "docs" / "real-servers.md").read_text()
+    pattern = r"<!-- run against a GR00T RTC server: [^>]+ -->\n```python\n(.*?)```"
+    (code,) = re.findall(pattern, page, flags=re.S)
+    with Gr00tServer(rtc=True) as server:
+        code = re.sub(r'URL = "[^"]+"', f'URL = "{server.url}"', code)
+        namespace: dict[str, Any] = {}
+        exec(compile(code, "real-servers.md", "exec"), namespace)
+    assert isinstance(namespace["executor"], ChunkExecutor)
+    assert namespace["server"].capabilities["rtc"]["echo"] is False
+    assert server.endpoints == ["get_modality_config"]
+
+
 @BOTH
 def test_a_state_given_as_named_parts_reaches_the_server_as_those_parts(kind: str) -> None:
     arm, gripper = np.linspace(0, 1, 6), np.array([0.25], np.float32)

@@ -35,10 +35,12 @@ def metadata(rtc: bool = True, horizon: int | None = HORIZON) -> ActionMetadata:
 
 class RTCPolicy:
     """An infer callable that keeps each call's ``rtc`` keyword, replies when released, and
-    echoes the RTC it was given (unless `echo` is False). Row i of reply n is ``[100 n + i, n]``."""
+    echoes the RTC it was given (unless `echo` is False; with `echo_changes` in it, a server
+    that says it applied something else). Row i of reply n is ``[100 n + i, n]``."""
 
-    def __init__(self, echo: bool = True) -> None:
+    def __init__(self, echo: bool = True, **echo_changes: Any) -> None:
         self.echo = echo
+        self.echo_changes = echo_changes
         self.sent: list[dict[str, Any] | None] = []
         self._gate = threading.Semaphore(0)
 
@@ -60,7 +62,7 @@ class RTCPolicy:
                 rtc["inference_delay_steps"],
                 rtc["execution_horizon"],
             )
-            raw["rtc"] = request.echo()
+            raw["rtc"] = {**request.echo(), **self.echo_changes}
         timings = Timings(1.0, 1.0, 1.0, 10, 10)
         return ActionResult(actions, f"req-{number}", timings, raw=raw)
 
@@ -127,6 +129,82 @@ def test_a_server_without_rtc_is_refused_with_the_modes_it_supports() -> None:
 
 
 @pytest.mark.parametrize(
+    ("changes", "applied"),
+    [({"inference_delay_steps": 0}, "'prefix_steps': 6, 'inference_delay_steps': 0"),
+     ({"prefix_steps": 2}, "'prefix_steps': 2, 'inference_delay_steps': 1")],
+)  # fmt: skip
+def test_a_reply_that_applied_another_prefix_or_delay_stops_the_executor(
+    changes: dict[str, int], applied: str
+) -> None:
+    policy = RTCPolicy(**changes)
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=4, server=metadata())
+    run_until_reply(executor, policy, 1)
+    for _ in range(4):
+        executor.tick(observe)
+    policy.release()
+    assert executor.join(5)
+    with pytest.raises(ModeNotSupportedError) as caught:
+        executor.tick(observe)
+    assert applied in str(caught.value)
+    assert str(caught.value).endswith("not the 6-row prefix with delay 1 sent")
+
+
+def test_a_chunk_played_out_before_the_next_request_sends_no_prefix() -> None:
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=HORIZON, server=metadata())
+    run_until_reply(executor, policy, 1)
+    for _ in range(HORIZON):  # rows 1..9, then nothing left: asked again with nothing to continue
+        executor.tick(observe)
+    assert policy.sent == [None, None]
+    policy.release()
+    executor.close(5)
+
+
+def test_the_default_execution_horizon_is_at_least_one_row() -> None:
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", server=metadata(horizon=3))
+    run_until_reply(executor, policy, 1)
+    executor.tick(observe)  # takes the reply, plays row 1 of 10: s = 3 // 2 = 1 is reached
+    assert len(policy.sent) == 2
+    policy.release()
+    executor.close(5)
+
+
+def test_an_announcement_without_echo_takes_replies_that_say_nothing() -> None:
+    """What `declare_rtc` gives for GR00T's server, which says nothing either way."""
+    policy = RTCPolicy(echo=False)
+    server = metadata()
+    server.capabilities["rtc"] = {"supported": True, "echo": False}
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=2, server=server)
+    run_until_reply(executor, policy, 1)
+    for _ in range(2):
+        executor.tick(observe)
+    assert policy.sent[-1] is not None
+    policy.release()
+    assert executor.join(5)
+    action = executor.tick(observe)  # taken, not refused
+    assert action is not None and action[1] == 2
+    assert executor.stats.chunks_received == 2
+
+
+def test_a_gr00t_server_is_refused_with_the_way_to_declare_it() -> None:
+    server = ActionMetadata(policy_family="gr00t", output=MetadataOutput(action_horizon=8))
+    with pytest.raises(ModeNotSupportedError) as caught:
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=server)
+    assert str(caught.value).endswith(
+        "supports modes naive, aligned, blended (GR00T's server announces nothing: if its policy "
+        "applies GR00T's rtc_* options, pass "
+        "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
+    )
+    with pytest.raises(ModeNotSupportedError) as caught:
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=metadata(rtc=False))
+    assert str(caught.value).endswith("supports modes naive, aligned, blended")  # no GR00T hint
+    unnamed = ActionMetadata(capabilities={})
+    with pytest.raises(ModeNotSupportedError, match=r"the server \(unnamed\) announces no"):
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=unnamed)
+
+
+@pytest.mark.parametrize(
     ("options", "match"),
     [
         ({"mode": "fast"}, "mode"),
@@ -134,6 +212,7 @@ def test_a_server_without_rtc_is_refused_with_the_modes_it_supports() -> None:
         ({"mode": "rtc", "server": metadata(), "prefetch_at": 3}, "leave prefetch_at 0"),
         ({"mode": "rtc", "server": metadata(), "execution_horizon": 0}, "execution_horizon"),
         ({"mode": "rtc", "server": metadata(), "execution_horizon": 11}, r"1\.\.10"),
+        ({"mode": "rtc", "server": metadata(), "execution_horizon": 2.5}, "execution_horizon"),
         ({"mode": "rtc", "server": metadata(horizon=None)}, "needs execution_horizon"),
         ({"mode": "blended"}, "needs blend_steps"),
         ({"mode": "aligned", "blend_steps": 2}, "blend_steps is for mode 'blended'"),

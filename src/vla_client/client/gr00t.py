@@ -7,6 +7,10 @@ age check, the deadline and the counters are the client's `RequestBook`, as on e
 
 The policy's modality config is read with the first call and kept; it is read again after the
 connection failed, since the server may have come back as another.
+
+An ``rtc`` call option (real-time chunking, as `ChunkExecutor` sends it) travels in GR00T's own
+terms (`vla_client.protocol.gr00t_rtc`), its prefix cut per action key by the sizes of the last
+reply.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from vla_client.protocol.gr00t import (
     read_answer,
     read_modality_config,
 )
+from vla_client.protocol.gr00t_rtc import PREVIOUS_KEY, rtc_request
+from vla_client.protocol.rtc import PARAMETER
 from vla_client.transports.drive import Steps
 
 
@@ -41,6 +47,8 @@ class Gr00tSession:
         self._transport = transport
         self._api_token = api_key
         self._config: tuple[Gr00tConfig, ActionMetadata] | None = None
+        self._action_columns: dict[str, slice] | None = None
+        """Each action key's columns in the last reply: GR00T's config does not size them."""
 
     def _exchange(self, body: bytes, timeout_s: float | None) -> Steps[tuple[Any, int]]:
         """Send `body`; the reply's document (`ServerError` for an error reply) and size."""
@@ -86,12 +94,17 @@ class Gr00tSession:
         runtime: Mapping[str, Any] | None = None,
     ) -> Steps[ActionResult]:
         """One ``get_action``: `observation` fitted and sent, `options` as GR00T's options
-        (None when empty), the reply's per-key actions joined as `read_actions` does. GR00T
-        takes no `runtime` block."""
+        (None when empty; an ``rtc`` one as `rtc_request` maps it), the reply's per-key actions
+        joined as `read_actions` does. GR00T takes no `runtime` block."""
         refuse_runtime(runtime)
         deadline_at = self._book.deadline_at()
         config, metadata = yield from self.config()
-        encode = partial(self._encode, dict(options) or None, config)
+        options = dict(options)
+        previous = None
+        if PARAMETER in options:
+            rtc = options.pop(PARAMETER)
+            previous, options = rtc_request(rtc, config, self._action_columns, options)
+        encode = partial(self._encode, options or None, previous, config)
         read = partial(self._read, config)
         steps = self._book.message_round(
             observation, metadata, request_id, deadline_at, encode, self._exchange, read
@@ -99,15 +112,23 @@ class Gr00tSession:
         return (yield from steps)
 
     def _encode(
-        self, options: dict[str, Any] | None, config: Gr00tConfig, observation: Observation
+        self,
+        options: dict[str, Any] | None,
+        previous: dict[str, Any] | None,
+        config: Gr00tConfig,
+        observation: Observation,
     ) -> tuple[bytes, str]:
-        """The ``get_action`` message for the fitted `observation`, with GR00T's `options`."""
+        """The ``get_action`` message for the fitted `observation`, with GR00T's `options` and,
+        for real-time chunking, the `previous` chunk's prefix."""
         document = observation_document(observation, config, self._book.options.state_split)
+        if previous is not None:
+            document[PREVIOUS_KEY] = previous
         data = {"observation": document, "options": options}
         return message("get_action", data, self._api_token), MSGPACK_CONTENT_TYPE
 
-    @staticmethod
-    def _read(config: Gr00tConfig, answer: Any) -> tuple[Any, Any, dict[str, Any]]:
-        """The ``[actions, info]`` answer's actions joined in the config's key order."""
+    def _read(self, config: Gr00tConfig, answer: Any) -> tuple[Any, Any, dict[str, Any]]:
+        """The ``[actions, info]`` answer's actions joined in the config's key order; each
+        key's columns kept for the next real-time chunking request."""
         actions, action_keys = read_actions(answer, config)
+        self._action_columns = action_keys
         return actions, action_keys, {"actions": answer[0], "info": answer[1]}

@@ -26,6 +26,8 @@ the observation is taken) and the inference delay d in ticks, the largest of the
 measured delays (ticks consumed while a request was in flight: an index difference, not a
 latency estimate). The server must announce RTC in its metadata and echo it in each reply
 (`vla_client.protocol.rtc`); otherwise `ModeNotSupportedError`, never a silent aligned run.
+GR00T's server announces and echoes nothing: there the user declares it
+(`vla_client.protocol.gr00t_rtc.declare_rtc`) and no echo is asked for.
 
 A reply that does not follow the action API (`ProtocolError`: ragged or empty actions, a chunk
 of another action dim than the last one) is dropped and counted like a lost reply: one broken
@@ -162,7 +164,9 @@ class ChunkExecutor:
         once `execution_horizon` rows of the current chunk have run (default: half the
         announced action horizon; `prefetch_at` and `blend_steps` do not apply and must stay 0),
         and `infer` is called with an ``rtc=`` keyword (`ActionClient.infer` puts it in the
-        request's parameters).
+        request's parameters). Each reply must echo it, unless the announcement says
+        ``"echo": false`` (a GR00T server declared with
+        `vla_client.protocol.gr00t_rtc.declare_rtc`).
         """
         check_at_least("prefetch_at", prefetch_at, 0, integer=True)
         check_at_least("blend_steps", blend_steps, 0, integer=True)
@@ -180,6 +184,7 @@ class ChunkExecutor:
             self._execution_horizon = _rtc_horizon(server, execution_horizon)
         elif execution_horizon is not None or server is not None:
             raise ValueError("execution_horizon and server are for mode='rtc'")
+        self._rtc_echoed = _rtc_echoed(server)  # False outside rtc mode: there is no server
         self._delays: deque[int] = deque(maxlen=DELAY_WINDOW)
         self._infer = infer
         self._prefetch_at = prefetch_at
@@ -338,7 +343,7 @@ class ChunkExecutor:
         elapsed = self._tick - request.tick
         if self._execution_horizon is not None:
             self._delays.append(elapsed)
-            if request.rtc is not None:
+            if request.rtc is not None and self._rtc_echoed:
                 _check_applied(request.rtc, result)
         skip = elapsed if self._align else 0
         actions = _as_chunk(result.actions, None if self._chunk is None else self._chunk.shape[1])
@@ -407,9 +412,15 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
             "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"
         )
     if announced(server.capabilities) is None:
+        declare = (
+            " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
+            "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
+            if server.policy_family == "gr00t"
+            else ""
+        )
         raise ModeNotSupportedError(
             f"mode 'rtc': the server ({server.model or 'unnamed'}) announces no real-time "
-            f"chunking; it supports modes {', '.join(CLIENT_MODES)}"
+            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{declare}"
         )
     horizon = server.output.action_horizon
     if execution_horizon is None:
@@ -423,6 +434,14 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
             f"got {execution_horizon}"
         )
     return execution_horizon
+
+
+def _rtc_echoed(server: ActionMetadata | None) -> bool:
+    """Whether the RTC `server` announces is echoed in its replies (not so for a GR00T server
+    the user declared: it says nothing either way)."""
+    from vla_client.protocol.rtc import echoed
+
+    return server is not None and echoed(server.capabilities)
 
 
 def _check_applied(sent: RTCRequest, result: ActionResult) -> None:

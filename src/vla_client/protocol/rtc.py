@@ -19,6 +19,10 @@ websocket as the observation keys ``rtc/prev_chunk``, ``rtc/inference_delay`` an
 ``rtc/execution_horizon`` (the names openpi forks use). A server that does RTC says so in its
 metadata (``capabilities.rtc``) and echoes what it applied in each reply (a top-level ``rtc``
 object), so a client can tell RTC done from RTC dropped.
+
+NVIDIA Isaac GR00T takes the same request in its own terms (the previous chunk per action key
+and ``rtc_*`` options, `vla_client.protocol.gr00t_rtc.rtc_request`) but announces and echoes
+nothing, so RTC against it is the user's declaration (`vla_client.protocol.gr00t_rtc.declare_rtc`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,18 @@ class RTCRequest:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
 
+    @classmethod
+    def from_parameters(cls, parameters: Any) -> RTCRequest:
+        """The request a ``parameters.rtc`` object (as `parameters` gives it) describes;
+        `ValueError` for one that is not such an object."""
+        if not isinstance(parameters, Mapping):
+            raise ValueError(f"parameters rtc must be an object, got {type(parameters).__name__}")
+        try:
+            prefix = np.asarray(parameters["prefix_actions"], dtype=np.float32)
+            return cls(prefix, parameters["inference_delay_steps"], parameters["execution_horizon"])
+        except KeyError as exc:
+            raise ValueError(f"parameters rtc lacks {exc}") from None
+
     @property
     def prefix_steps(self) -> int:
         """Rows in the prefix (P)."""
@@ -100,17 +116,7 @@ class RTCRequest:
 def rtc_openpi_keys(parameters: Any) -> dict[str, Any]:
     """``parameters.rtc`` (as `RTCRequest.parameters` gives it) as openpi's observation keys;
     `ValueError` for one that is not such an object."""
-    if not isinstance(parameters, Mapping):
-        raise ValueError(f"parameters rtc must be an object, got {type(parameters).__name__}")
-    try:
-        request = RTCRequest(
-            np.asarray(parameters["prefix_actions"], dtype=np.float32),
-            parameters["inference_delay_steps"],
-            parameters["execution_horizon"],
-        )
-    except KeyError as exc:
-        raise ValueError(f"parameters rtc lacks {exc}") from None
-    return request.openpi_keys()
+    return RTCRequest.from_parameters(parameters).openpi_keys()
 
 
 def read_rtc(
@@ -181,6 +187,15 @@ def announced(capabilities: Mapping[str, Any]) -> Mapping[str, Any] | None:
     not announce RTC (absent, false or not an object)."""
     value = capabilities.get(CAPABILITY)
     return value if isinstance(value, Mapping) and value.get("supported", True) else None
+
+
+def echoed(capabilities: Mapping[str, Any]) -> bool:
+    """Whether a server that announces RTC says in each reply what it applied. Every server
+    that announces RTC itself does; an announcement with ``"echo": false`` is one the robot's
+    side made for a server that says nothing either way (GR00T's: see
+    `vla_client.protocol.gr00t.declare_rtc`), whose replies cannot be checked."""
+    value = announced(capabilities)
+    return value is not None and value.get("echo", True) is not False
 
 
 def applied(document: Mapping[str, Any]) -> Mapping[str, Any] | None:
