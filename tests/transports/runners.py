@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vla_client.client import ActionClient, AsyncActionClient
-from vla_client.errors import InferenceError
+from vla_client.errors import InferenceError, VLAClientError
+from vla_client.observation import Observation
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.inference import RequestMemory, ThreadRunner
 from vla_client.server.policy import PolicyInput
@@ -64,3 +65,25 @@ def client_for(server: LocalServer, transport: str, **options: Any) -> ActionCli
 
 def async_client_for(server: LocalServer, transport: str, **options: Any) -> AsyncActionClient:
     return AsyncActionClient(**TRANSPORTS[transport](server), **options)
+
+
+def infer_once(
+    client_kind: str, server: LocalServer, transport: str, observation: Observation, **options: Any
+) -> tuple[Any, int]:
+    """One `infer` by a fresh ``sync`` or ``async`` client built with `options`: (the result or
+    the error raised, the client's retry count)."""
+    if client_kind == "sync":
+        with client_for(server, transport, **options) as client:
+            try:
+                return client.infer(observation), client.stats.retries
+            except VLAClientError as exc:
+                return exc, client.stats.retries
+
+    async def run() -> tuple[Any, int]:
+        async with async_client_for(server, transport, **options) as client:
+            try:
+                return await client.infer(observation), client.stats.retries
+            except VLAClientError as exc:
+                return exc, client.stats.retries
+
+    return asyncio.run(run())

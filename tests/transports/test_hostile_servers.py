@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import socket
 import threading
 import time
@@ -21,18 +23,19 @@ from vla_client.errors import (
     DeadlineExceededError,
     ProtocolError,
     ReplyTooLargeError,
-    RequestTimeoutError,
     ServerError,
 )
 from vla_client.observation import Observation
 from vla_client.protocol import REPLY_SIZE_FLOOR
 from vla_client.transports import NO_RETRY, WebSocketTransport
+from vla_client.transports.websocket import CLOSE_TIMEOUT_S
 
 DEADLINE_S = 1.0
 SLACK_S = 1.0
 """How far past its deadline a call may end on a busy test machine; the calls these tests
 stop ran 20 s and more before."""
 DRIP_INTERVAL_S = 1.0
+WEBSOCKET_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 @pytest.fixture
@@ -169,7 +172,10 @@ def test_a_dripping_server_cannot_hold_the_metadata_read_past_the_deadline(
         hostile(lambda server: dripping(server, head_at_once=False)) as server,
         ActionClient(server.url, timeout_s=5.0, deadline_s=DEADLINE_S, retry=NO_RETRY) as client,
     ):
-        took = timed(lambda: client.infer(observation), RequestTimeoutError)
+        # The deadline ended it, not the 5 s timeout: a DeadlineExceededError saying so (it
+        # was a RequestTimeoutError reading "no reply within 5 s").
+        took = timed(lambda: client.infer(observation), DeadlineExceededError)
+        assert client.stats.late_replies == 1
     assert took < DEADLINE_S + SLACK_S
 
 
@@ -274,7 +280,7 @@ def test_a_websocket_server_dripping_its_handshake_cannot_hold_a_call_past_the_d
 
     options = {"timeout_s": 5.0, "deadline_s": DEADLINE_S, "retry": NO_RETRY,
                "check_contract": False}  # fmt: skip
-    gives_up = (ConnectError, DeadlineExceededError)
+    gives_up = DeadlineExceededError  # the deadline ended it (it was a ConnectError)
 
     async def infer_async(url: str) -> None:
         async with AsyncActionClient(url, **options) as client:
@@ -290,6 +296,83 @@ def test_a_websocket_server_dripping_its_handshake_cannot_hold_a_call_past_the_d
     with RawHTTPServer(answer) as server:
         took = timed(lambda: infer(f"ws://127.0.0.1:{server.port}"), gives_up)
     assert took < DEADLINE_S + SLACK_S
+
+
+HANDSHAKE_DELAY_S = 1.5
+"""How long the slow server below takes to complete a websocket handshake."""
+
+
+def upgrade(request: RawRequest) -> bytes:
+    """The 101 answer that completes `request`'s websocket handshake (RFC 6455, 4.2.2)."""
+    digest = hashlib.sha1(request.headers["sec-websocket-key"].encode() + WEBSOCKET_GUID)
+    return (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + base64.b64encode(digest.digest()) + b"\r\n\r\n"
+    )
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_slow_handshake_and_a_silent_metadata_frame_share_one_connect_timeout(
+    asynchronous: bool, observation: Observation
+) -> None:
+    """The handshake and the metadata frame that follows it are one connect: a server slow at
+    the first leaves the second only what is left (each had the whole timeout)."""
+    timeout_s = 2.0
+
+    def answer(request: RawRequest, conn: socket.socket) -> None:
+        time.sleep(HANDSHAKE_DELAY_S)
+        conn.sendall(upgrade(request))
+        server.closed.wait()  # then never the metadata frame
+
+    async def infer_async(url: str) -> None:
+        async with AsyncActionClient(url, timeout_s=timeout_s, retry=NO_RETRY) as client:
+            await client.infer(observation)
+
+    def infer(url: str) -> None:
+        if asynchronous:
+            asyncio.run(infer_async(url))
+        else:
+            with ActionClient(url, timeout_s=timeout_s, retry=NO_RETRY) as client:
+                client.infer(observation)
+
+    with RawHTTPServer(answer) as server:
+        took = timed(lambda: infer(f"ws://127.0.0.1:{server.port}"), ConnectError)
+    # then up to CLOSE_TIMEOUT_S for the polite close: 3 s; with a timeout each, 4.5 s
+    assert timeout_s - 0.1 < took < timeout_s + CLOSE_TIMEOUT_S + HANDSHAKE_DELAY_S - 0.6
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("endpoint", ["realtime", "openpi", "http"])
+def test_a_silent_server_is_a_deadline_error_at_the_deadline(
+    endpoint: str, asynchronous: bool, observation: Observation
+) -> None:
+    """A server that accepts and never answers, with a deadline shorter than the timeout: the
+    deadline ends the call, and says so (a websocket's handshake was a ConnectError, HTTP's
+    metadata read a RequestTimeoutError naming the 10 s timeout)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        scheme = "http" if endpoint == "http" else "ws"
+        options: dict[str, object] = {
+            "timeout_s": 10.0,
+            "deadline_s": DEADLINE_S,
+            "retry": NO_RETRY,
+        }
+        if endpoint == "openpi":
+            options["endpoint"] = "openpi"
+
+        async def infer_async() -> None:
+            async with AsyncActionClient(f"{scheme}://127.0.0.1:{port}", **options) as client:
+                await client.infer(observation)
+
+        def infer() -> None:
+            if asynchronous:
+                asyncio.run(infer_async())
+            else:
+                with ActionClient(f"{scheme}://127.0.0.1:{port}", **options) as client:
+                    client.infer(observation)
+
+        with pytest.raises(DeadlineExceededError, match="no metadata from the server within"):
+            infer()
 
 
 @pytest.fixture

@@ -10,20 +10,24 @@ Every case runs with the blocking and the asyncio client, over HTTP and both web
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from runners import TRANSPORTS, FlakyRunner, SlowRunner, async_client_for, client_for, serve
+from runners import (
+    TRANSPORTS,
+    FlakyRunner,
+    SlowRunner,
+    infer_once,
+    serve,
+)
 
 from vla_client.errors import (
     ConnectError,
     InferenceError,
     RequestTimeoutError,
     ServerError,
-    VLAClientError,
 )
 from vla_client.observation import Observation
 from vla_client.transports import Backoff, RetryPolicy
@@ -37,22 +41,7 @@ def infer(
     client_kind: str, server: Any, transport: str, observation: Observation, **options: Any
 ) -> tuple[Any, int]:
     """One `infer` with `POLICY`: (the result or the error raised, the client's retry count)."""
-    options = {"retry": POLICY, **options}
-    if client_kind == "sync":
-        with client_for(server, transport, **options) as client:
-            try:
-                return client.infer(observation), client.stats.retries
-            except VLAClientError as exc:
-                return exc, client.stats.retries
-
-    async def run() -> tuple[Any, int]:
-        async with async_client_for(server, transport, **options) as client:
-            try:
-                return await client.infer(observation), client.stats.retries
-            except VLAClientError as exc:
-                return exc, client.stats.retries
-
-    return asyncio.run(run())
+    return infer_once(client_kind, server, transport, observation, **{"retry": POLICY, **options})
 
 
 @pytest.mark.parametrize("client_kind", CLIENTS)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from runners import TRANSPORTS, FlakyRunner, async_client_for, client_for, serve
+from runners import TRANSPORTS, FlakyRunner, infer_once, serve
 
 from raw_http_server import RawHTTPServer, RawRequest
 from vla_client.client import ActionClient, AsyncActionClient
@@ -29,7 +29,6 @@ from vla_client.errors import (
     InferenceError,
     RequestTimeoutError,
     ServerError,
-    VLAClientError,
 )
 from vla_client.observation import Observation
 from vla_client.protocol.status import POLICY_LOADING
@@ -44,23 +43,8 @@ CLIENTS = ["sync", "async"]
 def infer(
     client_kind: str, server: Any, transport: str, observation: Observation, **options: Any
 ) -> tuple[Any, int]:
-    """One `infer`: (the result or the error raised, the client's retry count)."""
-    options = {"retry": FAST, **options}
-    if client_kind == "sync":
-        with client_for(server, transport, **options) as client:
-            try:
-                return client.infer(observation), client.stats.retries
-            except VLAClientError as exc:
-                return exc, client.stats.retries
-
-    async def run() -> tuple[Any, int]:
-        async with async_client_for(server, transport, **options) as client:
-            try:
-                return await client.infer(observation), client.stats.retries
-            except VLAClientError as exc:
-                return exc, client.stats.retries
-
-    return asyncio.run(run())
+    """One `infer` with `FAST`: (the result or the error raised, the client's retry count)."""
+    return infer_once(client_kind, server, transport, observation, **{"retry": FAST, **options})
 
 
 @pytest.mark.parametrize("client_kind", CLIENTS)

@@ -80,7 +80,8 @@ class ActionApiSession:
         for every request on a connection: it is read once."""
         try:
             timeout_s = self._book.wait_until(deadline_at)
-            document = yield partial(self._transport.metadata, timeout_s=timeout_s)
+            with self._book.bounded_by(deadline_at, "metadata from the server"):
+                document = yield partial(self._transport.metadata, timeout_s=timeout_s)
         except ServerError as exc:
             if exc.status_code != 404:  # a server without metadata announces nothing
                 raise

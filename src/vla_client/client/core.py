@@ -28,6 +28,7 @@ from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera
 from vla_client.client.result import ActionResult, Timings
 from vla_client.codecs import frame_digest
 from vla_client.errors import (
+    ConnectError,
     ContractError,
     DeadlineExceededError,
     MismatchedReplyError,
@@ -535,20 +536,31 @@ class RequestBook:
     def waiting(self, prepared: PreparedRequest) -> Iterator[float | None]:
         """Yield the most one exchange may take: None without a deadline, else the time left
         before it, which the transport holds the whole exchange to (body included; its own
-        timeout still bounds each read). A timeout at the deadline is counted and raised as
-        `DeadlineExceededError`; one before it (a read that timed out) as it came."""
+        timeout still bounds each read). A timeout at the deadline is a
+        `DeadlineExceededError` (see `bounded_by`)."""
         budget = self.budget(prepared)
-        try:
+        with self.bounded_by(prepared.deadline_at, f"reply to {prepared.request_id}",
+                             request_id=prepared.request_id):  # fmt: skip
             yield budget
-        except RequestTimeoutError as exc:
-            deadline_at = prepared.deadline_at
+
+    @contextmanager
+    def bounded_by(
+        self, deadline_at: float | None, awaited: str, *, request_id: str | None = None
+    ) -> Iterator[None]:
+        """Run a call the transport was given the time left before `deadline_at` for: a
+        timeout, or a connection that did not open in time (a silent websocket handshake),
+        raised once the deadline has passed is counted and raised as `DeadlineExceededError`
+        ("no `awaited` within its deadline"); one raised before it as it came, since the
+        transport's own timeout ended it (a read that timed out, a refused connection)."""
+        try:
+            yield
+        except (RequestTimeoutError, ConnectError) as exc:
             if deadline_at is None or time.monotonic() < deadline_at - _TIMER_SLACK_S:
                 raise
             self.stats.late_replies += 1
             raise DeadlineExceededError(
-                f"no reply to {prepared.request_id} within its deadline of "
-                f"{self.options.deadline_s:.3g} s",
-                request_id=prepared.request_id,
+                f"no {awaited} within its deadline of {self.options.deadline_s:.3g} s",
+                request_id=request_id,
             ) from exc
 
     def message_round(

@@ -270,12 +270,15 @@ class _Link(Generic[ConnectionT, LockT]):
             f"no reply from {self.url} within {timeout_s:.3g} s; {LONGER_TIMEOUT}"
         )
 
+    @staticmethod
+    def wait_left(end: float) -> float:
+        """Seconds left before `end` (a `time.monotonic()` time), 0 once it has passed."""
+        return max(0.0, end - time.monotonic())
+
     def wait(self, end: float | None) -> float:
         """The wait for one frame: the transport's timeout, cut to what is left before `end`
         (a `time.monotonic()` time) when there is one."""
-        return (
-            self.timeout_s if end is None else max(0.0, min(self.timeout_s, end - time.monotonic()))
-        )
+        return self.timeout_s if end is None else min(self.timeout_s, self.wait_left(end))
 
     # What each transport does its own way: open a connection (following no redirect), and
     # read its next frame within `wait_s` seconds (`TimeoutError` when none came), blocking
@@ -309,17 +312,21 @@ class _Link(Generic[ConnectionT, LockT]):
         return (yield from self._reply(self._conn, ends_at(timeout_s)))
 
     def _connected(self, timeout_s: float | None) -> Steps[ConnectionT]:
-        """The open connection, or a new one whose metadata frame has been read."""
+        """The open connection, or a new one whose metadata frame has been read: the handshake
+        and that frame together within the connect wait (one slow step leaves the other only
+        what is left, so a server slow at both cannot make it twice as long)."""
         if self._conn is not None and self._conn.state is State.OPEN:
             return self._conn
         yield from self._drop()
         self.gate.check(self.url)
+        end = time.monotonic() + self.connect_wait(timeout_s)
         try:
-            conn: ConnectionT = yield partial(self._open, self.url, self.connect_options(timeout_s))
+            options = self.connect_options(self.wait_left(end))
+            conn: ConnectionT = yield partial(self._open, self.url, options)
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(conn, (yield partial(self._next_frame, conn, self.connect_wait(timeout_s))))
+            self.opened(conn, (yield partial(self._next_frame, conn, self.wait_left(end))))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             yield conn.close
             raise self.connect_failed(exc) from exc
