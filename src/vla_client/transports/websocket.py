@@ -270,15 +270,10 @@ class _Link(Generic[ConnectionT, LockT]):
             f"no reply from {self.url} within {timeout_s:.3g} s; {LONGER_TIMEOUT}"
         )
 
-    @staticmethod
-    def wait_left(end: float) -> float:
-        """Seconds left before `end` (a `time.monotonic()` time), 0 once it has passed."""
-        return max(0.0, end - time.monotonic())
-
     def wait(self, end: float | None) -> float:
         """The wait for one frame: the transport's timeout, cut to what is left before `end`
         (a `time.monotonic()` time) when there is one."""
-        return self.timeout_s if end is None else min(self.timeout_s, self.wait_left(end))
+        return self.timeout_s if end is None else min(self.timeout_s, _left(end))
 
     # What each transport does its own way: open a connection (following no redirect), and
     # read its next frame within `wait_s` seconds (`TimeoutError` when none came), blocking
@@ -321,12 +316,12 @@ class _Link(Generic[ConnectionT, LockT]):
         self.gate.check(self.url)
         end = time.monotonic() + self.connect_wait(timeout_s)
         try:
-            options = self.connect_options(self.wait_left(end))
+            options = self.connect_options(_left(end))
             conn: ConnectionT = yield partial(self._open, self.url, options)
         except _CONNECT_ERRORS as exc:
             raise self.connect_failed(exc) from exc
         try:
-            self.opened(conn, (yield partial(self._next_frame, conn, self.wait_left(end))))
+            self.opened(conn, (yield partial(self._next_frame, conn, _left(end))))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
             yield conn.close
             raise self.connect_failed(exc) from exc
@@ -364,6 +359,11 @@ class _Link(Generic[ConnectionT, LockT]):
         conn, self._conn = self._conn, None
         if conn is not None:
             yield conn.close
+
+
+def _left(end: float) -> float:
+    """Seconds left before `end` (a `time.monotonic()` time), 0 once it has passed."""
+    return max(0.0, end - time.monotonic())
 
 
 def ends_at(timeout_s: float | None) -> float | None:
