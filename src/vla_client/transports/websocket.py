@@ -323,7 +323,7 @@ class _Link(Generic[ConnectionT, LockT]):
         try:
             self.opened(conn, (yield partial(self._next_frame, conn, _left(end))))
         except (*_CONNECT_ERRORS, ConnectError) as exc:
-            yield conn.close
+            yield from _close(conn, min(CLOSE_TIMEOUT_S, _left(end)))
             raise self.connect_failed(exc) from exc
         self._conn = conn
         return conn
@@ -335,7 +335,7 @@ class _Link(Generic[ConnectionT, LockT]):
         try:
             frame = yield partial(self._next_frame, conn, wait)
         except TimeoutError:
-            yield from self._drop()
+            yield from self._drop(close_wait_s=0.0)  # the call's time is up
             raise self.timed_out(wait) from None
         except ConnectionClosed as exc:
             error = self.lost(exc)
@@ -346,19 +346,29 @@ class _Link(Generic[ConnectionT, LockT]):
         if frame in self.text_answers:
             return Reply(200, "text/plain", frame.encode())
         closed = None
+        close_wait = CLOSE_TIMEOUT_S if end is None else min(CLOSE_TIMEOUT_S, _left(end))
         try:
-            yield partial(self._next_frame, conn, CLOSE_TIMEOUT_S)
+            yield partial(self._next_frame, conn, close_wait)
         except ConnectionClosed as exc:
             closed = exc
         except TimeoutError:
             pass
-        yield from self._drop()
+        yield from self._drop(close_wait_s=0.0)  # closed by now, or given up on
         return frame_reply(frame, closed)
 
-    def _drop(self) -> Steps[None]:
+    def _drop(self, close_wait_s: float = CLOSE_TIMEOUT_S) -> Steps[None]:
+        """Forget the connection and close it (see `_close`)."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            yield conn.close
+            yield from _close(conn, close_wait_s)
+
+
+def _close(conn: ClientConnection | AsyncConnection, wait_s: float) -> Steps[None]:
+    """Close `conn` politely, waiting at most `wait_s` for the server's answering close frame;
+    its socket is closed then either way. After a call has used its time the wait is 0: a
+    server silent enough to time a call out would hold the close for the whole wait."""
+    conn.close_timeout = wait_s
+    yield conn.close
 
 
 def _left(end: float) -> float:
