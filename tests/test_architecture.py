@@ -41,9 +41,7 @@ SERVER_DECODERS = (
 )
 """The server's sides of codecs and protocol that read requests and their images."""
 SERVER_HALVES = (*SERVER_DECODERS, "vla_client.protocol.reply_build")
-"""All the server's sides of the shared layers: with the reply builders (whose `new_request_id`
-a client borrows through the protocol face, so it is kept out of the robot's modules by source
-only)."""
+"""All the server's sides of the shared layers: with the reply builders."""
 
 
 def loaded_after(statement: str) -> set[str]:
@@ -78,7 +76,7 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
         ),
         (
             "from vla_client import ActionClient, Observation, ActionResult, VLAClientError",
-            (*HEAVY, "websockets", "vla_client.server", "vla_client.cli", *SERVER_DECODERS),
+            (*HEAVY, "websockets", "vla_client.server", "vla_client.cli", *SERVER_HALVES),
         ),
         ("import vla_client.control", (*HTTP_STACK, "vla_client.server", "vla_client.client.core")),
         ("from vla_client.control import ChunkExecutor, SafetyGate, Watchdog", HTTP_STACK),
@@ -195,7 +193,8 @@ RULES: dict[str, tuple[str, ...]] = {
         "vla_client.control", "vla_client.cameras",
     ),
     "vla_client.transports": ("vla_client.client", "vla_client.server", "vla_client.cli"),
-    "vla_client.client": ("vla_client.server", "vla_client.cli", "vla_client.control"),
+    "vla_client.client": ("vla_client.server", "vla_client.cli", "vla_client.control",
+                          *SERVER_HALVES),
     "vla_client.cameras": ("vla_client.server", "vla_client.client", "vla_client.transports",
                            "vla_client.cli"),
     "vla_client.server": ("vla_client.cli", "vla_client.client", "vla_client.transports"),

@@ -52,10 +52,10 @@ if TYPE_CHECKING:
     from vla_client.protocol.models import ObservationPayload as ObservationPayload
     from vla_client.protocol.models import RuntimeOptions as RuntimeOptions
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
+    from vla_client.protocol.models import new_request_id as new_request_id
     from vla_client.protocol.models import read_metadata as read_metadata
     from vla_client.protocol.reply_build import build_envelope as build_envelope
     from vla_client.protocol.reply_build import build_raw as build_raw
-    from vla_client.protocol.reply_build import new_request_id as new_request_id
     from vla_client.protocol.reply_read import REPLY_SIZE_FLOOR as REPLY_SIZE_FLOOR
     from vla_client.protocol.reply_read import Reply as Reply
     from vla_client.protocol.reply_read import read_actions as read_actions
@@ -114,12 +114,12 @@ _FACE = {
     "RuntimeOptions": "vla_client.protocol.models",
     "SamplingParameters": "vla_client.protocol.models",
     "read_metadata": "vla_client.protocol.models",
+    "new_request_id": "vla_client.protocol.models",
     "build_openpi_request": "vla_client.protocol.request",
     "build_request": "vla_client.protocol.request",
     "encode_request": "vla_client.protocol.request",
     "build_envelope": "vla_client.protocol.reply_build",
     "build_raw": "vla_client.protocol.reply_build",
-    "new_request_id": "vla_client.protocol.reply_build",
     "Reply": "vla_client.protocol.reply_read",
     "read_actions": "vla_client.protocol.reply_read",
     "read_reply": "vla_client.protocol.reply_read",

@@ -17,6 +17,7 @@ pixels.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
@@ -272,6 +273,12 @@ def read_metadata(document: Any) -> ActionMetadata:
 
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def new_request_id() -> str:
+    """A fresh request id, ``act_<32 hex digits>`` as SGLang generates them (the client gives
+    one to each request, the server to each request that came without one)."""
+    return f"act_{os.urandom(16).hex()}"
 
 
 def check_request_id(request_id: object) -> None:

@@ -1,20 +1,18 @@
-"""Action replies, built on the server: the envelope and the raw form, and fresh request ids.
+"""Action replies, built on the server: the envelope and the raw form.
 
 The documents are described in `vla_client.protocol.reply_read`, where a client reads them back.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 import numpy as np
 
-
-def new_request_id() -> str:
-    """A fresh request id, ``act_<32 hex digits>`` as SGLang generates them."""
-    return f"act_{os.urandom(16).hex()}"
+# Here until 0.3.0, where the client took it from the server's half of the protocol; importing
+# it from this module still works.
+from vla_client.protocol.models import new_request_id as new_request_id
 
 
 def build_envelope(
