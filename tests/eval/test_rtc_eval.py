@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -81,3 +82,68 @@ def test_the_training_script_reproduces_the_shipped_weights(tmp_path: Path) -> N
         assert trained.files == shipped.files
         for name in shipped.files:
             np.testing.assert_allclose(trained[name], shipped[name], rtol=0, atol=1e-4)
+
+
+def gr00t_reach_server(rtc: bool) -> Any:
+    """A GR00T-protocol server shaped for the reach task: its two cameras, its one-value state
+    (the episode's clock) and a 2-value action; `rtc` applies N1.7's rule (gr00t_server.py)."""
+    pytest.importorskip("zmq")
+    from gr00t_server import Gr00tServer
+
+    return Gr00tServer(
+        video_keys=("top", "wrist"), state_keys=("clock",), action_dims={"xy": 2}, horizon=8,
+        rtc=rtc,
+    )  # fmt: skip
+
+
+GR00T_EVAL = ["--episodes", "1", "--max-steps", "20", "--state-split", "clock=1", "--json"]
+
+
+def test_eval_mode_rtc_runs_against_gr00t_on_the_users_word(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GR00T announces nothing: with ``--declare-rtc`` the requests after the first carry
+    N1.7's options and the previous chunk, and the episode runs."""
+    from gr00t_server import from_bytes
+
+    with gr00t_reach_server(rtc=True) as server:
+        code = main(["eval", server.url, "--mode", "rtc", "--declare-rtc", *GR00T_EVAL])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [cell["mode"] for cell in document["cells"]] == ["rtc"]
+    assert document["cells"][0]["episodes"][0]["error"] is None
+    requests = [from_bytes(frame) for frame in server.frames]
+    actions = [request["data"] for request in requests if request["endpoint"] == "get_action"]
+    guided = [call for call in actions if "action" in call["observation"]]
+    assert guided, "no request carried the previous chunk"
+    for call in guided:
+        assert {"rtc_overlap_steps", "rtc_frozen_steps", "rtc_ramp_rate"} <= set(call["options"])
+        assert call["observation"]["action"]["xy"].shape == (1, 8, 2)
+
+
+def test_eval_mode_rtc_against_gr00t_without_the_declaration_names_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with gr00t_reach_server(rtc=True) as server:
+        code = main(["eval", server.url, "--mode", "rtc", *GR00T_EVAL])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert "announces no real-time chunking" in error and "--declare-rtc" in error
+
+
+def test_declare_rtc_is_refused_for_a_server_that_is_not_gr00ts(
+    reach_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["eval", reach_url, "--mode", "rtc", "--declare-rtc", "--episodes", "1"])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 2
+    assert f"--declare-rtc: the server at {reach_url} is not GR00T's" in error
+    assert "policy_family 'reach'" in error and "leave --declare-rtc out" in error
+
+
+def test_declare_rtc_without_mode_rtc_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["eval", "--mode", "aligned", "--declare-rtc", "--episodes", "1"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--declare-rtc is for --mode rtc" in error

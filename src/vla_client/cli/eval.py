@@ -59,6 +59,8 @@ from vla_client.control.watchdog import BEHAVIOURS, Watchdog
 from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
+from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
+from vla_client.protocol.gr00t_rtc import declare_rtc
 from vla_client.protocol.rtc import announced
 from vla_client.sim.episode import (
     MODES,
@@ -125,6 +127,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )  # fmt: skip
     run_group.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
                            help="steps cross-faded in --mode blended")  # fmt: skip
+    run_group.add_argument(
+        "--declare-rtc", action="store_true",
+        help="with --mode rtc against GR00T's server, which announces nothing: your word that "
+        "its policy applies GR00T N1.7's rtc_* options and the previous chunk",
+    )  # fmt: skip
     run_group.add_argument(
         "--time", choices=TIMES, default="simulated",
         help="simulated: a clock that advances a period per tick, reproducible; real: the "
@@ -277,6 +284,8 @@ def _check_args(args: argparse.Namespace) -> None:
         )
     if len(set(args.mode)) != len(args.mode) or len(set(args.delay_ms)) != len(args.delay_ms):
         raise argparse.ArgumentError(None, "--mode and --delay-ms name each value once")
+    if args.declare_rtc and "rtc" not in args.mode:
+        raise argparse.ArgumentError(None, "--declare-rtc is for --mode rtc: add that mode")
     if args.plot:
         require_module("matplotlib", "--plot")
         check_output_file(args.plot, "--plot")
@@ -338,7 +347,7 @@ def _run_matrix(
     options = client_options(args)
     delay_jitter = args.jitter_ms / 1e3
     with _client(args, options, NetworkDelay(0.0, 0.0)) as probe:
-        metadata = server_metadata(probe)
+        metadata = _declared(args, server_metadata(probe))
         _check_modes(args, metadata)
         first = _first_observation(args, world)
         round_trip_s, served = _preflight(args, probe, first)
@@ -376,13 +385,39 @@ def _run_matrix(
     return cells, round_trip_s, options
 
 
+def _declared(args: argparse.Namespace, metadata: ActionMetadata | None) -> ActionMetadata | None:
+    """`metadata` announcing real-time chunking with ``--declare-rtc`` (GR00T's server only:
+    the others announce it themselves, or cannot do it)."""
+    if not args.declare_rtc:
+        return metadata
+    if metadata is None or metadata.policy_family != GR00T_FAMILY:
+        said = (
+            f"its metadata says policy_family {metadata.policy_family!r}"
+            if metadata is not None
+            else "it announces no metadata"
+        )
+        raise argparse.ArgumentError(
+            None,
+            f"--declare-rtc: the server at {args.url} is not GR00T's ({said}); other servers "
+            "announce real-time chunking themselves: leave --declare-rtc out",
+        )
+    return declare_rtc(metadata)
+
+
 def _check_modes(args: argparse.Namespace, metadata: ActionMetadata | None) -> None:
     """Refuse ``--mode rtc`` (one line) against a server that does not announce it."""
     if "rtc" in args.mode and (metadata is None or announced(metadata.capabilities) is None):
+        gr00t = metadata is not None and metadata.policy_family == GR00T_FAMILY
+        hint = (
+            "; GR00T's server announces nothing: --declare-rtc if its policy applies GR00T "
+            "N1.7's rtc_* options"
+            if gr00t
+            else ""
+        )
         raise argparse.ArgumentError(
             None,
             f"--mode rtc: the server at {args.url} announces no real-time chunking "
-            f"(capabilities.rtc); it supports modes {' '.join(CLIENT_MODES)}",
+            f"(capabilities.rtc); it supports modes {' '.join(CLIENT_MODES)}{hint}",
         )
 
 

@@ -45,6 +45,8 @@ GR00T_PORT = 5555
 """The port GR00T's server binds unless told otherwise."""
 Call = Literal["ping", "get_action", "reset", "get_modality_config", "kill"]
 MODALITIES = ("video", "state", "action", "language")
+POLICY_FAMILY = "gr00t"
+"""The ``policy_family`` of a GR00T server's metadata as `Gr00tConfig.metadata` writes it."""
 """The modalities a GR00T config describes, each a ``{"modality_keys", "delta_indices"}``."""
 _NDARRAY = "__ndarray_class__"
 _CONFIG = "__ModalityConfig_class__"
@@ -158,7 +160,7 @@ class Gr00tConfig:
         state_dim = sum(state_split.values()) if state_split and fits else None
         return ActionMetadata.model_validate(
             {
-                "policy_family": "gr00t",
+                "policy_family": POLICY_FAMILY,
                 "input": {"image_keys": list(self.video_keys), "state_dim": state_dim},
                 "output": {"action_horizon": self.action_horizon},
                 "gr00t": {

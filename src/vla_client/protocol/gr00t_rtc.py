@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.protocol.gr00t import Gr00tConfig
+from vla_client.protocol.gr00t import POLICY_FAMILY, Gr00tConfig
 from vla_client.protocol.models import ActionMetadata
 from vla_client.protocol.rtc import CAPABILITY, PARAMETER, RTCRequest
 
@@ -116,9 +116,10 @@ def declare_rtc(metadata: ActionMetadata) -> ActionMetadata:
     robot runs unguided chunks, played as in ``aligned`` mode. `ValueError` for another
     server's metadata (those announce RTC themselves).
     """
-    if metadata.policy_family != "gr00t":
+    if metadata.policy_family != POLICY_FAMILY:
         raise ValueError(
-            f"declare_rtc is for GR00T's server, whose metadata says policy_family 'gr00t'; "
+            f"declare_rtc is for GR00T's server, whose metadata says policy_family "
+            f"{POLICY_FAMILY!r}; "
             f"got {metadata.policy_family!r} (other servers announce real-time chunking)"
         )
     declared = {
