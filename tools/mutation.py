@@ -82,6 +82,7 @@ MODULES: dict[str, list[str]] = {
     "server/worker/shm": ["tests/server/test_shm.py"],
     "protocol/reply_build": ["tests/protocol/test_response.py"],
     "protocol/reply_read": ["tests/protocol/test_response.py",
+                            "tests/protocol/test_reply_size_limit.py",
                             "tests/transports/test_empty_chunks.py::test_read_actions_refuses_an_empty_action_array",
                             "tests/transports/test_empty_chunks.py::test_read_actions_takes_the_smallest_chunk"],
     "protocol/decode": ["tests/protocol/test_decode.py", "tests/protocol/test_request.py"],

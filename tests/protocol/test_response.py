@@ -1,6 +1,7 @@
 import json
 import re
 import time
+import warnings
 
 import msgpack
 import numpy as np
@@ -100,10 +101,12 @@ def test_an_error_status_raises_with_the_json_detail_and_retry_after():
 
 
 def test_status_400_is_the_first_error_300_to_399_redirects_and_299_a_document():
-    assert _error(Reply(400, JSON, b'{"detail": "bad"}')).status_code == 400
+    error = _error(Reply(400, JSON, b'{"detail": "bad"}'))
+    assert (error.status_code, error.detail) == (400, "bad")
     for status in (300, 399):
-        redirect = _error(Reply(status, JSON, b"", {"location": "http://x/"}))
-        assert redirect.status_code == status and "redirected to http://x/" in redirect.detail
+        redirect = _error(Reply(status, JSON, b"", {"location": "http://x/"}), request_id="act_r")
+        assert redirect.status_code == status and redirect.request_id == "act_r"
+        assert f"redirected to http://x/ (HTTP {status}); not followed" in redirect.detail
     assert read_reply(Reply(299, JSON, b'{"actions": [[1.0]]}')) == {"actions": [[1.0]]}
 
 
@@ -309,6 +312,8 @@ def test_a_reply_without_an_id_has_none():
         ({"actions": [["x"]]}, "^actions must be numbers, got str 'x'$"),
         ({"actions": [1.0, 2.0]}, r"^actions must be \[H, D\] or \[B, H, D\], got shape \(2,\)$"),
         ({"actions": np.zeros((1, 1, 1, 1))}, r"got shape \(1, 1, 1, 1\)$"),
+        ({"actions": [[1.0], [1.0, 2.0]]}, "^actions are not a numeric array: setting an array"),
+        ({"actions": [[10**400]]}, "^actions are not a numeric array: int too large to convert"),
     ],
 )
 def test_unreadable_replies_say_what_is_wrong(reply, message):
@@ -344,6 +349,28 @@ def test_integer_and_float_actions_are_numbers():
     assert read_actions({"actions": np.arange(4, dtype=np.int16).reshape(2, 2)})[0].dtype == (
         np.float32
     )
+
+
+def test_an_int_too_wide_for_numpy_is_still_a_number():
+    # numpy would keep ints past 64 bits as objects; they are numbers, read as their float32
+    actions, _ = read_actions({"actions": [[2**70, 1]]})
+    assert actions.dtype == np.float32 and actions.tolist() == [[2.0**70, 1.0]]
+
+
+@pytest.mark.parametrize("values", [[[1e40, 1.0]], np.array([[1.0, -1e40]])])
+def test_a_value_beyond_float32_is_refused_without_a_numpy_warning(values):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns of an overflow in the cast unless told not to
+        with pytest.raises(ProtocolError, match=r"^actions hold values beyond float32's range$"):
+            read_actions({"actions": values})
+
+
+def test_an_infinity_sent_as_such_is_read_not_taken_for_an_overflow():
+    # float32 holds infinities: only a finite value that becomes one is refused here (what a
+    # robot makes of an infinite action is for the safety gate to judge)
+    for values in ([[float("inf"), 1.0]], np.array([[-np.inf, 1e30]])):
+        actions, _ = read_actions({"actions": values})
+        assert np.isinf(actions[0, 0]) and actions[0, 1] == np.float32(values[0][1])
 
 
 def test_envelope_entries_of_different_shapes_are_a_protocol_error():
