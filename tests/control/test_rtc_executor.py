@@ -34,14 +34,16 @@ def metadata(rtc: bool = True, horizon: int | None = HORIZON) -> ActionMetadata:
 
 
 class RTCPolicy:
-    """An infer callable that keeps each call's ``rtc`` keyword, replies when released, and
-    echoes the RTC it was given (unless `echo` is False; with `echo_changes` in it, a server
-    that says it applied something else). Row i of reply n is ``[100 n + i, n]``."""
+    """An infer callable that keeps each call's observation and ``rtc`` keyword, replies when
+    released, and
+    echoes the RTC it was given (unless `echo` is False; with `echo_changes` in it, a server that
+    says it applied something else). Row i of reply n is ``[100 n + i, n]``."""
 
     def __init__(self, echo: bool = True, **echo_changes: Any) -> None:
         self.echo = echo
         self.echo_changes = echo_changes
         self.sent: list[dict[str, Any] | None] = []
+        self.observations: list[object] = []
         self._gate = threading.Semaphore(0)
 
     def release(self) -> None:
@@ -49,6 +51,7 @@ class RTCPolicy:
 
     def __call__(self, observation: object, *, rtc: dict[str, Any] | None = None) -> ActionResult:
         self.sent.append(rtc)
+        self.observations.append(observation)
         number = len(self.sent)
         if not self._gate.acquire(timeout=5):
             raise AssertionError("RTCPolicy was never released")
@@ -103,6 +106,33 @@ def test_delay_is_ticks_consumed_and_prefix_is_the_unexecuted_remainder() -> Non
         third["prefix_actions"], [[200 + i, 2] for i in range(4, HORIZON)]
     )
     policy.release()
+    executor.close(5)
+
+
+def test_the_delay_sent_is_the_largest_of_the_last_five_measured() -> None:
+    """One slow reply (4 ticks) raises d for the next five requests, no longer: then only the
+    1-tick delays since are remembered. Each request carries the observation `observe` gave."""
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=2, server=metadata())
+    given: list[Observation] = []
+
+    def observe_new() -> Observation:
+        given.append(observe())
+        return given[-1]
+
+    actions = [executor.tick(observe_new) for _ in range(4)]  # request 1 in flight 4 ticks
+    policy.release()
+    assert executor.join(5)
+    for _ in range(11):  # each later reply is taken on the tick after it was asked for
+        actions.append(executor.tick(observe_new))
+        if executor.in_flight:
+            policy.release()
+            assert executor.join(5)
+    delays = [rtc["inference_delay_steps"] for rtc in policy.sent[1:] if rtc is not None]
+    assert delays == [4, 4, 4, 4, 4, 1]
+    # Chunk 1 from row 4 (4 ticks late), each later chunk from row 1, asked again at row 2.
+    assert [a[0] for a in actions[4:9]] == [104, 201, 202, 301, 302]
+    assert policy.observations == given and len(given) == 7
     executor.close(5)
 
 
@@ -205,24 +235,35 @@ def test_a_gr00t_server_is_refused_with_the_way_to_declare_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("options", "match"),
+    ("options", "message"),
     [
-        ({"mode": "fast"}, "mode"),
-        ({"mode": "rtc"}, "needs server=client.metadata"),
-        ({"mode": "rtc", "server": metadata(), "prefetch_at": 3}, "leave prefetch_at 0"),
-        ({"mode": "rtc", "server": metadata(), "execution_horizon": 0}, "execution_horizon"),
-        ({"mode": "rtc", "server": metadata(), "execution_horizon": 11}, r"1\.\.10"),
-        ({"mode": "rtc", "server": metadata(), "execution_horizon": 2.5}, "execution_horizon"),
-        ({"mode": "rtc", "server": metadata(horizon=None)}, "needs execution_horizon"),
-        ({"mode": "blended"}, "needs blend_steps"),
-        ({"mode": "aligned", "blend_steps": 2}, "blend_steps is for mode 'blended'"),
-        ({"mode": "aligned", "align": False}, "align=False is mode 'naive'"),
-        ({"execution_horizon": 4}, "for mode='rtc'"),
+        ({"mode": "fast"}, "mode must be one of 'naive', 'aligned', 'blended', 'rtc'; got 'fast'"),
+        ({"mode": "rtc"},
+         "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"),
+        ({"mode": "rtc", "server": metadata(), "prefetch_at": 3},
+         "mode 'rtc' asks again every execution_horizon rows; leave prefetch_at 0"),
+        ({"mode": "rtc", "server": metadata(), "execution_horizon": 0},
+         "execution_horizon must be an integer >= 1; got 0"),
+        ({"mode": "rtc", "server": metadata(), "execution_horizon": 11},
+         "execution_horizon must be in 1..10 (the server's action horizon); got 11"),
+        ({"mode": "rtc", "server": metadata(), "execution_horizon": 2.5},
+         "execution_horizon must be an integer >= 1; got 2.5"),
+        ({"mode": "rtc", "server": metadata(horizon=None)},
+         "mode 'rtc' needs execution_horizon: the server announces no horizon"),
+        ({"mode": "blended"}, "mode 'blended' needs blend_steps >= 1"),
+        ({"mode": "aligned", "blend_steps": 2}, "blend_steps is for mode 'blended', not 'aligned'"),
+        ({"mode": "aligned", "align": False},
+         "align=False is mode 'naive', not 'aligned'; pass one of them"),
+        ({"align": "yes"}, "align must be True or False; got 'yes'"),
+        ({"align": 1}, "align must be True or False; got 1"),
+        ({"execution_horizon": 4}, "execution_horizon and server are for mode='rtc'"),
+        ({"server": metadata()}, "execution_horizon and server are for mode='rtc'"),
     ],
-)
-def test_options_are_checked(options: dict[str, Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+)  # fmt: skip
+def test_options_are_checked(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
         ChunkExecutor(RTCPolicy(), **options)
+    assert str(caught.value) == message
 
 
 def test_default_execution_horizon_is_half_the_announced_chunk() -> None:
