@@ -116,3 +116,18 @@ def test_empty_arrays_of_other_dtypes_are_refused_by_their_shape() -> None:
     for dtype in (np.int64, np.float32):
         with pytest.raises(CodecError, match="zero-size"):
             as_rgb_frame(np.zeros((0, 3, 3), dtype))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(0, 252950, 2133515, 2136335), (0, 2**30, 2**30), (2**30, 2**30, 0)],
+    ids=["4-d", "no rows", "no channels"],
+)
+def test_an_empty_array_whose_dimensions_overflow_once_converted_is_refused(
+    shape: tuple[int, ...],
+) -> None:
+    """An empty float16 array may announce dimensions numpy cannot convert to float64 (the
+    byte count overflows): a forged msgpack array did that and raised numpy's ValueError, a
+    500 at the server. The shape is refused first."""
+    with pytest.raises(CodecError, match="image"):
+        as_rgb_frame(np.empty(shape, np.float16), field="images.cam")

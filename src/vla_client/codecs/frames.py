@@ -19,12 +19,11 @@ def as_rgb_frame(array: np.ndarray, *, field: str | None = None) -> np.ndarray:
     """Return `array` as a C-contiguous HxWx3 uint8 RGB frame, or raise `CodecError`."""
     if not isinstance(array, np.ndarray):
         raise CodecError(f"image must be an array, got {type(array).__name__}", field=field)
-    frame = _as_uint8(array, field)
-    if frame.ndim == 2:
-        frame = frame[:, :, None]
-    if frame.ndim != 3:
+    # The shape is checked before any conversion: an empty array may announce dimensions
+    # whose product overflows once converted ((0, 2**21, 2**21, 2**21) float16 to float64).
+    if array.ndim not in (2, 3):
         raise CodecError(f"image must be HxWxC, got shape {tuple(array.shape)}", field=field)
-    height, width, channels = frame.shape
+    height, width, channels = array.shape if array.ndim == 3 else (*array.shape, 1)
     if channels not in (1, 3, 4) and height in (1, 3, 4) and width > 4:
         raise CodecError(
             f"image shape {tuple(array.shape)} looks like CHW; transpose it to HxWxC "
@@ -33,12 +32,15 @@ def as_rgb_frame(array: np.ndarray, *, field: str | None = None) -> np.ndarray:
         )
     if height == 0 or width == 0:
         raise CodecError(f"image has a zero-size dimension: {tuple(array.shape)}", field=field)
+    if channels not in (1, CHANNELS, 4):
+        raise CodecError(f"image must have 1, 3 or 4 channels, got {channels}", field=field)
+    frame = _as_uint8(array, field)
+    if frame.ndim == 2:
+        frame = frame[:, :, None]
     if channels == 1:
         frame = np.repeat(frame, CHANNELS, axis=2)
     elif channels == 4:
         frame = frame[:, :, :CHANNELS]
-    elif channels != CHANNELS:
-        raise CodecError(f"image must have 1, 3 or 4 channels, got {channels}", field=field)
     return np.ascontiguousarray(frame)
 
 
