@@ -3,6 +3,9 @@ and the worker's attachments. The round trips through a worker process are in te
 
 from __future__ import annotations
 
+import json
+import logging
+import mmap
 import os
 import pickle
 import stat
@@ -13,7 +16,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from numpy.lib.stride_tricks import as_strided
+from small_shm import in_small_shm, require_small_shm
 
+import vla_client
+from vla_client.errors import InferenceError
 from vla_client.server.worker.shm import (
     MIN_SLOT_BYTES,
     RECENT_REQUESTS,
@@ -24,10 +30,13 @@ from vla_client.server.worker.shm import (
     Slot,
     SlotPool,
     plan_layout,
+    shm_space,
     slot_size,
     view,
     write_arrays,
 )
+
+MIB = 1 << 20
 
 
 def on_disk(name: str) -> bool:
@@ -126,6 +135,37 @@ def test_a_created_segment_has_its_pages_reserved_and_discard_gives_them_back(na
         segment.close()
 
 
+def test_discarding_from_the_last_page_on_or_past_the_end_frees_nothing_and_raises_nothing(
+    name: str,
+) -> None:
+    page = mmap.PAGESIZE
+    segment = Segment.create(name, 2 * page)
+    try:
+        segment.discard(2 * page)
+        segment.discard(2 * page - 100)  # rounds up to the end: nothing to give back
+        segment.discard(3 * page)
+        assert reserved_bytes(name) == 2 * page
+        segment.discard(page - 100)  # rounds up to the second page
+        assert reserved_bytes(name) == page
+    finally:
+        segment.unlink()
+        segment.close()
+
+
+def test_a_slot_whose_body_ends_in_its_last_page_still_grows() -> None:
+    # The arrays decoded from a body that filled its slot need room after it: the slot grows,
+    # and its old segment is discarded from the body's end on, which is the segment's end.
+    pool = SlotPool(0)  # keeps no slot: each body below starts in a new 1 MiB one
+    for body in (MIN_SLOT_BYTES, MIN_SLOT_BYTES - 100):
+        lease = pool.lend()
+        lease.reserve(body)[-3:] = b"end"
+        old = lease.slot.name
+        lease.slot.reserve(MIN_SLOT_BYTES + 1)
+        assert lease.slot.size == slot_size(MIN_SLOT_BYTES + 1) and not on_disk(old)
+        lease.release()
+    pool.close()
+
+
 def test_a_segment_that_cannot_be_mapped_leaves_no_name_and_no_descriptor(name: str) -> None:
     before = open_fds()
     with pytest.raises(ValueError):  # mmap refuses an empty file
@@ -212,6 +252,7 @@ def test_the_owners_tracker_unlinks_what_it_did_not_and_nothing_else(name: str) 
 def test_a_slot_before_reserve_has_no_segment_and_says_so() -> None:
     slot = Slot("tag", 0, [])
     assert not slot.fits(0)
+    assert slot.used == slot.needed == slot.size == 0
     assert slot.locate(np.zeros(4)) is None
     with pytest.raises(AssertionError, match="before reserve"):
         slot.name  # noqa: B018
@@ -260,7 +301,7 @@ def test_a_slot_that_grows_or_is_released_forgets_its_body() -> None:
     assert slot.used == 0
     slot.used = 10
     slot.reset()
-    assert slot.used == 0
+    assert slot.used == 0 and slot.needed == 0, "the pool sizes idle slots by `needed`"
     slot.used = 10
     name = slot.name
     slot.release()
@@ -380,6 +421,156 @@ def test_idle_slots_shrink_to_what_recent_requests_needed_in_number_and_size() -
     assert pool.reserved_bytes == MIN_SLOT_BYTES, "one idle slot, of the size small ones need"
     assert pool.in_use == 0
     pool.close()
+
+
+def test_idle_slots_shrink_in_number_once_a_burst_leaves_the_recent_requests() -> None:
+    pool = SlotPool(8)
+    burst = [pool.lend() for _ in range(4)]
+    for lease in burst:
+        lease.reserve(10)
+    names = [lease.slot.name for lease in burst]
+    for lease in burst:
+        lease.release()
+    assert pool.reserved_bytes == 4 * MIN_SLOT_BYTES, "as many idle slots as were lent at once"
+
+    def one_request() -> None:
+        lease = pool.lend()
+        lease.reserve(10)
+        lease.release()
+
+    for _ in range(RECENT_REQUESTS - 1):  # one at a time, each in the last slot given back
+        one_request()
+    assert pool.reserved_bytes == 4 * MIN_SLOT_BYTES, "the burst is still a recent request"
+    one_request()
+    assert pool.reserved_bytes == MIN_SLOT_BYTES, "one idle slot: requests come one at a time"
+    assert [on_disk(n) for n in names] == [False, False, False, True], "the longest idle go"
+    assert pool.take_forgotten() == (0, 1, 2)
+    pool.close()
+
+
+def test_a_slot_larger_than_the_whole_of_dev_shm_is_a_413_once_idle_slots_are_given_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # tmpfs refuses to reserve more pages than it has at once (ENOSPC), filling nothing.
+    total, _ = shm_space()
+    pool = SlotPool(2)
+    held, first, second = (pool.lend() for _ in range(3))
+    for lease in (held, first, second):
+        lease.reserve(10)
+    names = [lease.slot.name for lease in (held, first, second)]
+    first.release()
+    second.release()
+    lease = pool.lend()
+    assert lease.slot is second.slot, "the last slot given back is lent first"
+    lease.reserve(2 * MIN_SLOT_BYTES)
+    assert on_disk(names[1]), "an idle slot is given up only when the room is short"
+    assert pool.take_forgotten() == (2,)
+    with caplog.at_level(logging.WARNING, logger="vla_client.server.worker"):
+        for _ in range(2):  # refused each time, said once in the log
+            with pytest.raises(InferenceError) as refused:
+                lease.reserve(total + 1)
+            assert refused.value.status_code == 413 and refused.value.retry_after is None
+            assert refused.value.detail == (
+                f"the request needs {slot_size(total + 1) / MIB:.1f} MiB of shared memory and "
+                f"the server's /dev/shm holds {total / MIB:.0f} MiB in all: send smaller frames"
+            )
+    [message] = [record.getMessage() for record in caplog.records]
+    assert message.startswith(f"shared memory is short: /dev/shm holds {total / MIB:.0f} MiB (")
+    assert [on_disk(n) for n in names] == [True, False, False], "the idle slot was given up"
+    assert pool.take_forgotten() == (2, 1), "the grown segment, then the idle slot"
+    assert lease.slot.size == 0 and pool.reserved_bytes == MIN_SLOT_BYTES
+    mine = [n for n in os.listdir("/dev/shm") if n.startswith(f"{SEGMENT_PREFIX}{pool._tag}_")]
+    assert mine == [names[0]], "a refused segment leaves no name"
+    lease.reserve(10)  # the pool still serves, in the same slot
+    lease.release()
+    held.release()
+    pool.close()
+    assert not any(on_disk(n) for n in names)
+
+
+# A private 4 MiB /dev/shm, as small as a container's is in proportion, so it can be filled:
+# idle slots are given up to make room, then requests are refused with 503 (or 413 when no
+# /dev/shm of that size could ever hold them). It prints what happened, as JSON.
+SHORT_OF_ROOM = """
+import json, logging, os
+from vla_client.errors import InferenceError
+from vla_client.server.worker.shm import MIN_SLOT_BYTES as MIB, SlotPool
+
+logged = []
+handler = logging.Handler()
+handler.emit = lambda record: logged.append(record.getMessage())
+logging.getLogger("vla_client.server.worker").addHandler(handler)
+pool = SlotPool(4)
+held, first, second = (pool.lend() for _ in range(3))
+for lease in (held, first, second):
+    lease.reserve(MIB)
+first.release()
+second.release()
+grown = pool.lend()
+grown.reserve(2 * MIB + 1)  # 2.5 MiB: there is room once the 1 MiB idle slot is given up
+report = {"grown": [grown.slot.size, grown.slot.name], "forgotten": pool.take_forgotten(),
+          "segments": len(os.listdir("/dev/shm")), "refused": []}
+for nbytes in (MIB, MIB, 4 * MIB, 4 * MIB + 1):
+    lease = pool.lend()
+    try:
+        lease.reserve(nbytes)
+    except InferenceError as exc:
+        report["refused"].append([exc.status_code, exc.detail, exc.retry_after])
+    lease.release()
+for lease in (held, grown):
+    lease.release()
+pool.close()
+stats = os.statvfs("/dev/shm")
+report.update(logged=logged, left=os.listdir("/dev/shm"), free=stats.f_bavail * stats.f_frsize)
+print(json.dumps(report))
+"""
+
+
+def test_a_full_dev_shm_gives_up_idle_slots_then_refuses_with_503_or_413() -> None:
+    require_small_shm()
+    # The same path in this process too, so that mutation testing, which runs a test only for
+    # the code it calls in the test's own process, runs this one for it.
+    with pytest.raises(InferenceError):
+        SlotPool(0).lend().reserve(shm_space()[0] + 1)
+    source = str(os.path.dirname(os.path.dirname(vla_client.__file__)))
+    completed = subprocess.run(
+        in_small_shm("4m", [sys.executable, "-c", SHORT_OF_ROOM]),
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    size, name = report["grown"]
+    assert size == 2 * MIB + MIB // 2 and name.startswith(SEGMENT_PREFIX)
+    assert report["forgotten"] == [2, 1], "the grown slot's old segment, then the idle slot"
+    assert report["segments"] == 2, "held and grown: the idle slot was unlinked"
+    short = (
+        "the server is short of shared memory: the request needs {} MiB, 0.5 MiB of /dev/shm "
+        "is free"
+    )
+    assert report["refused"] == [
+        [503, short.format("1.0"), 1.0],
+        [503, short.format("1.0"), 1.0],
+        [503, short.format("4.0"), 1.0],  # would fit in an empty /dev/shm: worth a retry
+        [
+            413,
+            "the request needs 5.0 MiB of shared memory and the server's /dev/shm holds 4 MiB "
+            "in all: send smaller frames",
+            None,
+        ],
+    ]
+    assert report["logged"] == [
+        "shared memory is short: /dev/shm holds 4 MiB (0 MiB free), a request needed 1.0 MiB "
+        "and this server process holds 3.5 MiB for 3 requests; give it more (docker run "
+        "--shm-size, see docs/server.md, 'Shared memory') or send smaller frames. Such "
+        "requests get 503 (413 when larger than /dev/shm)"
+    ], "the first refusal only"
+    assert report["left"] == [] and report["free"] == 4 * MIB
 
 
 def test_a_pool_that_keeps_nothing_unlinks_every_slot_given_back() -> None:

@@ -418,7 +418,7 @@ class SlotPool:
 
     def give_back(self, slot: Slot) -> None:
         self._needs.append(slot.needed)
-        self._crowds.append(self._crowd.pop(slot.index, 1))
+        self._crowds.append(self._crowd.pop(slot.index))  # recorded when it was lent
         slot.reset()
         if self._closed:
             self._drop(slot)
