@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from vla_client.control import ChunkExecutor
+from vla_client.control.chunk import PAST_HINT
 
 
 def reshaped(policy, actions_of):
@@ -93,3 +94,29 @@ def test_the_action_dim_is_checked_whether_or_not_chunks_are_blended(
         executor.tick(observe)
         executor.join(5)
     assert str(executor.last_error) == "action dim changed from 2 to 1"
+
+
+@pytest.mark.parametrize("mode", ["aligned", "blended"])
+def test_a_one_row_chunk_is_all_past_when_it_lands_and_the_log_says_to_play_naive(
+    clock, observe, policy_type, mode, caplog
+):
+    """A one-action policy (OpenVLA's horizon is 1) gives a row for the tick its observation
+    was taken; the reply lands a tick later at least, so outside mode 'naive' every one is
+    dropped, and the warning says why and what plays them."""
+    policy = policy_type(horizon=3)
+    options = {"blend_steps": 1} if mode == "blended" else {}
+    executor = ChunkExecutor(
+        reshaped(policy, lambda n, actions: actions[:1]), mode=mode, clock=clock, monotonic=clock,
+        **options,
+    )  # fmt: skip
+    with caplog.at_level("WARNING", logger="vla_client.control.chunk"):
+        for _ in range(3):
+            executor.tick(observe)
+            executor.join(5)
+    assert executor.stats.chunks_received == 0
+    assert executor.stats.dropped_late >= 2
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(
+        message.endswith(f"ticks old; all its actions are past: {PAST_HINT})")
+        for message in messages
+    ), messages

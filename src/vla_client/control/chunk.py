@@ -82,6 +82,9 @@ the chunk arrives on (aligned), aligned and cross-faded (blended), or continued 
 (rtc: real-time chunking, when the server announces it)."""
 CLIENT_MODES = EXECUTION_MODES[:3]
 """The modes every server supports: the executor alone does them."""
+PAST_HINT = "chunks shorter than the round trip in ticks can only be played in mode 'naive'"
+"""Logged with a reply whose chunk is wholly past when it lands (a one-action policy's, always,
+outside mode 'naive')."""
 
 
 @dataclass(frozen=True)
@@ -352,7 +355,10 @@ class ChunkExecutor:
         )
         if too_slow or skip >= len(actions):
             self.stats.dropped_late += 1
-            log.warning("dropped late reply %s (%d ticks old)", result.request_id, elapsed)
+            # A chunk no longer than the ticks its reply took is all past when it lands: every
+            # reply of a one-action policy (OpenVLA) in aligned mode. Say how to play them.
+            short = "" if too_slow else f"; all its actions are past: {PAST_HINT}"
+            log.warning("dropped late reply %s (%d ticks old%s)", result.request_id, elapsed, short)
             return
         if self._validate is not None:
             self._validate(actions)
