@@ -6,9 +6,16 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
+
+# No time limit on a property test's examples (Hypothesis's default is 200 ms each): speed is
+# measured in benchmarks/, and on a shared 2-core machine a slow example is load, not a bug.
+# A test that hangs is ended by pytest-timeout.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")

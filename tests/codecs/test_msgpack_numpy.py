@@ -210,7 +210,7 @@ documents = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=documents)
 def test_any_document_decodes_exactly_as_plain_msgpack_decodes_it(document):
     body = packb(document)
@@ -219,7 +219,7 @@ def test_any_document_decodes_exactly_as_plain_msgpack_decodes_it(document):
     assert_same(unpackb(bytearray(body)), plain)
 
 
-@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=documents)
 def test_packing_writes_the_bytes_plain_msgpack_writes(document):
     assert packb(document) == msgpack.packb(document, default=_pack_default, use_bin_type=True)

@@ -29,7 +29,7 @@ from vla_client.errors import CodecError
 from vla_client.observation import Observation
 from vla_client.protocol import DecodedRequest, DecodeLimits, decode_request, encode_request
 
-SETTINGS = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CONTENT_TYPES = ["application/json", "application/msgpack", None, "text/plain"]
 LIMITS = DecodeLimits(max_cameras=4, max_image_pixels=64 * 64)
 
