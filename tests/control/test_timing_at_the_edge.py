@@ -122,14 +122,23 @@ def test_the_executor_sends_an_observation_exactly_max_age_old(
     ("infer_s", "kept"), [(0.25 - EPS, True), (0.25, True), (0.25 + EPS, False)], ids=EDGES
 )
 def test_the_executor_keeps_a_reply_that_took_exactly_its_deadline(
-    clock, observe, policy_type, infer_s, kept
+    clock, observe, policy_type, infer_s, kept, caplog
 ) -> None:
     assert (START + infer_s) - START == infer_s
     policy = policy_type(clock=clock, infer_s=infer_s)
     executor = ChunkExecutor(policy, reply_deadline_s=0.25, clock=clock, monotonic=clock)
-    executor.tick(observe)
-    executor.join(5)
-    taken = executor.tick(observe)
+    with caplog.at_level("WARNING", logger="vla_client.control.chunk"):
+        executor.tick(observe)
+        executor.join(5)
+        taken = executor.tick(observe)
     assert (taken is not None) is kept
     assert executor.stats.dropped_late == int(not kept)
     assert executor.stats.chunks_received == int(kept)
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    if kept:
+        assert dropped == []
+    else:
+        assert dropped == [  # the next float over 0.25 s, shown to 3 digits
+            f"dropped late reply {policy.requests[0]} (1 ticks old; it took 0.25 s, over "
+            "reply_deadline_s=0.25)"
+        ]

@@ -350,15 +350,18 @@ class ChunkExecutor:
                 _check_applied(request.rtc, result)
         skip = elapsed if self._align else 0
         actions = _as_chunk(result.actions, None if self._chunk is None else self._chunk.shape[1])
-        too_slow = self._deadline is not None and (
-            request.finished_at - request.sent_at > self._deadline
-        )
+        took = request.finished_at - request.sent_at
+        too_slow = self._deadline is not None and took > self._deadline
         if too_slow or skip >= len(actions):
             self.stats.dropped_late += 1
             # A chunk no longer than the ticks its reply took is all past when it lands: every
             # reply of a one-action policy (OpenVLA) in aligned mode. Say how to play them.
-            short = "" if too_slow else f"; all its actions are past: {PAST_HINT}"
-            log.warning("dropped late reply %s (%d ticks old%s)", result.request_id, elapsed, short)
+            why = (
+                f"it took {took:.3g} s, over reply_deadline_s={self._deadline:g}"
+                if too_slow
+                else f"all its actions are past: {PAST_HINT}"
+            )
+            log.warning("dropped late reply %s (%d ticks old; %s)", result.request_id, elapsed, why)
             return
         if self._validate is not None:
             self._validate(actions)
