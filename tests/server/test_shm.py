@@ -471,7 +471,7 @@ def test_a_slot_larger_than_the_whole_of_dev_shm_is_a_413_once_idle_slots_are_gi
                 lease.reserve(total + 1)
             assert refused.value.status_code == 413 and refused.value.retry_after is None
             assert refused.value.detail == (
-                f"the request needs {slot_size(total + 1) / MIB:.1f} MiB of shared memory and "
+                f"the request needs {(total + 1) / MIB:.1f} MiB of shared memory and "
                 f"the server's /dev/shm holds {total / MIB:.0f} MiB in all: send smaller frames"
             )
     [message] = [record.getMessage() for record in caplog.records]
@@ -491,6 +491,24 @@ def test_a_slot_larger_than_the_whole_of_dev_shm_is_a_413_once_idle_slots_are_gi
 # A private 4 MiB /dev/shm, as small as a container's is in proportion, so it can be filled:
 # idle slots are given up to make room, then requests are refused with 503 (or 413 when no
 # /dev/shm of that size could ever hold them). It prints what happened, as JSON.
+def run_in_small_shm(size: str, script: str) -> dict[str, object]:
+    """The JSON document `script` prints, run by Python with a private ``/dev/shm`` of `size`."""
+    source = str(os.path.dirname(os.path.dirname(vla_client.__file__)))
+    completed = subprocess.run(
+        in_small_shm(size, [sys.executable, "-c", script]),
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    document: dict[str, object] = json.loads(completed.stdout)
+    return document
+
+
 SHORT_OF_ROOM = """
 import json, logging, os
 from vla_client.errors import InferenceError
@@ -510,7 +528,7 @@ grown = pool.lend()
 grown.reserve(2 * MIB + 1)  # 2.5 MiB: there is room once the 1 MiB idle slot is given up
 report = {"grown": [grown.slot.size, grown.slot.name], "forgotten": pool.take_forgotten(),
           "segments": len(os.listdir("/dev/shm")), "refused": []}
-for nbytes in (MIB, MIB, 4 * MIB, 4 * MIB + 1):
+for nbytes in (MIB, MIB, 4 * MIB, 5 * MIB):
     lease = pool.lend()
     try:
         lease.reserve(nbytes)
@@ -532,19 +550,7 @@ def test_a_full_dev_shm_gives_up_idle_slots_then_refuses_with_503_or_413() -> No
     # the code it calls in the test's own process, runs this one for it.
     with pytest.raises(InferenceError):
         SlotPool(0).lend().reserve(shm_space()[0] + 1)
-    source = str(os.path.dirname(os.path.dirname(vla_client.__file__)))
-    completed = subprocess.run(
-        in_small_shm("4m", [sys.executable, "-c", SHORT_OF_ROOM]),
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")]),
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
+    report = run_in_small_shm("4m", SHORT_OF_ROOM)
     size, name = report["grown"]
     assert size == 2 * MIB + MIB // 2 and name.startswith(SEGMENT_PREFIX)
     assert report["forgotten"] == [2, 1], "the grown slot's old segment, then the idle slot"
@@ -571,6 +577,38 @@ def test_a_full_dev_shm_gives_up_idle_slots_then_refuses_with_503_or_413() -> No
         "requests get 503 (413 when larger than /dev/shm)"
     ], "the first refusal only"
     assert report["left"] == [] and report["free"] == 4 * MIB
+
+
+FITS_UNROUNDED = """
+import json, os
+from vla_client.server.worker.shm import MIN_SLOT_BYTES as MIB, SlotPool, slot_size
+pool = SlotPool(4)
+lease = pool.lend()
+nbytes = 4 * MIB + MIB // 4  # its slot size, 5 MiB, is more than the 4.5 MiB /dev/shm holds
+lease.reserve(nbytes)
+print(json.dumps({"size": lease.slot.size, "rounded": slot_size(nbytes),
+                  "segments": len(os.listdir("/dev/shm"))}))
+lease.release()
+pool.close()
+"""
+
+
+def test_a_body_that_fits_only_without_the_slot_rounding_gets_a_segment_of_its_own_size() -> None:
+    """A slot is rounded up (to an eighth of its power of two) so that the next body a little
+    larger still fits; where only the body itself fits, it gets that, not a 413 saying it can
+    never fit (a 4.25 MiB body in a 4.5 MiB /dev/shm was refused as needing 5 MiB)."""
+    require_small_shm()
+    report = run_in_small_shm("4608k", FITS_UNROUNDED)
+    assert report == {"size": 4 * MIB + MIB // 4, "rounded": 5 * MIB, "segments": 1}
+
+
+def test_a_slot_without_a_pool_rounds_its_segment_up() -> None:
+    slot = Slot(f"{os.getpid()}_rounds", 0, [])
+    slot.reserve(MIN_SLOT_BYTES + 1)
+    try:
+        assert slot.size == slot_size(MIN_SLOT_BYTES + 1) > MIN_SLOT_BYTES + 1
+    finally:
+        slot.release()
 
 
 def test_a_pool_that_keeps_nothing_unlinks_every_slot_given_back() -> None:

@@ -215,6 +215,28 @@ def _map(fd: int, size: int) -> mmap.mmap:
     return mmap.mmap(fd, size)
 
 
+def _try_create(name: str, nbytes: int) -> Segment | None:
+    """A segment for `nbytes`: of `slot_size(nbytes)`, or of `nbytes` alone where only that fits
+    (the rounding's slack is for reuse, and must not refuse a body that fits), or None when
+    ``/dev/shm`` has room for neither."""
+    size = slot_size(nbytes)
+    for tried in (size, nbytes) if 0 < nbytes < size else (size,):
+        try:
+            return Segment.create(name, tried)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+    return None
+
+
+def create_segment(name: str, nbytes: int) -> Segment:
+    """`_try_create` for a `Slot` without a pool: `OSError` (``ENOSPC``) when there is no room."""
+    segment = _try_create(name, nbytes)
+    if segment is None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), SHM_DIR)
+    return segment
+
+
 class Slot:
     """One reusable segment, owned by the entrypoint; `name` changes when it grows.
 
@@ -222,7 +244,8 @@ class Slot:
     `needed` the most the request using it has asked `reserve` for. When the segment is
     replaced, the index is added to `forgotten` (the pool's list) so the worker unmaps the old
     one at its next batch instead of keeping it until the slot is used again. `create` makes
-    its segments (the pool's, which makes room when ``/dev/shm`` is short).
+    its segments, given a name and the bytes needed (the pool's makes room when ``/dev/shm`` is
+    short).
     """
 
     def __init__(
@@ -230,7 +253,7 @@ class Slot:
         pool_tag: str,
         index: int,
         forgotten: list[int],
-        create: Callable[[str, int], Segment] = Segment.create,
+        create: Callable[[str, int], Segment] = create_segment,
     ) -> None:
         self._pool_tag = pool_tag
         self._forgotten = forgotten
@@ -278,7 +301,7 @@ class Slot:
         self.release()
         self._generation += 1
         name = f"{SEGMENT_PREFIX}{self._pool_tag}_{self.index}_{self._generation}"
-        self._segment = self._create(name, slot_size(nbytes))
+        self._segment = self._create(name, nbytes)
         self._address = _address(np.frombuffer(self.buffer, np.uint8, count=1))
         self.used = 0
 
@@ -453,16 +476,16 @@ class SlotPool:
         self._live.pop(slot.index, None)
         self.forgotten.append(slot.index)
 
-    def _create(self, name: str, size: int) -> Segment:
-        """`Segment.create`, with the idle slots unlinked to make room if there is none."""
-        segment = _try_create(name, size)
+    def _create(self, name: str, nbytes: int) -> Segment:
+        """`_try_create`, with the idle slots unlinked to make room if there is none."""
+        segment = _try_create(name, nbytes)
         if segment is None and self._free:
             free, self._free = self._free, []
             for idle in free:
                 self._drop(idle)
-            segment = _try_create(name, size)
+            segment = _try_create(name, nbytes)
         if segment is None:
-            raise self._short(size)
+            raise self._short(nbytes)
         return segment
 
     def _short(self, size: int) -> InferenceError:
@@ -490,16 +513,6 @@ class SlotPool:
             f"{free / mib:.1f} MiB of {SHM_DIR} is free",
             retry_after=SHORT_RETRY_AFTER_S,
         )
-
-
-def _try_create(name: str, size: int) -> Segment | None:
-    """`Segment.create`, or None when ``/dev/shm`` has no room for it."""
-    try:
-        return Segment.create(name, size)
-    except OSError as exc:
-        if exc.errno != errno.ENOSPC:
-            raise
-        return None
 
 
 class Attachments:
