@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,9 +14,12 @@ from vla_client.observation import Observation
 
 # No time limit on a property test's examples (Hypothesis's default is 200 ms each): speed is
 # measured in benchmarks/, and on a shared 2-core machine a slow example is load, not a bug.
-# A test that hangs is ended by pytest-timeout.
-settings.register_profile("suite", deadline=None)
-settings.load_profile("suite")
+# A test that hangs is ended by pytest-timeout. The suite's examples are the same every run, so
+# that CI passes or fails on the code alone; `VLA_HYPOTHESIS=explore` draws new ones each run
+# (docs/testing.md, "Property tests"), which is how the fuzz tests find what they find.
+settings.register_profile("suite", deadline=None, derandomize=True)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("VLA_HYPOTHESIS", "suite"))
 
 
 @pytest.fixture(scope="session")

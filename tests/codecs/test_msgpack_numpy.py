@@ -403,10 +403,17 @@ def test_bad_ndarray_fields_are_named(fields, message):
         unpackb(ndarray_body(**fields))
 
 
-def test_a_bad_numpy_scalar_is_named():
-    body = msgpack.packb({"__npgeneric__": True, "data": "many", "dtype": "<i4"})
-    with pytest.raises(CodecError, match=r"^bad numpy scalar: "):
-        unpackb(body)
+@pytest.mark.parametrize(
+    "scalar",
+    [
+        {"__npgeneric__": True, "data": "many", "dtype": "<i4"},
+        {"__npgeneric__": True, "dtype": "<i4"},  # no data: found by the fuzz tests
+    ],
+    ids=["not-a-number", "no-data"],
+)
+def test_a_bad_numpy_scalar_is_named(scalar):
+    with pytest.raises(CodecError, match=r"^malformed msgpack body: bad numpy scalar: "):
+        unpackb(msgpack.packb(scalar))
 
 
 def test_a_big_binary_alone_is_bytes():

@@ -3,6 +3,7 @@ and the worker's attachments. The round trips through a worker process are in te
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import mmap
@@ -609,6 +610,71 @@ def test_a_slot_without_a_pool_rounds_its_segment_up() -> None:
         assert slot.size == slot_size(MIN_SLOT_BYTES + 1) > MIN_SLOT_BYTES + 1
     finally:
         slot.release()
+
+
+def room_for(monkeypatch: pytest.MonkeyPatch, limit: int) -> list[int]:
+    """Make `Segment.create` refuse segments over `limit` bytes with ``ENOSPC``, as a
+    ``/dev/shm`` with that much free does (this machine's is large), and return the sizes asked
+    for, in order."""
+    asked: list[int] = []
+    create = Segment.create
+
+    def limited(name: str, size: int) -> Segment:
+        asked.append(size)
+        if size > limit:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return create(name, size)
+
+    monkeypatch.setattr(Segment, "create", limited)
+    return asked
+
+
+ODD = MIB + MIB // 4 + 1
+ODD_SLOT = MIB + MIB // 2
+"""A body of `ODD` bytes gets a slot of `ODD_SLOT` (rounded to a multiple of 256 KiB)."""
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "limit", "asked", "size"),
+    [
+        (ODD, ODD, [ODD_SLOT, ODD], ODD),
+        (ODD, ODD_SLOT, [ODD_SLOT], ODD_SLOT),
+        (1, 1, [MIN_SLOT_BYTES, 1], 1),
+    ],
+    ids=["only-its-own-size-fits", "the-rounded-size-fits", "one-byte"],
+)
+def test_a_segment_is_rounded_up_where_that_fits_else_made_its_own_size(
+    monkeypatch: pytest.MonkeyPatch, nbytes: int, limit: int, asked: list[int], size: int
+) -> None:
+    tried = room_for(monkeypatch, limit)
+    slot = Slot(f"{os.getpid()}_room", 0, [])
+    slot.reserve(nbytes)
+    try:
+        assert (tried, slot.size) == (asked, size)
+    finally:
+        slot.release()
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "asked"),
+    [
+        (ODD, [ODD_SLOT, ODD]),
+        (2 * MIB, [2 * MIB]),  # its own size is the rounded one: asked once
+        (0, [MIN_SLOT_BYTES]),  # no empty segment
+    ],
+    ids=["rounded-then-own", "already-round", "nothing"],
+)
+def test_a_slot_without_a_pool_and_without_room_raises_enospc(
+    monkeypatch: pytest.MonkeyPatch, nbytes: int, asked: list[int]
+) -> None:
+    tried = room_for(monkeypatch, 0)
+    with pytest.raises(OSError) as raised:
+        Slot(f"{os.getpid()}_full", 0, []).reserve(nbytes)
+    assert tried == asked
+    error = raised.value
+    assert (error.errno, error.strerror, error.filename) == (
+        errno.ENOSPC, os.strerror(errno.ENOSPC), "/dev/shm"
+    )  # fmt: skip
 
 
 def test_a_pool_that_keeps_nothing_unlinks_every_slot_given_back() -> None:

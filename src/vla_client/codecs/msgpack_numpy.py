@@ -216,7 +216,7 @@ def _unpack_hook(obj: dict[Any, Any]) -> Any:
         try:
             return dtype.type(_get(obj, "data"))
         except (TypeError, ValueError, OverflowError) as exc:
-            raise CodecError(f"bad numpy scalar: {exc}") from None
+            raise CodecError(f"malformed msgpack body: bad numpy scalar: {exc}") from None
     return obj
 
 
