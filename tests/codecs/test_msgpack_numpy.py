@@ -467,3 +467,23 @@ def test_values_across_the_pieces_fed_to_msgpack_read_as_plain_msgpack_reads_the
     for cut in (len(body) - 1, len(body) - 3000, body.index(frame.tobytes()) + 10):
         with pytest.raises(CodecError, match="malformed msgpack"):
             unpackb(body[:cut])
+
+
+@pytest.mark.parametrize("marker", ["__ndarray__", "__npgeneric__"])
+@pytest.mark.parametrize("big", [False, True], ids=["small-body", "big-body"])
+def test_a_map_that_only_has_a_marker_key_stays_a_map(marker, big):
+    """The markers are `True` where an array or scalar was written; a camera named like one,
+    its frame a pixel list or an array, is a camera (the property tests found a
+    ``__ndarray__`` camera refused as a broken array)."""
+    frame = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3)
+    padding = bytes(VIEW_MIN_BYTES if big else 0)
+    for value in (frame, frame.tolist(), 7, None):
+        document = {"images": {marker: value}, "padding": padding}
+        back = unpackb(packb(document))["images"]
+        assert list(back) == [marker]
+        np.testing.assert_array_equal(back[marker], value)
+
+
+def test_a_marker_that_is_not_true_does_not_make_an_array():
+    body = msgpack.packb({"__ndarray__": 1, "data": b"\x00", "dtype": "|u1", "shape": [1]})
+    assert unpackb(body) == {"__ndarray__": 1, "data": b"\x00", "dtype": "|u1", "shape": [1]}

@@ -224,3 +224,21 @@ def test_large_frames_reach_the_server_decoder_exactly(
     decoded = decode_request(body, content_type)
     for name, frame in observation.images.items():
         np.testing.assert_array_equal(decoded.images[name], frame)
+
+
+@pytest.mark.parametrize(("encoding", "wire"), [pair for pair in LOSSLESS if pair[1] == "msgpack"])
+@pytest.mark.parametrize("camera", ["__ndarray__", "__npgeneric__"])
+def test_a_camera_named_like_a_msgpack_marker_round_trips(
+    encoding: str, wire: str, camera: str
+) -> None:
+    """Drawn once by the property test above (exploring): a camera named ``__ndarray__``, its
+    pixels a list, was read back as a broken array."""
+    frame = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    body, content_type = encode_request(
+        Observation({camera: frame}),
+        encoding=encoding,
+        wire=wire,  # type: ignore[arg-type]
+    )
+    decoded = decode_request(body, content_type)
+    assert list(decoded.images) == [camera]
+    np.testing.assert_array_equal(decoded.images[camera], frame)

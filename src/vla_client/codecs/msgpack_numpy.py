@@ -209,9 +209,11 @@ def _get(obj: dict[Any, Any], key: str) -> Any:
 
 
 def _unpack_hook(obj: dict[Any, Any]) -> Any:
-    if _get(obj, "__ndarray__"):
+    # The markers are `True` where an array or scalar was written (by us or openpi): a map that
+    # merely has such a key (a camera named "__ndarray__", its pixels a list) is a map.
+    if _get(obj, "__ndarray__") is True:
         return _unpack_array(obj)
-    if _get(obj, "__npgeneric__"):
+    if _get(obj, "__npgeneric__") is True:
         dtype = _dtype(_get(obj, "dtype"))
         try:
             return dtype.type(_get(obj, "data"))
