@@ -487,3 +487,11 @@ def test_a_map_that_only_has_a_marker_key_stays_a_map(marker, big):
 def test_a_marker_that_is_not_true_does_not_make_an_array():
     body = msgpack.packb({"__ndarray__": 1, "data": b"\x00", "dtype": "|u1", "shape": [1]})
     assert unpackb(body) == {"__ndarray__": 1, "data": b"\x00", "dtype": "|u1", "shape": [1]}
+
+
+def test_a_body_over_msgpacks_default_buffer_is_read_whole():
+    """msgpack's unpacker holds at most 100 MiB unless told otherwise: the walk lets it hold
+    the whole body, so a value it must read in one piece (a list, here) may be that big."""
+    big = bytes(101 << 20)
+    back = unpackb(packb({"a": [big]}))
+    assert len(back["a"][0]) == len(big)
