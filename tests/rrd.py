@@ -3,6 +3,8 @@ real Rerun process standing in for a viewer."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -46,11 +48,15 @@ def read_rrd(path: Path, timeline: str = "loop_time") -> dict[str, list[dict[str
 def saving_viewer(port: int, received: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A real Rerun process listening on `port` where a viewer would, saving what it receives
     to `received` (``rerun --save``: a viewer without a window); stopped with ^C on the way
-    out, so the file is complete."""
+    out, so the file is complete.
+
+    The ``rerun`` script runs the viewer as its child: it starts in a process group of its own,
+    and `signal_viewer` signals the whole group (signalling the script alone left the viewer
+    running, an orphan, after the test that meant to kill it)."""
     binary = Path(sys.executable).with_name("rerun")
     process = subprocess.Popen(
         [str(binary), "--port", str(port), "--save", str(received)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
@@ -61,8 +67,23 @@ def saving_viewer(port: int, received: Path) -> Iterator[subprocess.Popen[bytes]
     finally:
         if process.poll() is None:
             time.sleep(1)  # what was sent last is written
-            process.send_signal(signal.SIGINT)
-            process.wait(10)
+            signal_viewer(process, signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+
+
+def signal_viewer(process: subprocess.Popen[bytes], signum: int) -> None:
+    """Send `signum` to the viewer `saving_viewer` started (its whole process group) and wait
+    up to 10 s for every process of the group to end."""
+    os.killpg(process.pid, signum)
+    process.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from rrd import free_port, read_rrd, saving_viewer
+from rrd import free_port, read_rrd, saving_viewer, signal_viewer
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.client import ActionClient, ActionResult
 from vla_client.control import ChunkExecutor, ControlLoop, SafetyGate, SimRobot, Watchdog
@@ -172,8 +172,7 @@ def test_without_a_file_the_log_streams_to_the_viewer_listening(server_url, view
     loop = run_loop(server_url, log)
     log.close()
     time.sleep(1)  # the viewer writes what it was sent
-    process.send_signal(signal.SIGINT)
-    process.wait(10)
+    signal_viewer(process, signal.SIGINT)
     rows = read_rrd(received)
     assert len(rows["/robot/state"]) == loop.stats.ticks == 12
     assert len(rows["/robot/action"]) == loop.stats.applied
@@ -187,7 +186,7 @@ def test_a_viewer_that_dies_mid_run_does_not_stop_the_loop(server_url, viewer):
     def apply(action: np.ndarray) -> None:
         robot.apply(action)
         if robot.steps == 5:
-            process.kill()
+            signal_viewer(process, signal.SIGKILL)
 
     with ActionClient(server_url) as client:
         executor = ChunkExecutor(log.infer(client.infer), prefetch_at=4)
