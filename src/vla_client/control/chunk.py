@@ -414,6 +414,7 @@ def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -
 
 def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
     """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
+    from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
     from vla_client.protocol.rtc import announced
 
     if server is None:
@@ -424,7 +425,7 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
         declare = (
             " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
             "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
-            if server.policy_family == "gr00t"
+            if server.policy_family == GR00T_FAMILY
             else ""
         )
         raise ModeNotSupportedError(

@@ -45,9 +45,9 @@ GR00T_PORT = 5555
 """The port GR00T's server binds unless told otherwise."""
 Call = Literal["ping", "get_action", "reset", "get_modality_config", "kill"]
 MODALITIES = ("video", "state", "action", "language")
+"""The modalities a GR00T config describes, each a ``{"modality_keys", "delta_indices"}``."""
 POLICY_FAMILY = "gr00t"
 """The ``policy_family`` of a GR00T server's metadata as `Gr00tConfig.metadata` writes it."""
-"""The modalities a GR00T config describes, each a ``{"modality_keys", "delta_indices"}``."""
 _NDARRAY = "__ndarray_class__"
 _CONFIG = "__ModalityConfig_class__"
 
