@@ -15,6 +15,7 @@ import orjson
 import pytest
 from websockets.sync.server import ServerConnection, serve
 
+import vla_client.transports.websocket as websocket_transport
 from raw_http_server import Answer, RawHTTPServer, RawRequest
 from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.codecs import msgpack_numpy
@@ -29,7 +30,6 @@ from vla_client.errors import (
 from vla_client.observation import Observation
 from vla_client.protocol import REPLY_SIZE_FLOOR
 from vla_client.transports import NO_RETRY, WebSocketTransport
-from vla_client.transports.websocket import CLOSE_TIMEOUT_S
 
 DEADLINE_S = 1.0
 SLACK_S = 1.0
@@ -312,6 +312,17 @@ def upgrade(request: RawRequest) -> bytes:
     )
 
 
+LONG_CLOSE_S = 5.0
+"""`CLOSE_TIMEOUT_S` in the tests below: a polite close waited on where it must not be would
+add this much, far past the load slack they allow."""
+
+
+@pytest.fixture
+def long_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(websocket_transport, "CLOSE_TIMEOUT_S", LONG_CLOSE_S)
+
+
+@pytest.mark.usefixtures("long_close")
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 def test_a_slow_handshake_and_a_silent_metadata_frame_share_one_connect_timeout(
     asynchronous: bool, observation: Observation
@@ -339,7 +350,7 @@ def test_a_slow_handshake_and_a_silent_metadata_frame_share_one_connect_timeout(
     with RawHTTPServer(answer) as server:
         took = timed(lambda: infer(f"ws://127.0.0.1:{server.port}"), ConnectError)
     # with a timeout each it took 3.5 s, and up to CLOSE_TIMEOUT_S more for a polite close
-    assert timeout_s - 0.1 < took < timeout_s + 0.6 * CLOSE_TIMEOUT_S
+    assert timeout_s - 0.1 < took < timeout_s + SLACK_S
 
 
 def binary_frame(payload: bytes) -> bytes:
@@ -349,6 +360,7 @@ def binary_frame(payload: bytes) -> bytes:
     return bytes([0x82, 126]) + len(payload).to_bytes(2, "big") + payload
 
 
+@pytest.mark.usefixtures("long_close")
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("bound", ["deadline", "timeout"])
 def test_a_server_silent_after_its_metadata_cannot_hold_the_close_past_the_bound(
@@ -384,7 +396,7 @@ def test_a_server_silent_after_its_metadata_cannot_hold_the_close_past_the_bound
 
     with RawHTTPServer(answer) as server:
         took = infer(f"ws://127.0.0.1:{server.port}")
-    assert took < DEADLINE_S + 0.6 * CLOSE_TIMEOUT_S
+    assert took < DEADLINE_S + SLACK_S
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
