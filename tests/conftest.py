@@ -16,9 +16,11 @@ from vla_client.observation import Observation
 # measured in benchmarks/, and on a shared 2-core machine a slow example is load, not a bug.
 # A test that hangs is ended by pytest-timeout. The suite's examples are the same every run, so
 # that CI passes or fails on the code alone; `VLA_HYPOTHESIS=explore` draws new ones each run
-# (docs/testing.md, "Property tests"), which is how the fuzz tests find what they find.
+# (docs/testing.md, "Property tests"), which is how the fuzz tests find what they find. Both
+# profiles name `derandomize`: under CI (the `CI` variable set) Hypothesis's default profile is
+# its "ci" one, which derandomizes, and a profile inherits from the default it is registered on.
 settings.register_profile("suite", deadline=None, derandomize=True)
-settings.register_profile("explore", deadline=None)
+settings.register_profile("explore", deadline=None, derandomize=False)
 settings.load_profile(os.environ.get("VLA_HYPOTHESIS", "suite"))
 
 

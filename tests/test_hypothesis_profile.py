@@ -13,6 +13,13 @@ from hypothesis import settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def environment(**changes: str | None) -> dict[str, str]:
+    """This process's environment with `changes` applied (None removes the variable)."""
+    env = {key: value for key, value in os.environ.items() if key not in changes}
+    env.update({key: value for key, value in changes.items() if value is not None})
+    return env
+
+
 def test_the_suite_draws_the_same_examples_every_run_with_no_time_limit() -> None:
     if os.environ.get("VLA_HYPOTHESIS", "suite") != "suite":
         pytest.skip("VLA_HYPOTHESIS chose another profile on purpose")
@@ -20,7 +27,10 @@ def test_the_suite_draws_the_same_examples_every_run_with_no_time_limit() -> Non
     assert settings.default.deadline is None
 
 
-def test_vla_hypothesis_explore_draws_new_examples() -> None:
+# Hypothesis loads its own "ci" profile (derandomized) where `CI` is set, as on the CI machine:
+# the explore profile must draw new examples there too.
+@pytest.mark.parametrize("ci", [None, "true"], ids=["local", "under-CI"])
+def test_vla_hypothesis_explore_draws_new_examples(ci: str | None) -> None:
     probe = (
         "import sys; sys.path.insert(0, 'tests'); import conftest; "
         "from hypothesis import settings; "
@@ -28,6 +38,6 @@ def test_vla_hypothesis_explore_draws_new_examples() -> None:
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True,
-        env={**os.environ, "VLA_HYPOTHESIS": "explore"},
+        env=environment(VLA_HYPOTHESIS="explore", CI=ci),
     )  # fmt: skip
     assert done.stdout.split() == ["False", "None"]
