@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,7 +60,9 @@ def name(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_layouts_start_at_the_next_64_byte_boundary_and_leave_room_for_each_array() -> None:
-    arrays = {"a": np.zeros(65, np.uint8), "b": np.zeros(3, np.float64), "c": np.zeros(0)}
+    arrays: dict[str, np.ndarray] = {
+        "a": np.zeros(65, np.uint8), "b": np.zeros(3, np.float64), "c": np.zeros(0)
+    }  # fmt: skip
     layouts, end = plan_layout(arrays, start=1)
     # 1 rounds up to 64; 64 + 65 bytes ends at 129, rounds up to 192; 192 + 24 = 216 -> 256.
     assert [(lay.key, lay.offset) for lay in layouts] == [("a", 64), ("b", 192), ("c", 256)]
@@ -80,7 +83,9 @@ def test_a_view_reads_the_array_at_its_layout_offset() -> None:
 
 
 def test_written_arrays_read_back_where_the_planned_layouts_say() -> None:
-    arrays = {"a": np.arange(5, dtype=np.uint8), "b": np.linspace(0, 1, 3, dtype=np.float32)}
+    arrays: dict[str, np.ndarray] = {
+        "a": np.arange(5, dtype=np.uint8), "b": np.linspace(0, 1, 3, dtype=np.float32)
+    }  # fmt: skip
     buffer = memoryview(bytearray(256))
     layouts = write_arrays(buffer, arrays)
     assert layouts == plan_layout(arrays)[0]
@@ -472,8 +477,9 @@ def test_a_slot_larger_than_the_whole_of_dev_shm_is_a_413_once_idle_slots_are_gi
                 lease.reserve(total + 1)
             assert refused.value.status_code == 413 and refused.value.retry_after is None
             assert refused.value.detail == (
-                f"the request needs {(total + 1) / MIB:.1f} MiB of shared memory and "
-                f"the server's /dev/shm holds {total / MIB:.0f} MiB in all: send smaller frames"
+                f"the request needs {(total + 1) / MIB:.1f} MiB ({total + 1} bytes) of shared "
+                f"memory and the server's /dev/shm holds {total / MIB:.1f} MiB ({total} bytes) "
+                "in all: send smaller frames"
             )
     [message] = [record.getMessage() for record in caplog.records]
     assert message.startswith(f"shared memory is short: /dev/shm holds {total / MIB:.0f} MiB (")
@@ -492,7 +498,7 @@ def test_a_slot_larger_than_the_whole_of_dev_shm_is_a_413_once_idle_slots_are_gi
 # A private 4 MiB /dev/shm, as small as a container's is in proportion, so it can be filled:
 # idle slots are given up to make room, then requests are refused with 503 (or 413 when no
 # /dev/shm of that size could ever hold them). It prints what happened, as JSON.
-def run_in_small_shm(size: str, script: str) -> dict[str, object]:
+def run_in_small_shm(size: str, script: str) -> dict[str, Any]:
     """The JSON document `script` prints, run by Python with a private ``/dev/shm`` of `size`."""
     source = str(os.path.dirname(os.path.dirname(vla_client.__file__)))
     completed = subprocess.run(
@@ -506,7 +512,7 @@ def run_in_small_shm(size: str, script: str) -> dict[str, object]:
         timeout=60,
     )
     assert completed.returncode == 0, completed.stderr
-    document: dict[str, object] = json.loads(completed.stdout)
+    document: dict[str, Any] = json.loads(completed.stdout)
     return document
 
 
@@ -566,8 +572,8 @@ def test_a_full_dev_shm_gives_up_idle_slots_then_refuses_with_503_or_413() -> No
         [503, short.format("4.0"), 1.0],  # would fit in an empty /dev/shm: worth a retry
         [
             413,
-            "the request needs 5.0 MiB of shared memory and the server's /dev/shm holds 4 MiB "
-            "in all: send smaller frames",
+            "the request needs 5.0 MiB (5242880 bytes) of shared memory and the server's "
+            "/dev/shm holds 4.0 MiB (4194304 bytes) in all: send smaller frames",
             None,
         ],
     ]

@@ -116,7 +116,7 @@ def test_frames_larger_than_the_whole_of_dev_shm_get_413(
         url + GENERATIONS_PATH, content=body, headers={"content-type": content_type}, timeout=60
     )
     assert reply.status_code == 413, reply.text
-    assert "64 MiB in all" in reply.json()["detail"]
+    assert "holds 64.0 MiB (67108864 bytes) in all" in reply.json()["detail"]
     assert "retry-after" not in reply.headers
     small, kind = encode_request(Observation(images=synthetic_frames(1, 32, 32)), wire="msgpack")
     reply = httpx.post(url + GENERATIONS_PATH, content=small, headers={"content-type": kind})

@@ -504,8 +504,9 @@ class SlotPool:
         if size > total:
             return InferenceError(
                 413,
-                f"the request needs {size / mib:.1f} MiB of shared memory and the server's "
-                f"{SHM_DIR} holds {total / mib:.0f} MiB in all: send smaller frames",
+                f"the request needs {size / mib:.1f} MiB ({size} bytes) of shared memory and "
+                f"the server's {SHM_DIR} holds {total / mib:.1f} MiB ({total} bytes) in all: "
+                "send smaller frames",
             )
         return InferenceError(
             503,
