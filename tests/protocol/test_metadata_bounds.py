@@ -47,6 +47,14 @@ def test_the_pixel_limit_is_the_servers_own_default() -> None:
         ({"output": {"padded_action_dim": 0}}, "output.padded_action_dim is 0"),
         ({"output": {"action_dim": 7.5}}, "output.action_dim must be a whole number"),
         ({"output": {"action_horizon": 4096, "action_dim": 4096}}, "over the limit of 1048576"),
+        (  # the width a server pads its chunk to is bounded as the chunk is
+            {"output": {"action_horizon": 1025, "action_dim": 7, "padded_action_dim": 1024}},
+            r"1025 x 1024 padded action chunks, over the limit of 1048576",
+        ),
+        (
+            {"output": {"action_horizon": 1025, "padded_action_dim": 1024}},
+            r"1025 x 1024 padded action chunks",
+        ),
         ({"input": {"image_keys": [f"c{i}" for i in range(17)]}}, "17 cameras, over the limit"),
     ],
 )
@@ -64,7 +72,10 @@ def test_out_of_bounds_metadata_is_a_protocol_error(metadata: dict[str, Any], me
         {"input": None, "output": "odd"},  # forms are checked where they are used
         {"input": {"image_size": [4096, 4096], "state_dim": 0, "image_keys": ["a"] * 16}},
         {"input": {"image_size": [224, 224, 3]}},
+        {"input": {"image_size": [1, 1]}},  # positive is enough here; the fit bounds the least
         {"output": {"action_horizon": 1024, "action_dim": MAX_METADATA_ACTION_VALUES // 1024}},
+        {"output": {"action_horizon": 1024, "action_dim": 7, "padded_action_dim": 1024}},
+        {"output": {"action_dim": 7, "padded_action_dim": 65536}},  # no horizon, no chunk
         {"input": {"image_keys": ["a"] * MAX_METADATA_CAMERAS}},
     ],
 )
@@ -77,6 +88,10 @@ def test_read_metadata_gives_a_protocol_error_not_pydantics() -> None:
         read_metadata([])
     with pytest.raises(ProtocolError, match=r"^metadata input.image_keys must be a list of names"):
         read_metadata({"input": {"image_keys": "wrist"}})
+    with pytest.raises(
+        ProtocolError, match=r"^metadata input.camera_aliases must be an object, got \['top'\]$"
+    ):
+        read_metadata({"input": {"camera_aliases": ["top"]}})
     with pytest.raises(
         ProtocolError, match=r"^the server's metadata is malformed: metadata.model: "
     ):

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from vla_client.protocol import REPLY_SIZE_FLOOR, reply_size_limit
+from vla_client.errors import ProtocolError
+from vla_client.protocol import REPLY_SIZE_FLOOR, read_metadata, reply_size_limit
 from vla_client.protocol.reply_read import BYTES_PER_ACTION_VALUE
 
 
@@ -74,3 +75,5 @@ def test_a_padded_chunk_over_the_limit_gets_the_floor(horizon: int, padded: int)
     # cap to 256 GiB.
     metadata = output(action_horizon=horizon, action_dim=1, padded_action_dim=padded)
     assert reply_size_limit(metadata) == REPLY_SIZE_FLOOR
+    with pytest.raises(ProtocolError, match="padded action chunks, over the limit"):
+        read_metadata(metadata)  # and a client refuses such metadata when it reads it

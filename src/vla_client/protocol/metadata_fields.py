@@ -51,13 +51,17 @@ def read_dim(where: str, value: Any, least: int) -> int | None:
     return value
 
 
-def check_chunk(horizon: int | None, dim: int | None) -> None:
-    """`ProtocolError` when an action chunk of `horizon` x `dim` is over the limit."""
-    if horizon is not None and dim is not None and horizon * dim > MAX_METADATA_ACTION_VALUES:
-        raise ProtocolError(
-            f"metadata announces {horizon} x {dim} action chunks, over the limit of "
-            f"{MAX_METADATA_ACTION_VALUES} values"
-        )
+def check_chunk(horizon: int | None, dim: int | None, padded_dim: int | None = None) -> None:
+    """`ProtocolError` when an action chunk of `horizon` x `dim` is over the limit, or of
+    `horizon` x `padded_dim` (a server may return its chunk padded to that width)."""
+    if horizon is None:
+        return
+    for width, what in ((dim, ""), (padded_dim, "padded ")):
+        if width is not None and horizon * width > MAX_METADATA_ACTION_VALUES:
+            raise ProtocolError(
+                f"metadata announces {horizon} x {width} {what}action chunks, over the limit "
+                f"of {MAX_METADATA_ACTION_VALUES} values"
+            )
 
 
 def read_image_keys(value: Any) -> list[str]:
@@ -132,7 +136,8 @@ def check_metadata_bounds(metadata: Mapping[str, Any]) -> None:
     """`ProtocolError` unless the sizes and counts in `metadata` are sane, read before anything
     is sized from them: whole dims within ``0..MAX_METADATA_DIM`` (actions at least 1), an
     ``image_size`` of positive sides within `MAX_METADATA_PIXELS`, at most
-    `MAX_METADATA_CAMERAS` image keys and an action chunk within `MAX_METADATA_ACTION_VALUES`.
+    `MAX_METADATA_CAMERAS` image keys and an action chunk (padded or not) within
+    `MAX_METADATA_ACTION_VALUES`.
     Absent fields are fine, and so are blocks and lists of another form: the metadata model
     refuses those when it reads the document (`vla_client.protocol.models.read_metadata`)."""
     blocks = {name: metadata.get(name) for name in ("input", "output")}
@@ -141,7 +146,9 @@ def check_metadata_bounds(metadata: Mapping[str, Any]) -> None:
     for block, field_name, least in _METADATA_DIMS:
         source = output if block == "output" else spec
         read_dim(f"{block}.{field_name}", source.get(field_name), least)
-    check_chunk(output.get("action_horizon"), output.get("action_dim"))
+    check_chunk(
+        output.get("action_horizon"), output.get("action_dim"), output.get("padded_action_dim")
+    )
     keys = spec.get("image_keys")
     if isinstance(keys, list | tuple):
         _check_camera_count(keys)

@@ -210,7 +210,7 @@ class MetadataOutput(_Open):
 
     @model_validator(mode="after")
     def _chunk(self) -> MetadataOutput:
-        check_chunk(self.action_horizon, self.action_dim)
+        check_chunk(self.action_horizon, self.action_dim, self.padded_action_dim)
         return self
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from vla_client.errors import CodecError, ProtocolError, ServerError
-from vla_client.protocol.metadata_fields import check_chunk, check_metadata_bounds
+from vla_client.protocol.metadata_fields import check_metadata_bounds
 from vla_client.protocol.status import parse_retry_after, redirect_detail
 from vla_client.protocol.wire import MSGPACK_CONTENT_TYPE, loads, wire_for_content_type
 
@@ -59,20 +59,16 @@ def reply_size_limit(metadata: Any) -> int:
     """The reply size cap for a server announcing `metadata`: room for its chunk (``horizon x
     dim``, the padded dim when larger) at `BYTES_PER_ACTION_VALUE` bytes a value, at least
     `REPLY_SIZE_FLOOR`. Metadata that announces no sizes, or sizes out of bounds (the client
-    refuses those on reading), gets the floor, and so does a padded chunk over the limit of
-    `vla_client.protocol.metadata_fields.MAX_METADATA_ACTION_VALUES` values."""
+    refuses those on reading, a padded chunk over the limit among them), gets the floor."""
     output = metadata.get("output") if isinstance(metadata, Mapping) else None
     if not isinstance(output, Mapping):
         return REPLY_SIZE_FLOOR
     try:
         check_metadata_bounds({"output": output})
-        horizon: int | None = output.get("action_horizon")
-        dim: int = max(output.get("action_dim") or 0, output.get("padded_action_dim") or 0)
-        # The bounds cover the unpadded chunk only: unchecked, a padded dim could lift the cap
-        # to 256 GiB (65536 x 65536 values), which is no cap at all.
-        check_chunk(horizon, dim)
     except ProtocolError:
         return REPLY_SIZE_FLOOR
+    horizon: int | None = output.get("action_horizon")
+    dim: int = max(output.get("action_dim") or 0, output.get("padded_action_dim") or 0)
     if not horizon or not dim:
         return REPLY_SIZE_FLOOR
     return max(REPLY_SIZE_FLOOR, horizon * dim * BYTES_PER_ACTION_VALUE)
