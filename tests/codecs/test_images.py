@@ -114,6 +114,8 @@ def test_map_frames_keeps_order():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+# Python 3.12+ warns when a process with threads forks: that fork is what this test is about.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_map_frames_works_in_a_forked_child():
     """A robot program that forks after encoding frames (multiprocessing's default on Linux)
     must not find the parent's thread pool, whose threads the child does not have."""
