@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from vla_client.codecs import decode_image_bytes, encode_jpeg, encode_png, map_frames
+from vla_client.codecs import decode_image_bytes, encode_jpeg, encode_png, map_frames, parallel
 from vla_client.errors import CodecError, PayloadTooLargeError
 
 
@@ -129,6 +129,18 @@ def test_map_frames_works_in_a_forked_child():
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_forked_child_forgets_the_parents_pool_and_starts_its_own() -> None:
+    """What the forked child runs after the fork (`os.register_at_fork`), here in this process,
+    where mutation testing sees it: the pool is dropped, and the next map starts a new one."""
+    assert map_frames(abs, range(-2, 0)) == [2, 1]
+    parents = parallel._thread_pool()
+    parallel._forget_pool()
+    assert parallel._pool is None
+    assert map_frames(abs, range(-2, 0)) == [2, 1]
+    assert parallel._pool is not None and parallel._pool is not parents
+    parents.shutdown()  # in a child its threads would not exist; here they are ended
 
 
 FRAME = np.random.default_rng(1).integers(0, 256, (24, 32, 3), dtype=np.uint8)
