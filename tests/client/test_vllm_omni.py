@@ -192,6 +192,7 @@ def test_a_single_array_reply_is_the_chunk(kind: str) -> None:
         result = call(kind, omni.url, lambda c: c.infer(observation()))
     np.testing.assert_array_equal(result.actions, chunk)
     assert result.action_keys is None
+    result.actions[0] += 1  # the client's own array, as every family's is: a gate may clip it
 
 
 def test_per_key_actions_without_announced_keys_are_refused() -> None:

@@ -36,6 +36,11 @@ def test_vllm_omni_refuses_a_config_field_in_another_form(document: Any) -> None
         vllm_omni.read_config(document)
 
 
+def test_vllm_omni_names_what_it_got_instead_of_a_config() -> None:
+    with pytest.raises(ProtocolError, match=r"^vLLM-Omni's config must be a map, got list$"):
+        vllm_omni.read_config([])
+
+
 def test_vllm_omni_reads_an_empty_config_as_announcing_nothing() -> None:
     config = vllm_omni.read_config({})
     assert (config.action_keys, config.action_horizon, config.image_size) == (None, None, None)
@@ -92,7 +97,8 @@ def test_vllm_omni_refuses_per_key_actions_of_different_horizons_when_none_is_an
 def test_vllm_omni_error_frames_and_reset_answers() -> None:
     with pytest.raises(ServerErrorFrame) as refused:
         vllm_omni.read_answer({"type": "error"})
-    assert refused.value.code is None and "without a message" in refused.value.detail
+    assert refused.value.code is None
+    assert refused.value.detail == "the server sent an error frame without a message"
     assert vllm_omni.read_answer({"type": "result", "x": 1}) == {"type": "result", "x": 1}
     vllm_omni.read_reset({"status": "reset successful"})
     for answer in ({"status": "ok"}, "reset successful", None):
@@ -123,6 +129,14 @@ def test_vllm_omni_sends_no_state_key_without_a_state() -> None:
 def test_roboarena_refuses_a_config_it_cannot_serve(document: Any) -> None:
     with pytest.raises(ProtocolError, match="RoboArena"):
         roboarena.read_config(document)
+
+
+def test_roboarena_says_why_it_cannot_serve_stereo_cameras() -> None:
+    with pytest.raises(ProtocolError) as refused:
+        roboarena.read_config({"needs_stereo_camera": True})
+    assert str(refused.value) == (
+        "RoboArena's server asks for stereo cameras; vla-client sends one frame per camera"
+    )
 
 
 def test_roboarena_fills_in_its_servers_defaults() -> None:
@@ -282,6 +296,10 @@ def test_roboarena_requests_are_its_evaluators_observation() -> None:
         roboarena.request_document(Observation({"wrist_image_left": frame}, state=state[:7]),
                                    config, "s")  # fmt: skip
     assert (refused.value.field, refused.value.given) == ("state", "7 values")
+    assert refused.value.expected == "8 values (7 joint positions, then the gripper)"
+    with pytest.raises(ContractError) as stateless:
+        roboarena.request_document(Observation({"wrist_image_left": frame}), config, "s")
+    assert (stateless.value.field, stateless.value.given) == ("state", "none")
     with pytest.raises(ContractError) as missing:
         roboarena.request_document(Observation({"x": frame}, state=state), config, "s")
     assert (missing.value.field, missing.value.given) == ("cameras", ["x"])
@@ -318,3 +336,13 @@ def test_vllm_omni_slices_each_of_many_keys_and_takes_one_to_the_bound() -> None
         vllm_omni.read_actions(np.zeros((1, 2, 3, 4)), vllm_omni.read_config({}))
     with pytest.raises(ProtocolError, match=r"action 'k0' is not a number array: list"):
         vllm_omni.read_actions({"k0": [1.0]}, vllm_omni.read_config({"action_keys": ["k0"]}))
+
+
+def test_each_dialects_actions_are_a_writable_copy_of_the_read_only_reply() -> None:
+    reply = np.arange(24, dtype=np.float32).reshape(3, 8)
+    reply.flags.writeable = False  # as msgpack's arrays arrive: views of the received message
+    omni, _ = vllm_omni.read_actions(reply[:, :2], vllm_omni.read_config({"action_horizon": 3}))
+    arena, _ = roboarena.read_actions(reply, roboarena.read_config({}))
+    for actions, source in ((omni, reply[:, :2]), (arena, reply)):
+        assert actions.flags.writeable and not np.shares_memory(actions, reply)
+        np.testing.assert_array_equal(actions, source)

@@ -175,7 +175,7 @@ def read_actions(answer: Any, config: ArenaConfig) -> tuple[np.ndarray, None]:
     ):  # fmt: skip
         shape = getattr(chunk, "shape", type(chunk).__name__)
         raise ProtocolError(f"RoboArena's action must be an (N, {ACTION_DIM}) array, got {shape}")
-    return chunk.astype(np.float32, copy=False), None
+    return chunk.astype(np.float32), None  # a copy: the reply's arrays are read-only
 
 
 def read_reset(answer: Any) -> None:

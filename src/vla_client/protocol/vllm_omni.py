@@ -165,7 +165,7 @@ def _chunk(name: str, value: Any, horizon: int | None) -> np.ndarray:
     if array.ndim != 2 or not array.size or (horizon is not None and array.shape[0] != horizon):
         want = "[H, D]" if horizon is None else f"[{horizon}, D]"
         raise ProtocolError(f"vLLM-Omni's {name} must be {want} (or [1, H, D]), got {value.shape}")
-    return array.astype(np.float32, copy=False)
+    return array.astype(np.float32)  # a copy: the reply's arrays are read-only
 
 
 def read_actions(answer: Any, config: OmniConfig) -> tuple[np.ndarray, dict[str, slice] | None]:
