@@ -118,6 +118,20 @@ def test_tensor_values_as_bytes_or_uint8_array_keep_their_values():
     assert out.dtype == np.uint8 and out.tolist() == [1, 2]
 
 
+def test_int_lists_read_as_uint8_are_cast_to_a_narrower_dtype_only_where_each_value_fits():
+    # The JSON reader hands an int list over as uint8; a declared int8 takes 127 as a list of
+    # JSON ints would, and refuses 128 rather than wrap it to -128.
+    fits = tensor_payload_to_array({"values": np.array([0, 127], np.uint8), "dtype": "int8"})
+    assert fits.dtype == np.int8 and fits.tolist() == [0, 127]
+    with pytest.raises(CodecError) as refused:
+        tensor_payload_to_array({"values": np.array([5, 128], np.uint8), "dtype": "int8"})
+    assert str(refused.value) == (
+        "tensor values are ragged, non-numeric or out of range: 128 is out of bounds for int8"
+    )
+    empty = tensor_payload_to_array({"values": np.array([], np.uint8), "dtype": "int8"})
+    assert empty.dtype == np.int8 and empty.size == 0
+
+
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
