@@ -94,6 +94,7 @@ MODULES: dict[str, list[str]] = {
     "protocol/vllm_omni": ["tests/protocol/test_dialects.py"],
     "protocol/roboarena": ["tests/protocol/test_dialects.py"],
     "protocol/gr00t_rtc": ["tests/client/test_gr00t_rtc.py"],
+    "protocol/gr00t": ["tests/protocol/test_gr00t_messages.py", "tests/client/test_gr00t.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 
@@ -223,6 +224,7 @@ def run_module(module: str, settings: dict[str, object], timeout_s: float) -> Mo
     work.mkdir(parents=True)
     (work / "src").symlink_to(ROOT / "src")
     (work / "tests").symlink_to(ROOT / "tests")
+    (work / "docs").symlink_to(ROOT / "docs")  # for the tests that run the docs' snippets
     (work / "pyproject.toml").write_text(work_pyproject(module, settings))
     # The tests, and the servers and CLIs they start in other processes, must import the
     # mutated copy mutmut makes in mutants/src. The folder exists before Python starts, so
@@ -260,6 +262,7 @@ def work_pyproject(module: str, settings: dict[str, object]) -> str:
         f"source_paths = {json.dumps(settings.get('source_paths', ['src']))}",
         f'only_mutate = ["src/vla_client/{module}.py"]',
         f"pytest_add_cli_args_test_selection = {json.dumps(MODULES[module])}",
+        'also_copy = ["docs"]',
         f"pytest_add_cli_args = {json.dumps(settings.get('pytest_add_cli_args', []))}",
         "",
         "[tool.pytest.ini_options]",

@@ -76,7 +76,7 @@ def _pack_array(value: Any) -> Any:
         buffer = io.BytesIO()
         np.save(buffer, value, allow_pickle=False)
         return {_NDARRAY: True, "as_npy": buffer.getvalue()}
-    raise TypeError(f"cannot send a {type(value).__name__} to GR00T's server")
+    raise TypeError(f"cannot send a value of type {type(value).__name__} to GR00T's server")
 
 
 def _unpack_hook(value: dict[Any, Any]) -> Any:
@@ -104,7 +104,8 @@ def unpackb(data: bytes) -> Any:
     except ProtocolError:
         raise
     except Exception as exc:  # msgpack's and numpy's many ways to refuse bytes
-        raise ProtocolError(f"GR00T's reply is not a message it sends: {exc}") from None
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise ProtocolError(f"GR00T's reply is not a message it sends ({reason})") from None
 
 
 def message(
@@ -199,7 +200,9 @@ def read_modality_config(document: Any) -> Gr00tConfig:
         _modality(document, name) for name in MODALITIES
     )
     if len(language) != 1:
-        raise ProtocolError(f"GR00T's policies take one language key, this one names {language}")
+        raise ProtocolError(
+            f"GR00T's policies take one language key, this one names {list(language)}"
+        )
     return Gr00tConfig(video, state, action, language[0], video_steps, state_steps, horizon)
 
 
