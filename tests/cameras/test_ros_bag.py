@@ -98,3 +98,169 @@ def test_an_unread_encoding_is_refused_naming_the_ones_read(tmp_path):
     source = BagSource(path, {"/depth": "depth"})
     with pytest.raises(RecordingError, match="encoding '16UC1'; read are rgb8, bgr8, mono8"):
         next(iter(source))
+
+
+def image_bag(path, **fields):
+    """A bag whose topic /cam holds one message: a raw Image with `fields` over a 2x2 rgb8
+    default, or a CompressedImage when `fields` has ``format``."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    Header, Time = store.types["std_msgs/msg/Header"], store.types["builtin_interfaces/msg/Time"]
+    header = Header(stamp=Time(sec=1, nanosec=0), frame_id="cam")
+    if "format" in fields:
+        kind = store.types["sensor_msgs/msg/CompressedImage"]
+        message = kind(header=header, **fields)
+    else:
+        kind = store.types["sensor_msgs/msg/Image"]
+        image = {"height": 2, "width": 2, "encoding": "rgb8", "is_bigendian": 0, "step": 6,
+                 "data": np.arange(12, dtype=np.uint8)}  # fmt: skip
+        message = kind(header=header, **{**image, **fields})
+    with Writer(path, version=9) as writer:
+        connection = writer.add_connection("/cam", kind.__msgtype__, typestore=store)
+        writer.write(connection, 1, store.serialize_cdr(message, kind.__msgtype__))
+    return path
+
+
+def test_defaults_a_task_and_the_skew_bound_itself(tmp_path):
+    bag = write_bag(
+        tmp_path / "b", "sqlite3",
+        {"/a": ("rgb8", frames(3), [1.0, 2.0, 3.0]),
+         "/b": ("rgb8", frames(3), [1.04, 2.07, 3.0625])},
+    )  # fmt: skip
+    source = BagSource(bag, {"/a": "a", "/b": "b"})
+    assert (source.max_skew_s, source.task) == (0.05, "")
+    assert source.stamps == pytest.approx((1.0,)) and source.skipped == 2  # 70 ms, 62.5 ms
+    assert next(iter(source)).task == ""
+    at_bound = BagSource(bag, {"/a": "a", "/b": "b"}, max_skew_s=0.0625, task="stack")
+    assert at_bound.stamps == pytest.approx((1.0, 3.0)) and at_bound.max_skew_s == 0.0625
+    assert [step.task for step in at_bound] == ["stack", "stack"]  # 3.0625 - 3.0 is the bound
+
+
+def test_no_step_within_the_skew_says_which_topic_leads_and_how_to_widen_it(tmp_path):
+    bag = write_bag(
+        tmp_path / "b", "sqlite3",
+        {"/a": ("rgb8", frames(1), [1.0]), "/b": ("rgb8", frames(1), [1.5])},
+    )  # fmt: skip
+    with pytest.raises(RecordingError) as refused:
+        BagSource(bag, {"/b": "b", "/a": "a"}, max_skew_s=0.25)
+    assert str(refused.value) == (
+        f"bag {bag}: no step where every topic has a message within 250 ms of /b's; raise "
+        "max_skew_s (--max-skew-ms)"
+    )
+
+
+def test_an_infinite_skew_is_refused():
+    with pytest.raises(ValueError) as refused:
+        BagSource("unread", {"/a": "a"}, max_skew_s=float("inf"))
+    assert str(refused.value) == "max_skew_s must be a finite number > 0; got inf"
+
+
+def test_the_state_is_the_nearest_joint_positions_as_float64(tmp_path):
+    bag = write_bag(
+        tmp_path / "b", "mcap", {"/a": ("rgb8", frames(2), [1.0, 2.0])},
+        ("/joints", [np.array([0.5, 1.5]), np.array([2.5, 3.5])], [1.01, 1.98]),
+    )  # fmt: skip
+    steps = list(BagSource(bag, {"/joints": "state", "/a": "a"}))
+    assert [step.state.tolist() for step in steps] == [[0.5, 1.5], [2.5, 3.5]]
+    assert all(step.state.dtype == np.float64 for step in steps)
+    assert [sorted(step.images) for step in steps] == [["a"], ["a"]]
+    assert steps[1].capture_times == pytest.approx({"a": 2.0})  # the state has no capture time
+
+
+def test_a_bag_without_type_definitions_is_read_with_humbles_types(tmp_path):
+    """rosbag2 on Humble writes no message definitions into its bags; the reader then needs
+    the ROS 2 Humble types it is given."""
+    import sqlite3
+
+    bag = write_bag(tmp_path / "b", "sqlite3", {"/a": ("bgr8", frames(1), [1.0])})
+    with sqlite3.connect(next(bag.glob("*.db3"))) as db:
+        db.execute("DELETE FROM message_definitions")
+    (step,) = BagSource(bag, {"/a": "a"})
+    np.testing.assert_array_equal(step.images["a"], frames(1)[0])
+
+
+def test_a_missing_topic_lists_the_bags_topics_and_types(tmp_path):
+    bag = write_bag(
+        tmp_path / "b", "sqlite3",
+        {"/b": ("rgb8", frames(1), [1.0]), "/a": ("png", frames(1), [1.0])},
+    )  # fmt: skip
+    with pytest.raises(RecordingError) as refused:
+        BagSource(bag, {"/c": "c"})
+    assert str(refused.value) == (
+        f"bag {bag} has no topic /c; its topics: /a (sensor_msgs/msg/CompressedImage), "
+        "/b (sensor_msgs/msg/Image)"
+    )
+
+
+def test_a_bag_without_topics_or_messages_says_so(tmp_path):
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    with Writer(tmp_path / "empty", version=9):
+        pass
+    with pytest.raises(RecordingError) as empty:
+        BagSource(tmp_path / "empty", {"/a": "a"})
+    assert str(empty.value) == f"bag {tmp_path / 'empty'} has no topic /a; its topics: none"
+    with Writer(tmp_path / "silent", version=9) as writer:
+        writer.add_connection("/a", "sensor_msgs/msg/Image", typestore=store)
+    with pytest.raises(RecordingError) as silent:
+        BagSource(tmp_path / "silent", {"/a": "a"})
+    assert str(silent.value) == f"bag {tmp_path / 'silent'}: topic /a holds no messages"
+
+
+def test_a_topic_of_the_wrong_type_names_every_type_its_role_takes(tmp_path):
+    bag = write_bag(
+        tmp_path / "b", "sqlite3", {"/a": ("rgb8", frames(1), [1.0])},
+        ("/joints", [np.zeros(3)], [1.0]),
+    )  # fmt: skip
+    with pytest.raises(RecordingError) as camera:
+        BagSource(bag, {"/joints": "wrist"})
+    assert str(camera.value) == (
+        f"bag {bag}: topic /joints is sensor_msgs/msg/JointState; a camera takes "
+        "sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage"
+    )
+
+
+def test_without_rosbags_the_error_says_how_to_install_it(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "rosbags.highlevel", None)  # what an absent package gives
+    with pytest.raises(ValueError) as refused:
+        BagSource(tmp_path, {"/a": "a"})
+    assert str(refused.value) == (
+        "reading a ROS bag needs rosbags, which is not installed: pip install 'vla-client[ros]'"
+    )
+
+
+def test_a_compressed_image_opencv_cannot_decode_is_refused_by_topic(tmp_path):
+    bag = image_bag(tmp_path / "b", format="jpeg", data=np.frombuffer(b"not a jpeg", np.uint8))
+    source = BagSource(bag, {"/cam": "cam"})
+    with pytest.raises(RecordingError) as refused:
+        next(iter(source))
+    assert str(refused.value) == (
+        f"bag {bag}: a /cam CompressedImage ('jpeg') is not a JPEG or PNG that OpenCV can decode"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "holds"),
+    [
+        ({"step": 5, "data": np.arange(12, dtype=np.uint8)}, "holds 12 bytes at a row step of 5"),
+        ({"data": np.arange(11, dtype=np.uint8)}, "holds 11 bytes at a row step of 6"),
+    ],
+)
+def test_an_image_whose_rows_do_not_hold_its_pixels_is_refused(tmp_path, fields, holds):
+    bag = image_bag(tmp_path / "b", **fields)
+    source = BagSource(bag, {"/cam": "cam"})
+    with pytest.raises(RecordingError) as refused:
+        next(iter(source))
+    assert str(refused.value) == f"bag {bag}: a /cam image of 2x2 rgb8 {holds}"
+
+
+def test_an_image_with_a_padded_row_step_keeps_its_pixels(tmp_path):
+    data = np.array([1, 2, 3, 4, 5, 6, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0], np.uint8)
+    (step,) = BagSource(image_bag(tmp_path / "b", step=8, data=data), {"/cam": "cam"})
+    assert step.images["cam"].tolist() == [[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]]
