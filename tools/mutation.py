@@ -97,6 +97,7 @@ MODULES: dict[str, list[str]] = {
     "cameras/ros_bag": ["tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
     "control/clocks": ["tests/control/test_clocks.py", "tests/control/test_one_clock.py",
                        "tests/control/test_stalls_and_clock_steps.py"],
+    "transports/zmq": ["tests/transports/test_zmq.py", "tests/client/test_gr00t.py"],
     "protocol/gr00t": ["tests/protocol/test_gr00t_messages.py", "tests/client/test_gr00t.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""

@@ -240,8 +240,12 @@ def test_a_reply_over_the_cap_is_cut_off_and_the_next_call_works(kind: str) -> N
             if kind == "sync":
                 client.metadata()
                 server.reply = lambda request: huge
-                with pytest.raises(ReplyTooLargeError):
+                with pytest.raises(ReplyTooLargeError) as cut:
                     client.infer(observation())
+                assert str(cut.value) == (
+                    f"the reply from {server.url} is over the limit of 1048576 bytes "
+                    "(max_reply_bytes); cut off, not read to the end"
+                )
                 server.reply = None
                 return client.infer(observation())
 

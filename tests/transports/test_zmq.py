@@ -75,3 +75,85 @@ def test_concurrent_async_calls_take_turns_on_the_one_socket() -> None:
     with Gr00tServer() as server:
         replies = asyncio.run(main(server.url))
     assert [reply["status"] for reply in replies] == ["ok"] * 5
+
+
+def test_the_defaults_are_a_ten_second_timeout_and_the_reply_size_floor() -> None:
+    from vla_client.protocol import REPLY_SIZE_FLOOR
+
+    transport = zmq_transport.ZmqTransport("tcp://gpu-box")
+    assert (transport.url, transport.timeout_s, transport.max_reply_bytes) == (
+        "tcp://gpu-box",
+        10.0,
+        REPLY_SIZE_FLOOR,
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"timeout_s": 0}, "timeout_s must be a number > 0; got 0"),
+        ({"max_reply_bytes": 1.5}, "max_reply_bytes must be an integer > 0; got 1.5"),
+    ],
+)
+def test_option_errors_name_the_option(options: dict, message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        zmq_transport.ZmqTransport("tcp://gpu-box", **options)
+    assert str(refused.value) == message
+
+
+def test_a_wait_for_a_silent_server_sleeps_and_names_the_url_and_the_seconds() -> None:
+    with Gr00tServer(delay_s=2.0) as server:
+        transport = zmq_transport.ZmqTransport(server.url, timeout_s=5)
+        cpu = time.process_time()
+        with pytest.raises(RequestTimeoutError) as waited:
+            transport.call(PING, timeout_s=0.3)
+        # ZeroMQ's poll sleeps until the end: a spinning wait would use the 0.3 s of CPU
+        assert time.process_time() - cpu < 0.15
+        assert str(waited.value) == f"no reply from {server.url} within 0.3 s"
+        transport.close()
+
+
+def test_an_async_call_keeps_to_its_own_timeout_on_a_socket_of_the_shared_context() -> None:
+    import zmq
+
+    async def run(url: str) -> None:
+        transport = zmq_transport.AsyncZmqTransport(url, timeout_s=5)
+        started = time.monotonic()
+        with pytest.raises(RequestTimeoutError) as waited:
+            await transport.call(PING, timeout_s=0.1)
+        assert time.monotonic() - started < 0.4
+        assert str(waited.value) == f"no reply from {url} within 0.1 s"
+        transport._opened()
+        assert transport._sockets is not None
+        # one process-wide context: a context per socket would leave its I/O thread behind
+        assert transport._sockets[0].context.underlying == zmq.Context.instance().underlying
+        await transport.close()
+
+    with Gr00tServer(delay_s=0.5) as server:
+        asyncio.run(run(server.url))
+
+
+def test_a_server_that_starts_during_the_call_answers_it() -> None:
+    """ZeroMQ retries the connection while the request waits: the attempts it reports before
+    the server is up are no error (a robot's client may start before GR00T's server)."""
+    import threading
+
+    port = free_port()
+    transport = zmq_transport.ZmqTransport(f"tcp://127.0.0.1:{port}", timeout_s=5)
+    serving, finished = threading.Event(), threading.Event()
+
+    def serve() -> None:
+        time.sleep(0.3)
+        with Gr00tServer(port=port):
+            serving.set()
+            finished.wait(5)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    try:
+        reply = transport.call(PING)
+    finally:
+        finished.set()
+        thread.join()
+        transport.close()
+    assert serving.is_set() and from_bytes(reply)["status"] == "ok"
