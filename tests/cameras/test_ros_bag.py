@@ -100,6 +100,13 @@ def test_an_unread_encoding_is_refused_naming_the_ones_read(tmp_path):
         next(iter(source))
 
 
+def refused_by(bag, topics, **options):
+    """The message of the `RecordingError` that building a `BagSource` raises."""
+    with pytest.raises(RecordingError) as refused:
+        BagSource(bag, topics, **options)
+    return str(refused.value)
+
+
 def image_bag(path, **fields):
     """A bag whose topic /cam holds one message: a raw Image with `fields` over a 2x2 rgb8
     default, or a CompressedImage when `fields` has ``format``."""
@@ -143,9 +150,7 @@ def test_no_step_within_the_skew_says_which_topic_leads_and_how_to_widen_it(tmp_
         tmp_path / "b", "sqlite3",
         {"/a": ("rgb8", frames(1), [1.0]), "/b": ("rgb8", frames(1), [1.5])},
     )  # fmt: skip
-    with pytest.raises(RecordingError) as refused:
-        BagSource(bag, {"/b": "b", "/a": "a"}, max_skew_s=0.25)
-    assert str(refused.value) == (
+    assert refused_by(bag, {"/b": "b", "/a": "a"}, max_skew_s=0.25) == (
         f"bag {bag}: no step where every topic has a message within 250 ms of /b's; raise "
         "max_skew_s (--max-skew-ms)"
     )
@@ -186,9 +191,7 @@ def test_a_missing_topic_lists_the_bags_topics_and_types(tmp_path):
         tmp_path / "b", "sqlite3",
         {"/b": ("rgb8", frames(1), [1.0]), "/a": ("png", frames(1), [1.0])},
     )  # fmt: skip
-    with pytest.raises(RecordingError) as refused:
-        BagSource(bag, {"/c": "c"})
-    assert str(refused.value) == (
+    assert refused_by(bag, {"/c": "c"}) == (
         f"bag {bag} has no topic /c; its topics: /a (sensor_msgs/msg/CompressedImage), "
         "/b (sensor_msgs/msg/Image)"
     )
@@ -201,14 +204,12 @@ def test_a_bag_without_topics_or_messages_says_so(tmp_path):
     store = get_typestore(Stores.ROS2_HUMBLE)
     with Writer(tmp_path / "empty", version=9):
         pass
-    with pytest.raises(RecordingError) as empty:
-        BagSource(tmp_path / "empty", {"/a": "a"})
-    assert str(empty.value) == f"bag {tmp_path / 'empty'} has no topic /a; its topics: none"
+    empty = tmp_path / "empty"
+    assert refused_by(empty, {"/a": "a"}) == f"bag {empty} has no topic /a; its topics: none"
     with Writer(tmp_path / "silent", version=9) as writer:
         writer.add_connection("/a", "sensor_msgs/msg/Image", typestore=store)
-    with pytest.raises(RecordingError) as silent:
-        BagSource(tmp_path / "silent", {"/a": "a"})
-    assert str(silent.value) == f"bag {tmp_path / 'silent'}: topic /a holds no messages"
+    silent = tmp_path / "silent"
+    assert refused_by(silent, {"/a": "a"}) == f"bag {silent}: topic /a holds no messages"
 
 
 def test_a_topic_of_the_wrong_type_names_every_type_its_role_takes(tmp_path):
@@ -216,9 +217,7 @@ def test_a_topic_of_the_wrong_type_names_every_type_its_role_takes(tmp_path):
         tmp_path / "b", "sqlite3", {"/a": ("rgb8", frames(1), [1.0])},
         ("/joints", [np.zeros(3)], [1.0]),
     )  # fmt: skip
-    with pytest.raises(RecordingError) as camera:
-        BagSource(bag, {"/joints": "wrist"})
-    assert str(camera.value) == (
+    assert refused_by(bag, {"/joints": "wrist"}) == (
         f"bag {bag}: topic /joints is sensor_msgs/msg/JointState; a camera takes "
         "sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage"
     )
