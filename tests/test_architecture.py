@@ -37,10 +37,10 @@ HTTP_STACK = ("httpx", "fastapi", "starlette", "uvicorn", "websockets", "h11")
 SERVER_DECODERS = (
     "vla_client.codecs.image_decode",
     "vla_client.codecs.png_read",
-    "vla_client.protocol.decode",
+    "vla_client.server.wire.decode",
 )
 """The server's sides of codecs and protocol that read requests and their images."""
-SERVER_HALVES = (*SERVER_DECODERS, "vla_client.protocol.reply_build")
+SERVER_HALVES = (*SERVER_DECODERS, "vla_client.server.wire.reply_build")
 """All the server's sides of the shared layers: with the reply builders."""
 
 
@@ -82,7 +82,11 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
         ("from vla_client.control import ChunkExecutor, SafetyGate, Watchdog", HTTP_STACK),
         ("import vla_client.codecs", (*HTTP_STACK, "vla_client.protocol", "vla_client.client")),
         ("from vla_client.codecs import encode_png, packb", (*HTTP_STACK, "vla_client.client")),
-        ("from vla_client.protocol import decode_request, encode_request", HTTP_STACK),
+        (
+            "from vla_client.protocol import encode_request, read_reply",
+            (*HTTP_STACK, *SERVER_HALVES, "vla_client.server"),
+        ),
+        ("from vla_client.server.wire.decode import decode_request", HTTP_STACK),
         ("from vla_client.cameras import CameraRig, open_cameras", ("vla_client.server",)),
         ("from vla_client.client import ActionClient", ("vla_client.server", "vla_client.cli")),
         (
@@ -120,7 +124,7 @@ IMAGE_CODECS = ("PIL", "isal", "fpng", "vla_client.codecs.images")
 def test_the_reference_worker_loads_no_other_policy_and_no_image_codec() -> None:
     loaded = loaded_after(REFERENCE_WORKER)
     unwanted = {
-        *IMAGE_CODECS, "vla_client.recording", "vla_client.server.device_decode",
+        *IMAGE_CODECS, "vla_client.recording", "vla_client.server.engine.device_decode",
         "vla_client.server.policies.torch_cnn", "vla_client.server.policies.replay",
         "vla_client.server.policies.openpi", "vla_client.server.policies.loading",
     }  # fmt: skip
@@ -298,6 +302,26 @@ def test_no_import_circles() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+SERVER_WINGS = ("vla_client.server.edge", "vla_client.server.engine", "vla_client.server.wire")
+"""The server's own rooms: no module outside `vla_client.server` imports them, in any way."""
+SERVER_USERS = ("vla_client.server", "vla_client.cli")
+"""The server and the commands that start one (``serve``, ``demo``, ``bench``, ``eval``)."""
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_nothing_outside_the_server_imports_a_server_module(module: str) -> None:
+    """So the server could ship as a wheel of its own by packaging alone: no part but the
+    command line reaches into `vla_client.server` (and it only inside the commands that serve),
+    and none but the server itself into its wings, not even inside a function."""
+    if within(module, ("vla_client.server",)):
+        return
+    for imported, kind in MAP.imports(MODULES[module]):
+        assert not within(imported, SERVER_WINGS), f"{module} imports {imported}"
+        if within(imported, ("vla_client.server",)):
+            assert within(module, SERVER_USERS), f"{module} imports {imported}"
+            assert kind in ("function", "type_checking"), f"{module} imports {imported} at once"
 
 
 def test_the_map_in_the_architecture_page_is_drawn_from_todays_imports() -> None:

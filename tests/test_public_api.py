@@ -216,7 +216,7 @@ REMOVED_NAMES = [
 @pytest.mark.parametrize(("module", "name"), REMOVED_NAMES)
 def test_a_name_removed_from_its_0_1_0_home_in_0_3_0_is_not_there(module: str, name: str) -> None:
     """Each lives only in its new home now: the fit in `vla_client.client.fit`, the decoding in
-    `vla_client.protocol.decode`, the server's names in `vla_client.server`."""
+    `vla_client.server.wire.decode`, the server's names in `vla_client.server`."""
     old_home = importlib.import_module(module)
     with pytest.raises(AttributeError, match=f"has no attribute {name!r}"):
         getattr(old_home, name)

@@ -151,7 +151,7 @@ time.sleep(60)
 CHILD = """
 import os, signal, sys, time
 parent = os.getppid()  # before the imports, which take a while
-from vla_client.server import lifeline
+from vla_client.server.engine import lifeline
 if sys.argv[1] == "thread":  # the path where prctl is missing: a thread watches the parent
     lifeline._set_parent_death_signal = lambda signum: False
 lifeline.end_with_parent(parent, signal.SIGTERM)

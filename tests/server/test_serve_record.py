@@ -21,7 +21,7 @@ from vla_client import ActionClient, Observation, encode_request
 from vla_client.recording import load_action_chunks, load_observations
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app, decode_request
 from vla_client.server.config import RecordSettings
-from vla_client.server.pipeline import Pipeline
+from vla_client.server.engine.pipeline import Pipeline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import load_test

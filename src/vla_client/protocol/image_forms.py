@@ -4,7 +4,7 @@ The forms SGLang's action API takes: ``{"b64_json": ...}`` / ``{"base64": ...}``
 or anything Pillow reads, optionally as a ``data:`` URL; nested pixel lists; tensor payloads
 ``{values|data, dtype, shape}``; and, on msgpack, ndarrays (plus raw encoded image bytes, an
 extension). This module writes them on the robot; the server reads every one of them with
-`vla_client.protocol.decode.decode_image_value`, in a module of its own so that a robot never
+`vla_client.server.wire.decode.decode_image_value`, in a module of its own so that a robot never
 loads the decoders.
 """
 

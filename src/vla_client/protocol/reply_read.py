@@ -15,7 +15,7 @@ answers: ``{"request_id", "actions": [H, D], "parameters": {...}, "timings"?}``.
 (see `vla_client.protocol.status`). `read_reply` turns whatever came back into a document or the
 matching error, `read_actions` takes the chunk out of either success form, so one client works
 against every server that speaks the API; `reply_size_limit` caps what a client reads at all.
-The reference server builds the two success forms with `vla_client.protocol.reply_build`.
+The reference server builds the two success forms with `vla_client.server.wire.reply_build`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The socket is bound before uvicorn starts (port 0 picks a free port), so there i
 between choosing a port and listening on it. Timeouts and connection limits come from the
 `ServerConfig` the app was created with, exactly as `vla-client serve` applies them. `start`
 returns once the policy is ready (it loads while the server already listens: see
-`vla_client.server.startup`), or raises saying why it could not start.
+`vla_client.server.engine.startup`), or raises saying why it could not start.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from vla_client.server.config import ServerConfig, uvicorn_options
-from vla_client.server.startup import Startup
+from vla_client.server.engine.startup import Startup
 
 
 def bind_listener(host: str, port: int) -> socket.socket:

@@ -35,7 +35,7 @@ from typing import Any
 
 from vla_client.errors import PolicyOutputError, PolicyStartError
 from vla_client.protocol.rtc import RTCRequest
-from vla_client.server.lifeline import end_with_parent
+from vla_client.server.engine.lifeline import end_with_parent
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
 from vla_client.server.worker.channel import Channel
 from vla_client.server.worker.handoff import unpack_policy

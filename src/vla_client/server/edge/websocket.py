@@ -31,7 +31,7 @@ from vla_client.protocol import (
     ErrorStatus,
     dumps,
 )
-from vla_client.server.pipeline import Pipeline, ReplyForm, failure
+from vla_client.server.engine.pipeline import Pipeline, ReplyForm, failure
 
 log = logging.getLogger("vla_client.server")
 

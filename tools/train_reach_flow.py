@@ -1,6 +1,6 @@
 """Train the reach task's flow policy (`reach_flow`) from scripted demonstrations.
 
-    python -m vla_client.server.policies.reach_flow_train [--out FILE.npz] [--seed 0]
+    python tools/train_reach_flow.py [--out FILE.npz] [--seed 0]
 
 The demonstrations are scripted, drawn from the task's geometry rather than rendered: for a
 distance to the target (in metres; a third of them close, where precision matters), the
@@ -15,7 +15,9 @@ tau, it predicts ``x1`` from ``tau x1 + (1 - tau) x0`` (the policy takes its vel
 prediction, which keeps the regression target bounded where a point-like distribution, such
 as "no swing" close to the target, makes the velocity itself steep). Fresh demonstrations are
 drawn for every batch, everything from one seeded generator, in float64 on numpy alone: the
-same seed gives the same weights (to float rounding) in about 20 s on an idle CPU.
+same seed gives the same weights (to float rounding) in about 20 s on an idle CPU. Without
+``--out`` it writes the weights the package ships (`vla_client.server.policies.reach_flow`'s
+`WEIGHTS`); a script, not part of the package, like the other tools here.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from vla_client.codecs.image_decode import DEFAULT_MAX_PIXELS, decode_image_byte
 from vla_client.codecs.parallel import map_frames
 from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, PayloadTooLargeError
+from vla_client.protocol.limits import DecodeLimits
 from vla_client.protocol.models import RuntimeOptions, SamplingParameters, validate_block
 from vla_client.protocol.wire import Wire, loads, wire_for_content_type
 
@@ -40,14 +41,6 @@ FLAT_PARAMETER_KEYS = frozenset(
 _FLAT_IMAGE_PREFIXES = ("observation.images.", "images.", "observation/")
 _STATE_KEYS = ("state", "observation.state", "observation/state")
 _JPEG_START, _JPEG_END = b"\xff\xd8\xff", b"\xff\xd9"
-
-
-@dataclass(frozen=True)
-class DecodeLimits:
-    """Bounds on what one request may make the server decode."""
-
-    max_cameras: int = 16
-    max_image_pixels: int = DEFAULT_MAX_PIXELS
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from vla_client.protocol import CONTENT_TYPES, Wire, dumps, wants_msgpack
-from vla_client.server.inference import RequestMemory
-from vla_client.server.limits import read_body
-from vla_client.server.pipeline import Pipeline, failure
-from vla_client.server.startup import Startup
+from vla_client.server.edge.limits import read_body
+from vla_client.server.engine.inference import RequestMemory
+from vla_client.server.engine.pipeline import Pipeline, failure
+from vla_client.server.engine.startup import Startup
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 

@@ -31,14 +31,8 @@ from vla_client.codecs import frame_digest
 from vla_client.errors import CodecError, InferenceError, InvalidObservationError
 from vla_client.protocol import (
     FLAT,
-    DecodedRequest,
     ErrorStatus,
     SamplingParameters,
-    build_envelope,
-    build_raw,
-    decode_image_value,
-    decode_payload,
-    decode_request,
     dumps,
     error_status,
     loads,
@@ -48,13 +42,20 @@ from vla_client.protocol import (
     wire_for_content_type,
 )
 from vla_client.server.config import ServerConfig
-from vla_client.server.failure_log import FailureLog, traceback_text
-from vla_client.server.inference import RequestMemory, Runner
-from vla_client.server.limits import within
-from vla_client.server.metrics import ServerMetrics
+from vla_client.server.edge.limits import within
+from vla_client.server.edge.metrics import ServerMetrics
+from vla_client.server.engine.failure_log import FailureLog, traceback_text
+from vla_client.server.engine.inference import RequestMemory, Runner
+from vla_client.server.engine.startup import Startup
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
 from vla_client.server.recorder import RequestRecorder
-from vla_client.server.startup import Startup
+from vla_client.server.wire.decode import (
+    DecodedRequest,
+    decode_image_value,
+    decode_payload,
+    decode_request,
+)
+from vla_client.server.wire.reply_build import build_envelope, build_raw
 
 log = logging.getLogger("vla_client.server")
 

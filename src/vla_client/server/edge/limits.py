@@ -15,7 +15,7 @@ from typing import TypeVar
 from fastapi import HTTPException, Request
 from starlette.requests import ClientDisconnect
 
-from vla_client.server.connections import BODY_INTO, BodyIntoStarter
+from vla_client.server.edge.connections import BODY_INTO, BodyIntoStarter
 
 T = TypeVar("T")
 

@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from vla_client.server.inference import Runner
+from vla_client.server.engine.inference import Runner
 from vla_client.server.worker import WorkerRunner
 
 METRICS_PATH = "/metrics"

@@ -8,7 +8,7 @@ middleware is never made with an empty expected key, so "" can never unlock anyt
 The check is an ASGI middleware rather than a route dependency so that routes added later
 (websockets included) cannot forget it. A refused HTTP request also closes its connection
 (``Connection: close``): a peer without the key holds no kept-alive connection, so the room of
-the connection limit is left to clients that have it (`vla_client.server.connections`).
+the connection limit is left to clients that have it (`vla_client.server.edge.connections`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from vla_client.server.config import check_api_key_setting
-from vla_client.server.quiet_logs import RateLimitedLog
+from vla_client.server.edge.quiet_logs import RateLimitedLog
 
 OPEN_PATHS = frozenset({"/health"})
 REFUSALS = RateLimitedLog(logging.getLogger("vla_client.server.auth"))

@@ -22,7 +22,7 @@ from typing import Literal
 
 from vla_client.errors import InferenceError
 from vla_client.protocol.status import POLICY_LOADING
-from vla_client.server.inference import Runner
+from vla_client.server.engine.inference import Runner
 
 log = logging.getLogger("vla_client.server.startup")
 
