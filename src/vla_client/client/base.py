@@ -42,7 +42,7 @@ from vla_client.protocol import (
 )
 from vla_client.transports.base import MessageTransport
 from vla_client.transports.retry import RetryPolicy
-from vla_client.validation import check_choice, check_positive, renamed_keywords
+from vla_client.validation import check_choice, check_positive
 
 TransportT = TypeVar("TransportT")
 
@@ -107,10 +107,6 @@ class ClientBase(Generic[TransportT]):
     """What this client's transport classes' names begin with (``Async`` for asyncio's): in
     `vla_client.transports`, before each name of `TRANSPORT_CLASSES`."""
 
-    @renamed_keywords(  # the 0.1.0 names: a TypeError that names the new one
-        since="0.2.0", removed_in="0.3.0",
-        timeout="timeout_s", deadline="deadline_s", max_observation_age="max_observation_age_s",
-    )  # fmt: skip
     @options_in_one_place
     def __init__(
         self,

@@ -22,7 +22,7 @@ from vla_client.errors import ContractError, OptionFix
 from vla_client.observation import Observation
 from vla_client.protocol.metadata_fields import parse_image_size as parse_image_size
 from vla_client.protocol.models import ActionMetadata, read_metadata
-from vla_client.validation import check_choice, check_positive, renamed_keywords
+from vla_client.validation import check_choice, check_positive
 
 Fit = Literal["pad", "crop", "none"]
 
@@ -73,7 +73,6 @@ class FramePreprocessor:
                 raise ValueError(f"image size {self.size} is under {MIN_SIDE} pixels a side")
 
     @classmethod
-    @renamed_keywords(since="0.2.0", removed_in="0.3.0", names="camera_map")  # the 0.1.0 name
     def from_metadata(
         cls,
         metadata: ActionMetadata | Mapping[str, Any],
@@ -219,12 +218,6 @@ class FramePreprocessor:
             return observation
         times = {names[k]: t for k, t in observation.capture_times.items()}
         return Observation(images, observation.state, observation.task, times)
-
-
-# The dataclass writes __init__; 0.1.0 called its camera_map field `names`.
-FramePreprocessor.__init__ = renamed_keywords(  # type: ignore[method-assign]
-    since="0.2.0", removed_in="0.3.0", names="camera_map"
-)(FramePreprocessor.__init__)
 
 
 def check_camera_map(camera_map: Mapping[str, str]) -> None:

@@ -60,7 +60,7 @@ from vla_client.protocol.status import redirect_detail
 from vla_client.transports.drive import Steps, adrive, drive
 from vla_client.transports.http import LONGER_TIMEOUT, unreachable
 from vla_client.transports.retry import Backoff
-from vla_client.validation import check_positive, renamed_keywords
+from vla_client.validation import check_positive
 
 CLOSE_TIMEOUT_S = 1.0
 
@@ -149,10 +149,6 @@ class _Link(Generic[ConnectionT, LockT]):
     `vla_client.protocol.reply_size_limit`).
     """
 
-    @renamed_keywords(  # the 0.1.0 names: a TypeError that names the new one
-        since="0.2.0", removed_in="0.3.0",
-        timeout="timeout_s", connect_timeout="connect_timeout_s", max_size="max_reply_bytes",
-    )  # fmt: skip
     def __init__(
         self,
         url: str,

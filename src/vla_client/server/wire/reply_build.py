@@ -10,10 +10,6 @@ from typing import Any
 
 import numpy as np
 
-# Here until 0.3.0, where the client took it from the server's half of the protocol; importing
-# it from this module still works.
-from vla_client.protocol.models import new_request_id as new_request_id
-
 
 def build_envelope(
     actions: np.ndarray,
