@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
+    from vla_client.errors import RefusalsError as RefusalsError
     from vla_client.errors import ReplyTooLargeError as ReplyTooLargeError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError
     from vla_client.errors import ServerError as ServerError
@@ -74,6 +75,7 @@ _FACE = {
     "PayloadTooLargeError": "vla_client.errors",
     "ProtocolError": "vla_client.errors",
     "RecordingError": "vla_client.errors",
+    "RefusalsError": "vla_client.errors",
     "TruncatedRecordingError": "vla_client.errors",
     "RequestTimeoutError": "vla_client.errors",
     "ServerError": "vla_client.errors",

@@ -17,7 +17,8 @@
     │   └── RequestTimeoutError                 no reply within the timeout
     │       └── DeadlineExceededError           no usable reply within the request's deadline
     ├── ServerError                             the server answered with an error status
-    │   └── ServerErrorFrame                    an error message on a connection kept open
+    │   ├── ServerErrorFrame                    an error message on a connection kept open
+    │   └── RefusalsError                       a control loop's requests refused, in a row
     ├── CameraError                             a camera cannot be opened or read
     │   ├── CameraSettingError (ValueError)     a camera or rig option out of range
     │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
@@ -265,6 +266,20 @@ class ServerErrorFrame(ServerError):
         )
         self.code = code
         self.detail = detail
+
+
+class RefusalsError(ServerError):
+    """The server refused a control loop's requests `refusals` times in a row (a 4xx each), so
+    the loop ends: one refusal is retried on the next tick while the watchdog holds the robot,
+    a run of them (``ChunkExecutor(max_refusals=)``) is a server that will not serve this
+    robot. `status_code`, `detail` and `request_id` are the last refusal's."""
+
+    def __init__(self, last: ServerError, refusals: int) -> None:
+        super().__init__(
+            last.status_code, last.detail, retry_after=last.retry_after, request_id=last.request_id
+        )
+        self.refusals = refusals
+        self.args = (f"the server refused {refusals} requests in a row; the last: {last}",)
 
 
 class CameraError(VLAClientError):

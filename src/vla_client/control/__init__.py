@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from vla_client.control.watchdog import Watchdog as Watchdog
     from vla_client.control.watchdog import WatchdogTrip as WatchdogTrip
     from vla_client.errors import ModeNotSupportedError as ModeNotSupportedError
+    from vla_client.errors import RefusalsError as RefusalsError
     from vla_client.errors import ServerSilentError as ServerSilentError
     from vla_client.errors import UnsafeActionError as UnsafeActionError
 
@@ -57,6 +58,7 @@ _FACE = {
     "Watchdog": "vla_client.control.watchdog",
     "WatchdogTrip": "vla_client.control.watchdog",
     "ModeNotSupportedError": "vla_client.errors",
+    "RefusalsError": "vla_client.errors",
     "ServerSilentError": "vla_client.errors",
     "UnsafeActionError": "vla_client.errors",
 }
