@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from vla_client.errors import CameraError as CameraError
     from vla_client.errors import CameraSettingError as CameraSettingError
     from vla_client.errors import CameraTimeoutError as CameraTimeoutError
+    from vla_client.errors import ClockStoppedError as ClockStoppedError
     from vla_client.errors import CodecError as CodecError
     from vla_client.errors import ConnectError as ConnectError
     from vla_client.errors import ContractError as ContractError
@@ -66,6 +67,7 @@ _FACE = {
     "CameraError": "vla_client.errors",
     "CameraSettingError": "vla_client.errors",
     "CameraTimeoutError": "vla_client.errors",
+    "ClockStoppedError": "vla_client.errors",
     "CodecError": "vla_client.errors",
     "ConnectError": "vla_client.errors",
     "ContractError": "vla_client.errors",

@@ -28,6 +28,7 @@
     ├── UnsafeActionError                       the safety gate stopped an action
     ├── ModeNotSupportedError (ValueError)      a chunk mode the server cannot do (rtc)
     ├── ServerSilentError                       the watchdog stopped the robot
+    ├── ClockStoppedError                       a loop's monotonic clock stood still
     ├── InferenceError                          server side: a request the runner could not serve
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
     │   └── PolicyStartError                    the policy's load() or warm_up() raised
@@ -320,6 +321,11 @@ class ModeNotSupportedError(VLAClientError, ValueError):
 
 class ServerSilentError(VLAClientError):
     """The server sent no chunk within the watchdog timeout and the behaviour is ``stop``."""
+
+
+class ClockStoppedError(VLAClientError):
+    """A control loop's monotonic clock did not advance while the loop slept for real: a broken
+    clock source, on which the loop would sleep forever and its watchdog never trip."""
 
 
 class InferenceError(VLAClientError):

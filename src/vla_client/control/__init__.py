@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from vla_client.control.types import TickLog as TickLog
     from vla_client.control.watchdog import Watchdog as Watchdog
     from vla_client.control.watchdog import WatchdogTrip as WatchdogTrip
+    from vla_client.errors import ClockStoppedError as ClockStoppedError
     from vla_client.errors import ModeNotSupportedError as ModeNotSupportedError
     from vla_client.errors import RefusalsError as RefusalsError
     from vla_client.errors import ServerSilentError as ServerSilentError
@@ -57,6 +58,7 @@ _FACE = {
     "TickLog": "vla_client.control.types",
     "Watchdog": "vla_client.control.watchdog",
     "WatchdogTrip": "vla_client.control.watchdog",
+    "ClockStoppedError": "vla_client.errors",
     "ModeNotSupportedError": "vla_client.errors",
     "RefusalsError": "vla_client.errors",
     "ServerSilentError": "vla_client.errors",
