@@ -31,7 +31,6 @@ from vla_client.client.result import ActionResult, Timings
 from vla_client.control import (
     ChunkExecutor,
     ControlLoop,
-    ExecutorStats,
     SafetyGate,
     UnsafeActionError,
     Watchdog,
@@ -89,10 +88,37 @@ MALFORMED: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def run_on(
+    server: LocalServer, **options: Any
+) -> tuple[ChunkExecutor, list[tuple[np.ndarray, bool]]]:
+    """A 50 Hz loop with a holding watchdog against `server`, until 2 chunks came (a good
+    reply after the bad ones): the executor, and each applied action with whether it came from
+    a chunk (False: the watchdog held it)."""
+    applied: list[tuple[np.ndarray, bool]] = []
+    with ActionClient(server.url, check_contract=False, wire="json") as client:
+        executor = ChunkExecutor(client.infer, **options)
+
+        def apply_action(action: np.ndarray) -> None:
+            applied.append((action, executor.source is not None))
+            if executor.stats.chunks_received >= 2:
+                loop.stop()
+
+        loop = ControlLoop(
+            observe=lambda: Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}),
+            executor=executor,
+            apply_action=apply_action,
+            rate_hz=50,
+            watchdog=Watchdog(5.0, "hold"),
+        )
+        try:
+            loop.run(ticks=500)  # 10 s at most
+        finally:
+            executor.close(5)
+    return executor, applied
+
+
 @pytest.mark.parametrize("malformed", list(MALFORMED))
-def test_malformed_replies_from_a_real_server_do_not_end_the_loop(
-    malformed: str, observe_untimed: Callable[[], Observation]
-) -> None:
+def test_malformed_replies_from_a_real_server_do_not_end_the_loop(malformed: str) -> None:
     """Replies 1-3 are malformed, the others good chunks whose values say which reply they are."""
 
     def reply(number: int, request_id: Any) -> Any:
@@ -100,37 +126,16 @@ def test_malformed_replies_from_a_real_server_do_not_end_the_loop(
             return MALFORMED[malformed](request_id)
         return {"request_id": request_id, "actions": chunk(float(number))}
 
-    with (
-        serve(reply) as server,
-        ActionClient(server.url, check_contract=False, wire="json") as client,
-    ):
-        executor = ChunkExecutor(client.infer)
-        applied: list[np.ndarray] = []
-
-        def apply_action(action: np.ndarray) -> None:
-            applied.append(action)
-            if executor.stats.chunks_received >= 2:
-                loop.stop()
-
-        loop = ControlLoop(
-            observe=observe_untimed,
-            executor=executor,
-            apply_action=apply_action,
-            rate_hz=50,
-            watchdog=Watchdog(5.0, "hold"),
-        )
-        try:
-            loop.run(ticks=500)  # 10 s at most; it stops once a good reply came after the bad
-        finally:
-            executor.close(5)
+    with serve(reply) as server:
+        executor, applied = run_on(server)
     assert executor.stats.malformed_replies == 3 and executor.stats.errors == 0
     assert executor.stats.chunks_received == 2
     assert isinstance(executor.last_error, ProtocolError)
     # The robot got the first chunk, held its last action through the bad replies, then the
     # chunk of reply 4: never anything from a malformed one.
-    values = [float(a[0]) for a in applied]
+    values = [float(a[0]) for a, _ in applied]
     assert values == sorted(values) and set(values) == {0.0, 4.0}
-    assert all(a.shape == (2,) for a in applied)
+    assert all(a.shape == (2,) for a, _ in applied)
 
 
 @pytest.mark.parametrize("validate", [False, True], ids=["gate on actions", "gate on chunks"])
@@ -260,52 +265,23 @@ def refusing(refused: range) -> Reply:
     return reply
 
 
-def run_on(
-    server: LocalServer, stop_after: int, **options: Any
-) -> tuple[ExecutorStats, list[tuple[float, bool]]]:
-    """A 50 Hz loop with a holding watchdog against `server`, until `stop_after` chunks came:
-    the executor's stats, and each applied action with whether it came from a chunk (False:
-    the watchdog held it)."""
-    applied: list[tuple[float, bool]] = []
-    with ActionClient(server.url, check_contract=False, wire="json") as client:
-        executor = ChunkExecutor(client.infer, **options)
-
-        def apply_action(action: np.ndarray) -> None:
-            applied.append((float(action[0]), executor.source is not None))
-            if executor.stats.chunks_received >= stop_after:
-                loop.stop()
-
-        loop = ControlLoop(
-            observe=lambda: Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}),
-            executor=executor,
-            apply_action=apply_action,
-            rate_hz=50,
-            watchdog=Watchdog(5.0, "hold"),
-        )
-        try:
-            loop.run(ticks=500)  # 10 s at most; it stops once `stop_after` chunks came
-        finally:
-            executor.close(5)
-    return executor.stats, applied
-
-
 @pytest.mark.parametrize("refused", [range(1, 2), range(1, 3)], ids=["one", "two in a row"])
 def test_a_refused_request_is_asked_again_while_the_watchdog_holds(refused: range) -> None:
     """Before, the first 400 raised from `run()`: the robot was no longer commanded."""
     with serve(refusing(refused)) as server:
-        stats, applied = run_on(server, stop_after=2)
-    assert stats.refused == len(refused) and stats.chunks_received == 2
+        executor, applied = run_on(server)
+    assert executor.stats.refused == len(refused) and executor.stats.chunks_received == 2
     # Chunk 0, then the watchdog repeating its last row while the refused requests are asked
     # again (a tick to ask, and one for each refusal), then the chunk of the request served.
-    values = [value for value, _ in applied]
+    values = [float(a[0]) for a, _ in applied]
     assert values == sorted(values) and set(values) == {0.0, float(refused.stop)}
-    held = [value for value, fresh in applied if not fresh]
+    held = [float(a[0]) for a, fresh in applied if not fresh]
     assert len(held) >= len(refused) + 1 and set(held) == {0.0}
 
 
 def test_refusals_in_a_row_end_the_loop_with_the_reason() -> None:
     with serve(refusing(range(1, 100))) as server, pytest.raises(RefusalsError) as caught:
-        run_on(server, stop_after=2, max_refusals=4)
+        run_on(server, max_refusals=4)
     assert str(caught.value) == (
         "the server refused 4 requests in a row; the last: server answered 400: request 4: not now"
     )

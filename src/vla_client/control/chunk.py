@@ -199,15 +199,14 @@ class ChunkExecutor:
             raise ValueError(f"clock must be a callable giving seconds; got {clock!r}")
         check_monotonic("monotonic", monotonic)
         self._execution_horizon: int | None = None
-        self._rtc_rows: int | None = None
         if mode is not None:
             align = _check_mode(mode, align, blend_steps, prefetch_at)
         if mode == "rtc":
             self._execution_horizon = _rtc_horizon(server, execution_horizon)
-            assert server is not None  # _rtc_horizon refuses None
-            self._rtc_rows = server.output.action_horizon
         elif execution_horizon is not None or server is not None:
             raise ValueError("execution_horizon and server are for mode='rtc'")
+        # The most rows a prefix may have: the server's chunk (None outside rtc mode).
+        self._rtc_rows = None if server is None else server.output.action_horizon
         self._rtc_echoed = _rtc_echoed(server)  # False outside rtc mode: there is no server
         self._delays: deque[int] = deque(maxlen=DELAY_WINDOW)
         self._infer = infer
