@@ -15,7 +15,8 @@ openpi-client's own ``msgpack_numpy``, the format vLLM-Omni's frames follow):
   raises `Refusal`, as newer servers send one) and the connection stays open.
 
 Every request's bytes are kept (`frames`), and each observation with the session it ran in and
-whether it started one (`served`), for the tests to check.
+whether it started one (`served`), for the tests to check. `hostile` makes it send more frames
+than it is asked for (tests/hostile_frames.py); `quiet` is set while it has sent all it meant to.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import numpy as np
 from openpi_client import msgpack_numpy
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection, serve
+
+import hostile_frames
 
 PATH = "/v1/realtime/robot/openpi"
 Policy = Callable[[dict[str, Any]], Any]
@@ -60,9 +63,14 @@ def keyed_actions(keys: dict[str, int], horizon: int) -> Policy:
 class OmniServer:
     """The endpoint on 127.0.0.1 (a free port) in a thread; use as a context manager."""
 
-    def __init__(self, config: dict[str, Any], policy: Policy) -> None:
+    def __init__(
+        self, config: dict[str, Any], policy: Policy, *, hostile: str | None = None
+    ) -> None:
         self.config = config
         self.policy = policy
+        self.hostile = hostile
+        self.quiet = threading.Event()
+        self.quiet.set()
         self.frames: list[bytes] = []
         self.served: list[tuple[str, bool]] = []
         self.connections = 0
@@ -86,27 +94,35 @@ class OmniServer:
         return None
 
     def _handle(self, ws: ServerConnection) -> None:
+        try:
+            self._serve(ws)
+        finally:  # a client that dropped the connection mid-storm ends it
+            self.quiet.set()
+
+    def _serve(self, ws: ServerConnection) -> None:
         self.connections += 1
         ws.send(msgpack_numpy.packb(self.config))
         session: str | None = None
         for frame in ws:
             assert isinstance(frame, bytes)
+            self.quiet.clear()
             self.frames.append(frame)
             try:
                 obs = msgpack_numpy.unpackb(frame)
                 if obs.pop("endpoint", "infer") == "reset":
                     session = None
-                    ws.send(msgpack_numpy.packb({"status": "reset successful"}))
-                    continue
-                current = str(obs.get("session_id") or session or "default")
-                self.served.append((current, current != session))
-                session = current
-                ws.send(msgpack_numpy.packb(self.policy(obs)))
+                    answer: Any = {"status": "reset successful"}
+                else:
+                    current = str(obs.get("session_id") or session or "default")
+                    self.served.append((current, current != session))
+                    session = current
+                    answer = self.policy(obs)
             except Refusal as exc:
-                ws.send(
-                    msgpack_numpy.packb({"type": "error", "message": str(exc), "code": exc.code})
-                )
+                answer = {"type": "error", "message": str(exc), "code": exc.code}
             except Exception:
-                ws.send(
-                    msgpack_numpy.packb({"type": "error", "message": "Internal inference error"})
-                )
+                answer = {"type": "error", "message": "Internal inference error"}
+            error = {"type": "error", "message": "Internal inference error"}
+            index = len(self.frames) - 1
+            for out in hostile_frames.frames(self.hostile, index, answer, error, self.config):
+                ws.send(msgpack_numpy.packb(out))
+            self.quiet.set()

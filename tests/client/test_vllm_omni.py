@@ -6,7 +6,8 @@ Checked at the server: every request's bytes, bit for bit, against openpi-client
 the observation vLLM-Omni's pipelines read; the session id where the config asks for one; the
 reset. Checked at the client: the config read as metadata (image size, horizon), the per-key
 actions joined in the announced order whatever order the reply lists them in, and error frames
-as `ServerErrorFrame` with their code, on a connection that stays in use.
+as `ServerErrorFrame` with their code, after which the connection is replaced (its replies
+carry no id: a second frame for the refused request would be read as the next one's reply).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ def test_reset_ends_the_session_and_the_next_request_starts_a_new_one(kind: str)
 
 
 @BOTH
-def test_an_error_frame_carries_its_code_and_the_connection_stays_in_use(kind: str) -> None:
+def test_an_error_frame_carries_its_code_and_the_connection_is_replaced(kind: str) -> None:
     calls = []
 
     def policy(obs: dict[str, Any]) -> Any:
@@ -171,17 +172,18 @@ def test_an_error_frame_carries_its_code_and_the_connection_stays_in_use(kind: s
                 client.infer(observation())
             except ServerErrorFrame as exc:
                 errors.append(exc)
-        return errors, client.infer(observation())
+        return errors, client.infer(observation()), client.stats.dropped_connections
 
     with server(policy=policy) as omni:
-        errors, result = call(kind, omni.url, three)
+        errors, result, dropped = call(kind, omni.url, three)
     assert [(e.code, e.detail) for e in errors] == [
         ("unsupported", "no robot policy is loaded"),
         (None, "Internal inference error"),
     ]
     assert "unsupported" in str(errors[0])
     assert result.actions.shape == (HORIZON, 17)
-    assert omni.connections == 1
+    assert omni.connections == 3
+    assert dropped == {"error frame": 2}
 
 
 @BOTH
