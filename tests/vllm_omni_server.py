@@ -12,7 +12,12 @@ openpi-client's own ``msgpack_numpy``, the format vLLM-Omni's frames follow):
   its ``session_id``, else the connection's, else ``"default"`` (a new one starts a new episode),
   answered with the policy's actions;
 - a failure answers ``{"type": "error", "message": ...}`` (with ``code`` where the policy
-  raises `Refusal`, as newer servers send one) and the connection stays open.
+  raises `Refusal`, as newer servers send one) and the connection stays open;
+- as its main branch does (late 2026): with `idle_timeout_s`, a connection idle that long is
+  closed (code 1000); with `policy=None`, no policy is loaded and each connection is refused
+  with the text frame ``{"type": "error", "error": ..., "code": "unsupported"}`` in place of
+  the config. `close_on_first_request` closes the first connection (code 1000) as the first
+  request arrives, unanswered: an idle close that crossed the request on the wire.
 
 Every request's bytes are kept (`frames`), and each observation with the session it ran in and
 whether it started one (`served`), for the tests to check. `hostile` makes it send more frames
@@ -21,18 +26,21 @@ than it is asked for (tests/hostile_frames.py); `quiet` is set while it has sent
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from openpi_client import msgpack_numpy
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection, serve
 
 import hostile_frames
 
 PATH = "/v1/realtime/robot/openpi"
+NO_POLICY = "no robot policy is loaded on this server"
 Policy = Callable[[dict[str, Any]], Any]
 
 
@@ -64,11 +72,19 @@ class OmniServer:
     """The endpoint on 127.0.0.1 (a free port) in a thread; use as a context manager."""
 
     def __init__(
-        self, config: dict[str, Any], policy: Policy, *, hostile: str | None = None
+        self,
+        config: dict[str, Any],
+        policy: Policy | None,
+        *,
+        hostile: str | None = None,
+        idle_timeout_s: float | None = None,
+        close_on_first_request: bool = False,
     ) -> None:
         self.config = config
         self.policy = policy
         self.hostile = hostile
+        self.idle_timeout_s = idle_timeout_s
+        self.close_on_first_request = close_on_first_request
         self.quiet = threading.Event()
         self.quiet.set()
         self.frames: list[bytes] = []
@@ -101,12 +117,27 @@ class OmniServer:
 
     def _serve(self, ws: ServerConnection) -> None:
         self.connections += 1
+        if self.policy is None:
+            refusal = {"type": "error", "error": NO_POLICY, "code": "unsupported"}
+            ws.send(json.dumps(refusal))
+            ws.close()
+            return
         ws.send(msgpack_numpy.packb(self.config))
         session: str | None = None
-        for frame in ws:
+        while True:
+            try:
+                frame = ws.recv(timeout=self.idle_timeout_s)
+            except TimeoutError:
+                ws.close()  # idle too long: a normal close, code 1000
+                return
+            except ConnectionClosed:
+                return
             assert isinstance(frame, bytes)
             self.quiet.clear()
             self.frames.append(frame)
+            if self.close_on_first_request and len(self.frames) == 1:
+                ws.close()
+                return
             try:
                 obs = msgpack_numpy.unpackb(frame)
                 if obs.pop("endpoint", "infer") == "reset":

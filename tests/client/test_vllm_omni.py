@@ -295,3 +295,55 @@ def test_a_silent_server_ends_at_the_deadline_and_its_late_reply_is_never_read(k
     assert late == 1
     assert omni.connections == 2
     assert msgpack_numpy.unpackb(omni.frames[-1])["prompt"] == "second"
+
+
+def state_sum(result: Any) -> float:
+    """The state's sum the server added to every action (`keyed_actions`): key 0, step 0,
+    column 0 is the sum itself."""
+    return float(result.actions[0, 0])
+
+
+def with_state(value: float) -> Observation:
+    base = observation()
+    return Observation(base.images, state=np.full(8, value), task=base.task)
+
+
+@BOTH
+def test_a_connection_the_server_closed_while_idle_is_opened_again_unseen(kind: str) -> None:
+    """vLLM-Omni's main branch closes a connection idle for 30 s (here 0.2 s): the next
+    request opens a new one and is answered; the drop is counted, never a failed request."""
+
+    def idle_between(client: Any) -> Any:
+        first = client.infer(with_state(1.0))
+        time.sleep(0.6)  # the server has closed the connection by now
+        return first, client.infer(with_state(2.0)), client.stats.dropped_connections
+
+    with OmniServer(CONFIG, keyed_actions(KEYS, HORIZON), idle_timeout_s=0.2) as omni:
+        first, second, dropped = call(kind, omni.url, idle_between)
+    assert (state_sum(first), state_sum(second)) == (8.0, 16.0)
+    assert dropped == {"closed by the server": 1}
+    assert omni.connections == 2
+
+
+@BOTH
+def test_an_idle_close_that_crosses_the_request_sends_it_again(kind: str) -> None:
+    """The server's idle close and the request cross on the wire: the request was never read
+    (the close is a normal one, code 1000), so it goes again on a new connection."""
+    with OmniServer(CONFIG, keyed_actions(KEYS, HORIZON), close_on_first_request=True) as omni:
+        result, dropped = call(
+            kind, omni.url, lambda c: (c.infer(with_state(3.0)), c.stats.dropped_connections)
+        )
+    assert state_sum(result) == 24.0
+    assert dropped == {"closed by the server": 1}
+    assert omni.connections == 2
+    assert omni.frames[0] == omni.frames[1]
+
+
+@BOTH
+def test_a_server_with_no_policy_refuses_the_connection_with_its_error_frame(kind: str) -> None:
+    """In place of its config, a text frame ``{"type": "error", "error", "code"}``: raised as
+    the `ServerErrorFrame` it is, with its code."""
+    with OmniServer(CONFIG, None) as omni, pytest.raises(ServerErrorFrame) as caught:
+        call(kind, omni.url, lambda client: client.infer(observation()))
+    assert caught.value.code == "unsupported"
+    assert caught.value.detail == "no robot policy is loaded on this server"

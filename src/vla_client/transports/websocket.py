@@ -398,7 +398,7 @@ class _Link(Generic[ConnectionT, LockT]):
             raise self.connect_failed(exc) from exc
         try:
             self.opened(conn, (yield partial(self._next_frame, conn, _left(end))))
-        except (*_CONNECT_ERRORS, ConnectError) as exc:
+        except (*_CONNECT_ERRORS, ConnectError, ServerError) as exc:
             yield from _close(conn, min(CLOSE_TIMEOUT_S, _left(end)))
             raise self.connect_failed(exc) from exc
         self._conn = conn
