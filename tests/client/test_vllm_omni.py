@@ -287,12 +287,14 @@ def test_a_silent_server_ends_at_the_deadline_and_its_late_reply_is_never_read(k
         client.metadata()
         with pytest.raises(DeadlineExceededError):
             client.infer(observation())
-        return client.infer(observation(task="second")), client.stats.late_replies
+        second = client.infer(observation(task="second"))
+        return second, client.stats.late_replies, client.stats.dropped_connections
 
     with server(policy=slow_then_quick) as omni:
-        result, late = call(kind, omni.url, twice, deadline_s=0.3, timeout_s=5)
+        result, late, dropped = call(kind, omni.url, twice, deadline_s=0.3, timeout_s=5)
     assert result.actions.shape == (HORIZON, 17)
     assert late == 1
+    assert dropped == {"timeout": 1}
     assert omni.connections == 2
     assert msgpack_numpy.unpackb(omni.frames[-1])["prompt"] == "second"
 
@@ -347,3 +349,24 @@ def test_a_server_with_no_policy_refuses_the_connection_with_its_error_frame(kin
         call(kind, omni.url, lambda client: client.infer(observation()))
     assert caught.value.code == "unsupported"
     assert caught.value.detail == "no robot policy is loaded on this server"
+
+
+@BOTH
+def test_a_reply_that_cannot_be_read_costs_the_connection(kind: str) -> None:
+    """A reply the client cannot read (not an action array): refused, and the connection
+    replaced, as a second frame for that request would be read as the next one's reply."""
+    answers = ["not actions"]
+
+    def garbage_first(obs: dict[str, Any]) -> Any:
+        return answers.pop() if answers else keyed_actions(KEYS, HORIZON)(obs)
+
+    def twice(client: Any) -> Any:
+        with pytest.raises(ProtocolError, match="not a number array"):
+            client.infer(with_state(1.0))
+        return client.infer(with_state(2.0)), client.stats.dropped_connections
+
+    with OmniServer(CONFIG, garbage_first) as omni:
+        result, dropped = call(kind, omni.url, twice)
+    assert state_sum(result) == 16.0
+    assert dropped == {"unreadable reply": 1}
+    assert omni.connections == 2

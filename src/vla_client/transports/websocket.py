@@ -18,7 +18,7 @@ RoboArena's, `replies_without_ids`), only the order tells them apart, so the ord
 provable: one request in flight, and a frame the client did not ask for (one already waiting
 when the next request is about to leave: an error frame per retry, a reply sent twice, a config
 pushed mid-connection) drops the connection, which is opened again and its metadata frame read
-again. The session drops it too after an error or a reply it cannot read (`reset`). Each drop
+again. The session drops it too after an error or a reply it cannot read (`discard`). Each drop
 the client makes, and each connection found closed by the server, is told to `on_drop` with
 its reason (`DropReason`); the client counts them. A connection the server closed normally
 (code 1000: vLLM-Omni closes one idle for 30 s) before answering is opened again and the
@@ -355,23 +355,31 @@ class _Link(Generic[ConnectionT, LockT]):
         connection the server closes normally before answering (one it found idle) is opened
         again and `body` sent once more."""
         end = ends_at(timeout_s)
-        for resend in (False, True):
-            before = self._handshake
-            conn = yield from self._connected(None if end is None else _left(end))
-            if self.replies_without_ids and before is not None and self._handshake != before:
-                raise ProtocolError(
-                    f"{self.url} announced new metadata before the request left; not sent"
-                )
-            try:
-                yield partial(conn.send, body)
-                return (yield from self._reply(conn, end, closed_unanswered=not resend))
-            except ConnectionClosed as exc:
-                yield from self._drop()
-                if resend or not _closed_normally(exc):
-                    raise self.lost(exc) from exc
-                self.stats.drops += 1
-                self.on_drop("closed by the server")
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return (yield from self._sent(body, end, first=True))
+        except ConnectionClosed:  # closed normally in place of the reply: never read
+            self.stats.drops += 1
+            self.on_drop("closed by the server")
+        return (yield from self._sent(body, end, first=False))
+
+    def _sent(self, body: bytes, end: float | None, *, first: bool) -> Steps[Reply]:
+        """`body` sent on the connection (opened if needed), and its reply. On the `first`
+        try, a normal close in place of the reply is raised as it came (`ConnectionClosed`),
+        the connection dropped, for `body` to be sent once more."""
+        before = self._handshake
+        conn = yield from self._connected(None if end is None else _left(end))
+        if self.replies_without_ids and before is not None and self._handshake != before:
+            raise ProtocolError(
+                f"{self.url} announced new metadata before the request left; not sent"
+            )
+        try:
+            yield partial(conn.send, body)
+            return (yield from self._reply(conn, end, closed_unanswered=first))
+        except ConnectionClosed as exc:
+            yield from self._drop()
+            if first and _closed_normally(exc):
+                raise
+            raise self.lost(exc) from exc
 
     def _receive(self, timeout_s: float | None) -> Steps[Reply]:
         if self._conn is None:
@@ -387,6 +395,7 @@ class _Link(Generic[ConnectionT, LockT]):
             reason = yield from self._unusable(self._conn)
             if reason is None:
                 return self._conn
+            self.stats.drops += 1
             self.on_drop(reason)
         yield from self._drop()
         self.gate.check(self.url)
