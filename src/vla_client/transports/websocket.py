@@ -81,8 +81,9 @@ from vla_client.transports.retry import Backoff
 from vla_client.validation import check_positive, renamed_keywords
 
 CLOSE_TIMEOUT_S = 1.0
-_READ_ROUNDS = 3
-"""Event loop rounds an asyncio connection is given to read frames already on the socket."""
+_READ_ROUNDS = 8
+"""Event loop rounds an asyncio connection is given to read frames already on the socket (a
+frame in the socket's buffer is read and handed over in three; each round is microseconds)."""
 DropReason = Literal["unasked frame", "error frame", "unreadable reply", "timeout", "cancelled",
                      "closed by the server"]  # fmt: skip
 """Why a connection was dropped (or found closed) and opened again: a frame that arrived
