@@ -250,9 +250,11 @@ class ServerError(VLAClientError):
 
 
 class ServerErrorFrame(ServerError):
-    """An error the server sent as a message on a connection it keeps open (vLLM-Omni's
-    ``{"type": "error", "message", "code"}``); `code` is the frame's code (such as
-    ``unsupported``), None when it sent none. The next request goes on the same connection."""
+    """An error the server sent as a message (vLLM-Omni's ``{"type": "error", "message",
+    "code"}``, or the text frame it sends in place of its config when no policy is loaded);
+    `code` is the frame's code (such as ``unsupported``), None when it sent none. Its replies
+    carry no request id, so the client opens a new connection for the next request: anything
+    else the server sends for this one would be read as the next one's reply."""
 
     def __init__(
         self,
