@@ -191,6 +191,10 @@ class ClientStats:
 
     `late_replies` counts requests whose reply missed the deadline: discarded on arrival, or
     not waited for (a websocket connection is then replaced so that reply is never read).
+    `dropped_connections` counts the websocket connections dropped (or found closed by the
+    server) and opened again, by reason (`vla_client.transports.websocket.DropReason`): on a
+    connection whose replies carry no request id, a frame that arrived unasked, an error frame
+    or a reply that could not be read; on any, a timeout, a cancelled call, a server's close.
     """
 
     sent: int = 0
@@ -198,6 +202,7 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
+    dropped_connections: dict[str, int] = field(default_factory=dict)
 
 
 ROUTE_PATHS = (GENERATIONS_PATH, METADATA_PATH, HEALTH_PATH)
@@ -610,6 +615,11 @@ class RequestBook:
     def retried(self, error: Exception) -> None:
         """`on_retry` hook: count a retried attempt."""
         self.stats.retries += 1
+
+    def dropped(self, reason: str) -> None:
+        """A websocket transport's `on_drop` hook: count a connection dropped for `reason`."""
+        counts = self.stats.dropped_connections
+        counts[reason] = counts.get(reason, 0) + 1
 
     def read(self, prepared: PreparedRequest, reply: Reply) -> Received:
         """The reply's document; `ServerError` or `ProtocolError` (see `read_reply`)."""
