@@ -19,7 +19,7 @@ from vla_client._version import __version__ as __version__
 if TYPE_CHECKING:
     from vla_client.client.async_client import AsyncActionClient as AsyncActionClient
     from vla_client.client.checks import mismatched_cameras as mismatched_cameras
-    from vla_client.client.core import ClientOptions as ClientOptions
+    from vla_client.client.options import ClientOptions as ClientOptions
     from vla_client.client.result import ActionResult as ActionResult
     from vla_client.client.result import Timings as Timings
     from vla_client.client.sync_client import ActionClient as ActionClient
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 _FACE = {
     "AsyncActionClient": "vla_client.client.async_client",
     "mismatched_cameras": "vla_client.client.checks",
-    "ClientOptions": "vla_client.client.core",
+    "ClientOptions": "vla_client.client.options",
     "ActionResult": "vla_client.client.result",
     "Timings": "vla_client.client.result",
     "ActionClient": "vla_client.client.sync_client",

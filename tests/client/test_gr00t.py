@@ -30,7 +30,7 @@ from vla_client.errors import (
     ReplyTooLargeError,
     ServerError,
 )
-from vla_client.protocol.gr00t import flat_state
+from vla_client.protocol.families.gr00t import flat_state
 
 pytest.importorskip("zmq")
 

@@ -321,7 +321,7 @@ def test_a_gr00t_server_is_refused_with_the_way_to_declare_it() -> None:
     assert str(caught.value).endswith(
         "supports modes naive, aligned, blended (GR00T's server announces nothing: if its policy "
         "applies GR00T's rtc_* options, pass "
-        "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
+        "server=vla_client.protocol.declare_rtc(client.metadata()))"
     )
     with pytest.raises(ModeNotSupportedError) as caught:
         ChunkExecutor(RTCPolicy(), mode="rtc", server=metadata(rtc=False))

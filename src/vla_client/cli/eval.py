@@ -52,15 +52,15 @@ from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.send import human_bytes
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
+from vla_client.client.addressing import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.chunk import CLIENT_MODES
 from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import BEHAVIOURS, Watchdog
 from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
-from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
-from vla_client.protocol.gr00t_rtc import declare_rtc
+from vla_client.protocol.families.gr00t import POLICY_FAMILY as GR00T_FAMILY
+from vla_client.protocol.families.gr00t_rtc import declare_rtc
 from vla_client.protocol.rtc import announced
 from vla_client.sim.episode import (
     MODES,

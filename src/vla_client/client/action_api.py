@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from vla_client.client.core import PreparedRequest, Received, RequestBook
+from vla_client.client.request_book import PreparedRequest, Received, RequestBook
 from vla_client.client.result import ActionResult
 from vla_client.errors import ConnectError, ProtocolError, ServerError
 from vla_client.observation import Observation

@@ -15,19 +15,16 @@ from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
 import vla_client.transports as transports
-from vla_client.client.action_api import ActionApiSession
-from vla_client.client.core import (
-    ClientOptions,
-    RequestBook,
-    Resize,
+from vla_client.client.addressing import (
     TransportKind,
     chosen_endpoint,
     resolve_api_key,
     route_in_url,
     transport_kind,
 )
-from vla_client.client.dialect import Dialect, DialectSession
-from vla_client.client.gr00t import Gr00tSession
+from vla_client.client.families import Opening, check_family_options, family_of
+from vla_client.client.options import ClientOptions, Resize
+from vla_client.client.request_book import RequestBook
 from vla_client.client.session import Session
 from vla_client.protocol import (
     ActionMetadata,
@@ -37,10 +34,7 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     read_metadata,
-    roboarena,
-    vllm_omni,
 )
-from vla_client.transports.base import MessageTransport
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive
 
@@ -48,8 +42,6 @@ TransportT = TypeVar("TransportT")
 
 
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
-DIALECTS: dict[str, Dialect] = {"vllm_omni": vllm_omni, "roboarena": roboarena}
-"""The websocket endpoints whose server family has its own dialect, and its module."""
 TRANSPORT_CLASSES: dict[TransportKind, str] = {
     "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport"
 }  # fmt: skip
@@ -172,26 +164,21 @@ class ClientBase(Generic[TransportT]):
                 given["endpoint"] = endpoint
             transport = cast("TransportT", opener(base_url, **given))
         self._transport: TransportT = transport
-        gr00t = isinstance(transport, MessageTransport)
-        dialect = DIALECTS.get(getattr(transport, "endpoint", None) or "")
+        family = family_of(transport)
+        check_family_options(asked, family)
         stream = isinstance(transport, self._stream_type)
         self._book = RequestBook(
             asked,
             websocket=stream,
             openpi=getattr(transport, "endpoint", None) == "openpi",
-            gr00t=gr00t,
-            dialect=dialect.NAME if dialect else None,
+            own_msgpack=family.label if family.own_msgpack else None,
         )
-        self._session: Session
+        self._session: Session = family.open(
+            self._book, transport, Opening(api_key, self.retry, stream)
+        )
         """The server family's calls, as steps each client drives over its transport: GR00T's
         over ZeroMQ, vLLM-Omni's and RoboArena's on their websockets, the action API's (and
-        openpi's) over HTTP or a websocket."""
-        if gr00t:
-            self._session = Gr00tSession(self._book, transport, api_key)
-        elif dialect is not None:
-            self._session = DialectSession(self._book, transport, dialect)
-        else:
-            self._session = ActionApiSession(self._book, transport, self.retry, stream=stream)
+        openpi's) over HTTP or a websocket (`vla_client.client.families`)."""
         self.options = self._book.options
         self.stats = self._book.stats
 

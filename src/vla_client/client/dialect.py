@@ -4,8 +4,8 @@ policy server) as steps: the client's fitting, limits and counters around their 
 `DialectSession` is written once for every such family and both clients, as generators of I/O
 steps (see `vla_client.transports.drive`), as `vla_client.client.gr00t` is: `ActionClient`
 drives them blocking, `AsyncActionClient` under asyncio, over the websocket transport. The
-messages are the family's module's (a `Dialect`: `vla_client.protocol.vllm_omni`,
-`vla_client.protocol.roboarena`); the fitting (camera map, resize), the age check, the
+messages are the family's module's (a `Dialect`: `vla_client.protocol.families.vllm_omni`,
+`vla_client.protocol.families.roboarena`); the fitting (camera map, resize), the age check, the
 deadline and the counters are the client's `RequestBook`, as on every endpoint.
 
 The server's config is the first frame of each connection, so it is read again whenever the
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from vla_client.client.core import RequestBook, refuse_runtime
+from vla_client.client.request_book import RequestBook, refuse_runtime
 from vla_client.client.result import ActionResult
 from vla_client.codecs import msgpack_numpy
 from vla_client.errors import CodecError, ContractError, ProtocolError, ServerErrorFrame
@@ -39,7 +39,7 @@ T = TypeVar("T")
 
 
 class Dialect(Protocol):
-    """What a family's protocol module gives (see `vla_client.protocol.vllm_omni`): its
+    """What a family's protocol module gives (see `vla_client.protocol.families.vllm_omni`): its
     `NAME`, and functions that read its config, build its requests and read its answers."""
 
     NAME: str

@@ -2,8 +2,9 @@
 
 `Gr00tSession` is written once for both clients as generators of I/O steps (see
 `vla_client.transports.drive`): `ActionClient` drives them blocking, `AsyncActionClient` under
-asyncio. The messages are `vla_client.protocol.gr00t`'s; the fitting (camera map, resize), the
-age check, the deadline and the counters are the client's `RequestBook`, as on every endpoint.
+asyncio. The messages are `vla_client.protocol.families.gr00t`'s; the fitting (camera map,
+resize), the age check, the deadline and the counters are the client's `RequestBook`, as on
+every endpoint.
 
 The policy's modality config is read with the first call and kept; it is read again when the
 server may have changed: after the connection failed, after ZeroMQ reported the connection
@@ -13,8 +14,8 @@ or action keys), whose request is then sent again under the config read anew, if
 only a reply that contradicts the config just read is refused.
 
 An ``rtc`` call option (real-time chunking, as `ChunkExecutor` sends it) travels in GR00T's own
-terms (`vla_client.protocol.gr00t_rtc`), its prefix cut per action key by the sizes of the last
-reply.
+terms (`vla_client.protocol.families.gr00t_rtc`), its prefix cut per action key by the sizes of
+the last reply.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from vla_client.client.core import RequestBook, refuse_runtime
+from vla_client.client.request_book import RequestBook, refuse_runtime
 from vla_client.client.result import ActionResult
 from vla_client.errors import ProtocolError, ReplyTooLargeError, TransportError
 from vla_client.observation import Observation
 from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata
-from vla_client.protocol.gr00t import (
+from vla_client.protocol.families.gr00t import (
     Call,
     Gr00tConfig,
     message,
@@ -37,7 +38,7 @@ from vla_client.protocol.gr00t import (
     read_answer,
     read_modality_config,
 )
-from vla_client.protocol.gr00t_rtc import PREVIOUS_KEY, rtc_request
+from vla_client.protocol.families.gr00t_rtc import PREVIOUS_KEY, rtc_request
 from vla_client.protocol.rtc import PARAMETER
 from vla_client.transports.drive import Steps
 

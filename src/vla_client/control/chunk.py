@@ -29,7 +29,7 @@ tick skipped in a stall is not counted in a measured delay (the stall is not the
 and a reply dropped as late teaches nothing. The server must announce RTC in its metadata and
 echo it in each reply (`vla_client.protocol.rtc`); otherwise `ModeNotSupportedError`, never a
 silent aligned run. GR00T's server announces and echoes nothing: there the user declares it
-(`vla_client.protocol.gr00t_rtc.declare_rtc`) and no echo is asked for.
+(`vla_client.protocol.declare_rtc`) and no echo is asked for.
 
 A reply that does not follow the action API (`ProtocolError`: ragged or empty actions, a chunk
 of another action dim than the last one) is dropped and counted like a lost reply: one broken
@@ -181,7 +181,7 @@ class ChunkExecutor:
         and `infer` is called with an ``rtc=`` keyword (`ActionClient.infer` puts it in the
         request's parameters). Each reply must echo it, unless the announcement says
         ``"echo": false`` (a GR00T server declared with
-        `vla_client.protocol.gr00t_rtc.declare_rtc`). Its capabilities are read strictly: a
+        `vla_client.protocol.declare_rtc`). Its capabilities are read strictly: a
         ``supported`` or ``echo`` that is not true or false is a `ProtocolError`.
 
         `max_refusals` (an integer >= 1): how many requests in a row the server may refuse (a
@@ -455,7 +455,7 @@ def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -
 
 def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
     """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
-    from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
+    from vla_client.protocol.families import rtc_declaration_hint
     from vla_client.protocol.rtc import announced
 
     if server is None:
@@ -463,15 +463,9 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
             "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"
         )
     if announced(server.capabilities) is None:
-        declare = (
-            " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
-            "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
-            if server.policy_family == GR00T_FAMILY
-            else ""
-        )
         raise ModeNotSupportedError(
             f"mode 'rtc': the server ({server.model or 'unnamed'}) announces no real-time "
-            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{declare}"
+            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{rtc_declaration_hint(server)}"
         )
     horizon = server.output.action_horizon
     if execution_horizon is None:

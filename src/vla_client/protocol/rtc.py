@@ -21,8 +21,9 @@ metadata (``capabilities.rtc``) and echoes what it applied in each reply (a top-
 object), so a client can tell RTC done from RTC dropped.
 
 NVIDIA Isaac GR00T takes the same request in its own terms (the previous chunk per action key
-and ``rtc_*`` options, `vla_client.protocol.gr00t_rtc.rtc_request`) but announces and echoes
-nothing, so RTC against it is the user's declaration (`vla_client.protocol.gr00t_rtc.declare_rtc`).
+and ``rtc_*`` options, `vla_client.protocol.families.gr00t_rtc.rtc_request`) but announces and
+echoes nothing, so RTC against it is the user's declaration
+(`vla_client.protocol.declare_rtc`).
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def echoed(capabilities: Mapping[str, Any]) -> bool:
     """Whether a server that announces RTC says in each reply what it applied. Every server
     that announces RTC itself does; an announcement with ``"echo": false`` is one the robot's
     side made for a server that says nothing either way (GR00T's: see
-    `vla_client.protocol.gr00t.declare_rtc`), whose replies cannot be checked. Read as
+    `vla_client.protocol.declare_rtc`), whose replies cannot be checked. Read as
     strictly as `announced`."""
     value = announced(capabilities)
     return value is not None and value.get("echo", True) is True

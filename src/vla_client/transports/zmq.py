@@ -1,9 +1,9 @@
 """ZeroMQ request/reply transports: one REQ socket, one message out, one message back.
 
 This is how NVIDIA Isaac GR00T's policy server listens (``tcp://host:5555``); the messages
-themselves are built and read by `vla_client.protocol.gr00t`. The transport moves bytes only:
-`call` sends one request and returns the reply's bytes within the wait it is given (and never
-past its own `timeout_s`), mapping ZeroMQ's failures to the client's errors.
+themselves are built and read by `vla_client.protocol.families.gr00t`. The transport moves bytes
+only: `call` sends one request and returns the reply's bytes within the wait it is given (and
+never past its own `timeout_s`), mapping ZeroMQ's failures to the client's errors.
 
 A REQ socket must get the reply to its request before it may send again, so a socket whose
 exchange failed (timed out, was cancelled, lost its connection) is closed and the next call
@@ -37,7 +37,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from vla_client.errors import ConnectError, ReplyTooLargeError, RequestTimeoutError
 from vla_client.protocol import REPLY_SIZE_FLOOR
-from vla_client.protocol.gr00t import zmq_address
+from vla_client.protocol.families.gr00t import zmq_address
 from vla_client.transports.drive import Steps, adrive, drive
 from vla_client.validation import check_positive
 
