@@ -370,6 +370,16 @@ def test_the_map_draws_each_kind_of_import_and_every_part() -> None:
     assert set(graph) == parts
 
 
+def test_the_path_of_a_request_field_names_files_and_names_that_exist() -> None:
+    """docs/architecture.md's table of the path of `seed`: each file is there, with the name."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    table = page.split("<!-- the path of seed -->", 1)[1].split("<!-- end of the path -->", 1)[0]
+    rows = re.findall(r"^\| [^|]+ \| `([\w/]+\.py)` \| `([^`]+)` \|$", table, re.MULTILINE)
+    assert len(rows) >= 10
+    for file, name in rows:
+        assert name in (SRC / file).read_text(encoding="utf-8"), (file, name)
+
+
 # --- one error tree ---------------------------------------------------------------------------
 
 ERROR_CLASSES = [
