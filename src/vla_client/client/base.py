@@ -90,6 +90,18 @@ def options_in_one_place(init: InitT) -> InitT:
     return cast("InitT", checked)
 
 
+def _check_transport_options(
+    retry: RetryPolicy | None, max_reply_bytes: int | None, transport: object
+) -> None:
+    """The retry policy and the reply cap, which is for a transport the client opens."""
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
+    if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
+        raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
+                         "the transport passed in")  # fmt: skip
+
+
 class ClientBase(Generic[TransportT]):
     """The constructor both clients share; see `ActionClient` for what each option does."""
 
@@ -146,23 +158,15 @@ class ClientBase(Generic[TransportT]):
                 raise TypeError(f"options must be a ClientOptions, got {type(options).__name__}")
             asked = options
         endpoint = chosen_endpoint(endpoint, asked.layout)
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
-        check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
-        if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
-            raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
-                             "the transport passed in")  # fmt: skip
+        _check_transport_options(retry, max_reply_bytes, transport)
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
             kind = transport_kind(urlsplit(base_url).scheme, transport, endpoint)
-            opener = getattr(transports, self._transport_prefix + TRANSPORT_CLASSES[kind])
-            given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
-            if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
-                given["api_key"] = api_key
-            if kind == "websocket":
-                given["endpoint"] = endpoint
-            transport = cast("TransportT", opener(base_url, **given))
+            transport = self._open(
+                kind, base_url, timeout_s=timeout_s, api_key=api_key,
+                max_reply_bytes=max_reply_bytes, endpoint=endpoint,
+            )  # fmt: skip
         self._transport: TransportT = transport
         family = family_of(transport)
         check_family_options(asked, family)
@@ -181,6 +185,25 @@ class ClientBase(Generic[TransportT]):
         openpi's) over HTTP or a websocket (`vla_client.client.families`)."""
         self.options = self._book.options
         self.stats = self._book.stats
+
+    def _open(
+        self,
+        kind: TransportKind,
+        base_url: str,
+        *,
+        timeout_s: float,
+        api_key: str | None,
+        max_reply_bytes: int | None,
+        endpoint: Endpoint | None,
+    ) -> TransportT:
+        """A new transport of `kind` to `base_url`, of this client's own flavour."""
+        opener = getattr(transports, self._transport_prefix + TRANSPORT_CLASSES[kind])
+        given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
+        if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
+            given["api_key"] = api_key
+        if kind == "websocket":
+            given["endpoint"] = endpoint
+        return cast("TransportT", opener(base_url, **given))
 
     def checks(self, metadata: ActionMetadata | Mapping[str, Any]) -> dict[str, Any]:
         """What this client checks and fits before sending to a server announcing `metadata`

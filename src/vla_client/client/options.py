@@ -65,6 +65,15 @@ class ClientOptions:
     state_split: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
+        self._check_fit()
+        self._check_encoding()
+        self._check_layout()
+        for name in ("max_observation_age_s", "deadline_s"):
+            check_positive(name, getattr(self, name), allow_none=True)
+
+    def _check_fit(self) -> None:
+        """The options that fit a frame to the server: the state split, the resize, the camera
+        map, the image size and the contract check."""
         check_state_split(self.state_split)
         check_choice("resize", self.resize, RESIZES)
         check_camera_map(self.camera_map)
@@ -76,12 +85,19 @@ class ClientOptions:
             raise ValueError(f"image_size {self.image_size} is under {MIN_SIDE} pixels a side")
         if not isinstance(self.check_contract, bool):
             raise ValueError(f"check_contract must be True or False, got {self.check_contract!r}")
+
+    def _check_encoding(self) -> None:
+        """The image encoding, the body's wire and the JPEG quality."""
         if self.encoding is not None:
             check_choice("encoding", self.encoding, ENCODINGS)
         if self.wire is not None:
             check_choice("wire", self.wire, WIRES)
         if isinstance(self.jpeg_quality, bool) or not 1 <= self.jpeg_quality <= 100:
             raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality!r}")
+
+    def _check_layout(self) -> None:
+        """openpi's layout: a name, an `OpenpiLayout` or a function, on msgpack, and raw arrays
+        for a layout other than the flat one."""
         layout = self.layout
         if isinstance(layout, str):
             openpi_layout(layout)  # a name it knows, or `ValueError` naming them
@@ -89,19 +105,18 @@ class ClientOptions:
             raise TypeError(
                 f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
             )
-        if layout is not None:
-            if self.wire not in (None, "msgpack"):
-                raise ValueError("openpi requests travel as msgpack only")
-            if isinstance(layout, str):
-                layout = openpi_layout(layout)
-            raw_only = isinstance(layout, OpenpiLayout) and layout is not FLAT
-            if raw_only and self.encoding not in (None, "raw"):
-                raise ValueError(
-                    f"openpi layout {getattr(layout, 'name', '')!r} sends raw arrays, as openpi's "
-                    f"policies read them; encoding must be 'raw', got {self.encoding!r}"
-                )
-        for name in ("max_observation_age_s", "deadline_s"):
-            check_positive(name, getattr(self, name), allow_none=True)
+        if layout is None:
+            return
+        if self.wire not in (None, "msgpack"):
+            raise ValueError("openpi requests travel as msgpack only")
+        if isinstance(layout, str):
+            layout = openpi_layout(layout)
+        raw_only = isinstance(layout, OpenpiLayout) and layout is not FLAT
+        if raw_only and self.encoding not in (None, "raw"):
+            raise ValueError(
+                f"openpi layout {getattr(layout, 'name', '')!r} sends raw arrays, as openpi's "
+                f"policies read them; encoding must be 'raw', got {self.encoding!r}"
+            )
 
     def for_transport(
         self, *, websocket: bool, openpi: bool, gr00t: bool = False, dialect: str | None = None
@@ -128,22 +143,32 @@ def fill_in(
     `vla_client.client.families`) those, and nothing else. Raises `ValueError` for what the
     transport cannot carry."""
     if own_msgpack is not None:
-        given = [name for name in ("encoding", "wire", "layout") if getattr(options, name)]
-        if given:
-            raise ValueError(
-                f"{own_msgpack} takes raw arrays in its own msgpack; leave {given} unset"
-            )
-        return replace(options, encoding="raw", wire="msgpack")
+        return _in_own_msgpack(options, own_msgpack)
     if websocket and options.wire == "json":
         raise ValueError("websocket frames are msgpack; leave wire unset or pass wire='msgpack'")
     if options.layout is not None and not openpi:
         raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
-    layout = options.layout
-    if openpi and (layout is None or isinstance(layout, str)):
-        layout = openpi_layout(layout or "flat")
     return replace(
         options,
         encoding=options.encoding or ("raw" if openpi else "png"),
         wire=options.wire or ("msgpack" if websocket else "json"),
-        layout=layout,
+        layout=_openpi_layout(options.layout) if openpi else options.layout,
     )
+
+
+def _openpi_layout(
+    layout: str | OpenpiLayout | LayoutFunction | None,
+) -> OpenpiLayout | LayoutFunction:
+    """openpi's request layout: the one named (the flat one when none is), or the one given."""
+    if layout is None or isinstance(layout, str):
+        return openpi_layout(layout or "flat")
+    return layout
+
+
+def _in_own_msgpack(options: ClientOptions, family: str) -> ClientOptions:
+    """`options` for a server `family` whose requests are raw arrays in its own msgpack: none
+    of the encoding, the wire or the layout may be given."""
+    given = [name for name in ("encoding", "wire", "layout") if getattr(options, name)]
+    if given:
+        raise ValueError(f"{family} takes raw arrays in its own msgpack; leave {given} unset")
+    return replace(options, encoding="raw", wire="msgpack")
