@@ -78,12 +78,18 @@ def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> 
             f"{scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
         )
     if transport is not None:
-        check_choice("transport", transport, TRANSPORT_KINDS)
-        if transport == "http" and endpoint is not None:
-            raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
-        if transport == "zmq" and not zmq:
-            raise ValueError("ZeroMQ is GR00T's transport: a tcp:// URL")
-        return transport  # type: ignore[return-value]
+        return _given_transport(transport, endpoint, zmq=zmq)
     if zmq:
         return "zmq"
     return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
+
+
+def _given_transport(transport: str, endpoint: str | None, *, zmq: bool) -> TransportKind:
+    """The `transport` asked for by name, checked against the `endpoint` and the URL (`zmq`:
+    whether it is GR00T's ``tcp://``)."""
+    check_choice("transport", transport, TRANSPORT_KINDS)
+    if transport == "http" and endpoint is not None:
+        raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
+    if transport == "zmq" and not zmq:
+        raise ValueError("ZeroMQ is GR00T's transport: a tcp:// URL")
+    return transport  # type: ignore[return-value]

@@ -90,6 +90,15 @@ def options_in_one_place(init: InitT) -> InitT:
     return cast("InitT", checked)
 
 
+def _api_key(api_key: str | None) -> str | None:
+    """The key to send: `api_key`, else the environment's (`resolve_api_key`), else None; a
+    key given must be a non-empty string."""
+    api_key = resolve_api_key(api_key)
+    if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+        raise ValueError("api_key must be a non-empty string, or None for no key")
+    return api_key
+
+
 def _check_transport_options(
     retry: RetryPolicy | None, max_reply_bytes: int | None, transport: object
 ) -> None:
@@ -137,9 +146,7 @@ class ClientBase(Generic[TransportT]):
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
-        api_key = resolve_api_key(api_key)
-        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
-            raise ValueError("api_key must be a non-empty string, or None for no key")
+        api_key = _api_key(api_key)
         asked = ClientOptions(
             encoding=encoding,
             wire=wire,

@@ -105,12 +105,13 @@ class ClientOptions:
             raise TypeError(
                 f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
             )
-        if layout is None:
-            return
+        if layout is not None:
+            self._check_openpi_body(openpi_layout(layout) if isinstance(layout, str) else layout)
+
+    def _check_openpi_body(self, layout: OpenpiLayout | LayoutFunction) -> None:
+        """openpi's requests are msgpack, and raw arrays for a layout other than the flat one."""
         if self.wire not in (None, "msgpack"):
             raise ValueError("openpi requests travel as msgpack only")
-        if isinstance(layout, str):
-            layout = openpi_layout(layout)
         raw_only = isinstance(layout, OpenpiLayout) and layout is not FLAT
         if raw_only and self.encoding not in (None, "raw"):
             raise ValueError(
@@ -144,16 +145,22 @@ def fill_in(
     transport cannot carry."""
     if own_msgpack is not None:
         return _in_own_msgpack(options, own_msgpack)
-    if websocket and options.wire == "json":
-        raise ValueError("websocket frames are msgpack; leave wire unset or pass wire='msgpack'")
-    if options.layout is not None and not openpi:
-        raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
+    _check_carried(options, websocket=websocket, openpi=openpi)
     return replace(
         options,
         encoding=options.encoding or ("raw" if openpi else "png"),
         wire=options.wire or ("msgpack" if websocket else "json"),
         layout=_openpi_layout(options.layout) if openpi else options.layout,
     )
+
+
+def _check_carried(options: ClientOptions, *, websocket: bool, openpi: bool) -> None:
+    """`ValueError` unless the transport carries the wire and the layout asked for: a
+    websocket msgpack only, and a layout is openpi's endpoint's."""
+    if websocket and options.wire == "json":
+        raise ValueError("websocket frames are msgpack; leave wire unset or pass wire='msgpack'")
+    if options.layout is not None and not openpi:
+        raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
 
 
 def _openpi_layout(

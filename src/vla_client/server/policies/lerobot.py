@@ -243,16 +243,22 @@ def _features(
         raise PolicyLoadError(f"{where}: {name} must be an object of features")
     features = {}
     for key, feature in table.items():
-        shape = feature.get("shape") if isinstance(feature, dict) else None
-        kind = feature.get("type") if isinstance(feature, dict) else None
-        if (
-            not isinstance(kind, str)
-            or not isinstance(shape, list)
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)
-        ):
+        read = _feature(feature)
+        if read is None:
             raise PolicyLoadError(f"{where}: {name}[{key!r}] needs a type and a shape of sizes")
-        features[key] = (kind, tuple(shape))
+        features[key] = read
     return features
+
+
+def _feature(feature: Any) -> tuple[str, tuple[int, ...]] | None:
+    """A feature's ``(type, shape)``, or None unless it has a type and a shape of sizes."""
+    shape = feature.get("shape") if isinstance(feature, dict) else None
+    kind = feature.get("type") if isinstance(feature, dict) else None
+    if not isinstance(kind, str) or not isinstance(shape, list):
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+        return None
+    return kind, tuple(shape)
 
 
 class LeRobotPolicy(Policy):
