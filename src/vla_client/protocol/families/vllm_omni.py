@@ -78,19 +78,13 @@ def read_config(document: Any) -> OmniConfig:
     if not isinstance(document, Mapping):
         raise ProtocolError(f"vLLM-Omni's config must be a map, got {type(document).__name__}")
     keys = document.get("action_keys")
-    if keys is not None and not (
-        isinstance(keys, list | tuple) and 0 < len(keys) <= MAX_METADATA_CAMERAS
-        and all(isinstance(k, str) and k for k in keys) and len(set(keys)) == len(keys)
-    ):  # fmt: skip
+    if keys is not None and not _are_action_keys(keys):
         raise ProtocolError(f"vLLM-Omni's action_keys must be distinct names, got {keys!r}")
     horizon = document.get("action_horizon")
     if horizon is not None and not _count(horizon):
         raise ProtocolError(f"vLLM-Omni's action_horizon must be a count, got {horizon!r}")
     resolution = document.get("image_resolution")
-    if resolution is not None and not (
-        isinstance(resolution, list | tuple) and len(resolution) == 2
-        and all(_count(side) for side in resolution)
-    ):  # fmt: skip
+    if resolution is not None and not _is_resolution(resolution):
         raise ProtocolError(
             f"vLLM-Omni's image_resolution must be [height, width], got {resolution!r}"
         )
@@ -104,6 +98,21 @@ def read_config(document: Any) -> OmniConfig:
         needs_session_id=session,
         document=document,
     )
+
+
+def _are_action_keys(keys: Any) -> bool:
+    """Whether `keys` is a list of distinct names, as many as a server may announce."""
+    if not isinstance(keys, list | tuple) or not 0 < len(keys) <= MAX_METADATA_CAMERAS:
+        return False
+    return all(isinstance(k, str) and k for k in keys) and len(set(keys)) == len(keys)
+
+
+def _is_resolution(resolution: Any) -> bool:
+    """Whether `resolution` is ``[height, width]``, two counts."""
+    return (
+        isinstance(resolution, list | tuple) and len(resolution) == 2
+        and all(_count(side) for side in resolution)
+    )  # fmt: skip
 
 
 def metadata(config: OmniConfig) -> ActionMetadata:
