@@ -237,11 +237,7 @@ def _is_encoded(value: Any) -> bool:
 def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
     """A colour JPEG image value as its bytes (a read-only 1-D uint8 array), its header and end
     checked; None for anything else (decoded as usual, which reports what is wrong with it)."""
-    if isinstance(value, dict):
-        encoded = value.get("b64_json", value.get("base64"))
-        data = b64decode_text(encoded, field=where) if isinstance(encoded, str | bytes) else None
-    else:
-        data = bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+    data = _image_bytes(value, where)
     if data is None or not data.startswith(_JPEG_START):
         return None
     try:
@@ -259,6 +255,14 @@ def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
     if _JPEG_END not in data[-64:]:
         raise CodecError("truncated JPEG (no end-of-image marker)", field=where)
     return np.frombuffer(data, np.uint8)
+
+
+def _image_bytes(value: Any, where: str) -> bytes | None:
+    """An image value's file bytes: base64 in a map, or bytes as they came; None otherwise."""
+    if isinstance(value, dict):
+        encoded = value.get("b64_json", value.get("base64"))
+        return b64decode_text(encoded, field=where) if isinstance(encoded, str | bytes) else None
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
 
 
 def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:
