@@ -23,6 +23,8 @@ import pytest
 if TYPE_CHECKING:
     from peer import Peer
 
+    from vla_client.ros2.graph import Node
+
 
 def _listening_endpoint(session: object, deadline_s: float = 5.0) -> str:
     """The router's own tcp locator, read from its admin space (it listens on port 0)."""
@@ -63,3 +65,13 @@ def peer(zenoh_router: str) -> Iterator[Peer]:
 
     with Peer(zenoh_router) as independent:
         yield independent
+
+
+@pytest.fixture
+def node(zenoh_router: str) -> Iterator[Node]:
+    """Our node, "vla_client_test" in the root namespace, on the test's router (closed after)."""
+    pytest.importorskip("zenoh")
+    from vla_client.ros2.graph import Node
+
+    with Node("vla_client_test", router=zenoh_router) as ours:
+        yield ours

@@ -15,6 +15,7 @@ Zenoh graph takes a moment, so a publisher repeats its message until the other s
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -182,8 +183,7 @@ class Peer:
     @staticmethod
     def publish(publisher: ROS2Publisher, message: Any) -> None:
         """Publish `message` (a rosbags message object of the publisher's type)."""
-        fields = [name for name in message.__dataclass_fields__ if name != "__msgtype__"]
-        publisher.publish(**{name: getattr(message, name) for name in fields})
+        publisher.publish(**{f.name: getattr(message, f.name) for f in dataclasses.fields(message)})
 
     def publish_until(
         self,
