@@ -238,6 +238,12 @@ class ChunkExecutor:
             return 0
         return max(0, len(self._chunk) - (self._tick - self._chunk_start))
 
+    @property
+    def upcoming(self) -> Action:
+        """The rows of the current chunk still to run (a copy, ``[0, 0]`` before the first
+        chunk): after a `tick()`, the actions of the ticks after the one it gave, in order."""
+        return self._upcoming().copy()
+
     def tick(self, observe: Observe) -> Action | None:
         """The action for this tick, or None when there is none yet (or any more).
 
