@@ -70,7 +70,7 @@ def _domain(domain_id: int) -> int:
 
 def _session_config(router: str, timeout_s: float) -> zenoh.Config:
     """rmw_zenoh's session defaults that matter here: a peer that connects to the router, listens
-    on loopback for peers on this host, and never scouts by multicast."""
+    on loopback for peers on this host, never scouts by multicast, and stamps its samples."""
     config: zenoh.Config = zenoh.Config()
     config.insert_json5("mode", '"peer"')
     config.insert_json5("connect/endpoints", f'["{router}"]')
@@ -78,6 +78,8 @@ def _session_config(router: str, timeout_s: float) -> zenoh.Config:
     config.insert_json5("connect/exit_on_failure", "true")
     config.insert_json5("listen/endpoints", '["tcp/localhost:0"]')
     config.insert_json5("scouting/multicast/enabled", "false")
+    # rmw_zenoh stamps every sample (a transient-local publisher's cache needs it).
+    config.insert_json5("timestamping/enabled", "true")
     return config
 
 
