@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import cv2
 import numpy as np
 import pytest
 
 pytest.importorskip("zenoh")
 pytest.importorskip("zenoh_ros2_sdk")
 
-from peer import Peer, wait_for  # noqa: E402
-from robot_topics import (  # noqa: E402
+from peer import Peer, wait_for
+from robot_topics import (
     COMPRESSED,
     IMAGE,
     JOINTS,
@@ -29,12 +30,12 @@ from robot_topics import (  # noqa: E402
     statuses,
 )
 
-from vla_client import ActionClient  # noqa: E402
-from vla_client.control import ChunkExecutor, Watchdog  # noqa: E402
-from vla_client.observation import Observation  # noqa: E402
-from vla_client.ros2.bridge import RosBridge  # noqa: E402
-from vla_client.ros2.graph import Node  # noqa: E402
-from vla_client.server import LocalServer, ReferencePolicy, create_app  # noqa: E402
+from vla_client import ActionClient
+from vla_client.control import ChunkExecutor, Watchdog
+from vla_client.observation import Observation
+from vla_client.ros2.bridge import RosBridge
+from vla_client.ros2.graph import Node
+from vla_client.server import LocalServer, ReferencePolicy, create_app
 
 HORIZON, JOINT_NAMES, RATE = 6, ("j1", "j2", "j3"), 30.0
 FRAME = (np.arange(24 * 32 * 3, dtype=np.uint16).reshape(24, 32, 3) * 7 % 251).astype(np.uint8)
@@ -63,6 +64,17 @@ def server_chunk(url: str, frames: dict[str, np.ndarray]) -> np.ndarray:
 def robot(peer: Peer, cameras: dict[str, tuple[str, Any]]) -> RobotTopics:
     state = joint_state(list(STATE), list(STATE.values()))
     return RobotTopics(peer, {**cameras, "/joint_states": (JOINTS, state)})
+
+
+@contextmanager
+def idle_bridge(router: str, url: str, cameras: dict[str, str]) -> Iterator[RosBridge]:
+    """A bridge on its own node whose loop does not run: the test reads it."""
+    with ActionClient(url) as client, Node("vla_client", router=router) as node:
+        executor = ChunkExecutor(client.infer, clock=time.time)
+        yield RosBridge(
+            node, executor, images=cameras, state="/joint_states", command="/command",
+            command_type="array", rate_hz=RATE, joints=JOINT_NAMES,
+        )  # fmt: skip
 
 
 @contextmanager
@@ -141,12 +153,159 @@ def test_array_commands_are_the_servers_chunk_row_by_row(
 ) -> None:
     expected = server_chunk(server.url, {"wrist": FRAME})
     published = commands(peer)
+    cameras = {"/wrist/image_raw": (IMAGE, image(FRAME, "bgr8"))}
     with (
-        robot(peer, {"/wrist/image_raw": (IMAGE, image(FRAME, "bgr8"))}),
+        robot(peer, cameras),
         running_bridge(zenoh_router, server.url, {"/wrist/image_raw": "wrist"}),
     ):
         published.wait(2 * HORIZON, timeout=20.0)
     got = rows(published)
-    # naive, fetching when the chunk runs out: whole chunks one after the other
+    # naive, fetching when the chunk runs out: whole chunks one after the other. The state was
+    # sent as j1, j2, j3 (the robot publishes j3, j1, j2): another order gives another chunk.
     np.testing.assert_allclose(got[:HORIZON], expected, rtol=0, atol=1e-6)
     np.testing.assert_allclose(got[HORIZON : 2 * HORIZON], expected, rtol=0, atol=1e-6)
+
+
+def test_a_trajectory_is_the_chunk_for_the_states_joints_a_period_apart(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    expected = server_chunk(server.url, {"wrist": FRAME})
+    published = commands(peer, "trajectory")
+    cameras = {"/wrist/image_raw/compressed": (COMPRESSED, compressed(FRAME, "png"))}
+    with robot(peer, cameras), running_bridge(
+        zenoh_router, server.url, {"/wrist/image_raw/compressed": "wrist"},
+        command_type="trajectory",
+    ):  # fmt: skip
+        first, second = published.wait(2, timeout=20.0)[:2]
+    for trajectory in (first, second):  # one a chunk, from its first row (naive)
+        assert list(trajectory.joint_names) == list(JOINT_NAMES)
+        points = np.array([list(point.positions) for point in trajectory.points])
+        np.testing.assert_allclose(points, expected, rtol=0, atol=1e-6)
+        starts = [
+            p.time_from_start.sec + p.time_from_start.nanosec * 1e-9 for p in trajectory.points
+        ]
+        np.testing.assert_allclose(starts, np.arange(1, HORIZON + 1) / RATE, atol=1e-9)
+        assert (trajectory.header.stamp.sec, trajectory.header.stamp.nanosec) == (0, 0)
+
+
+def test_every_image_encoding_and_compressed_images_are_read(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    gray = cv2.cvtColor(cv2.cvtColor(FRAME, cv2.COLOR_RGB2GRAY), cv2.COLOR_GRAY2RGB)
+    cameras = {
+        f"/{encoding}/image_raw": (IMAGE, image(FRAME, encoding, pad=3))
+        for encoding in ("rgb8", "bgr8", "mono8", "rgba8", "bgra8")
+    }
+    cameras["/png/image_raw/compressed"] = (COMPRESSED, compressed(FRAME, "png"))
+    cameras["/jpeg/image_raw/compressed"] = (COMPRESSED, compressed(FRAME, "jpeg"))
+    names = {topic: topic.split("/")[1] for topic in cameras}
+    with robot(peer, cameras), idle_bridge(zenoh_router, server.url, names) as bridge:
+        assert bridge.wait_for_input(lambda: False, timeout_s=20.0)
+        frames = bridge.observe().images
+    assert set(frames) == set(names.values())
+    for name in ("rgb8", "bgr8", "rgba8", "bgra8", "png"):
+        np.testing.assert_array_equal(frames[name], FRAME, err_msg=name)
+    np.testing.assert_array_equal(frames["mono8"], gray)
+    assert np.abs(frames["jpeg"].astype(int) - FRAME).mean() < 12  # lossy
+
+
+def test_stale_input_publishes_nothing_until_it_is_fresh_again(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    published, said_on = commands(peer), status(peer)
+    cameras = {"/wrist/image_raw": (IMAGE, image(FRAME))}
+    with robot(peer, cameras) as topics, running_bridge(
+        zenoh_router, server.url, {"/wrist/image_raw": "wrist"}, mode="aligned", max_age_s=0.3,
+        watchdog=Watchdog(0.5, "hold"),  # it would repeat the last action: the bridge holds
+    ):  # fmt: skip
+        published.wait(5, timeout=20.0)
+        topics.pause()
+        said(said_on, "input stale")
+        assert no_more(published)
+        levels = {level for level, message, _ in statuses(said_on) if "input stale" in message}
+        assert levels == {1}  # WARN
+        topics.resume()
+        before = len(published.snapshot())
+        published.wait(before + 5, timeout=20.0)
+        said(said_on, "running")
+
+
+def test_a_server_killed_and_restarted(zenoh_router: str, peer: Peer) -> None:
+    published, said_on = commands(peer), status(peer)
+    first = reference_server()
+    first.__enter__()
+    url, port = first.url, first.port
+    cameras = {"/wrist/image_raw": (IMAGE, image(FRAME))}
+    try:
+        with robot(peer, cameras), running_bridge(
+            zenoh_router, url, {"/wrist/image_raw": "wrist"}
+        ):  # fmt: skip
+            published.wait(5, timeout=20.0)
+            first.__exit__(None, None, None)
+            said(said_on, "no chunk from the server")
+            assert no_more(published)
+            with reference_server(port):
+                before = len(published.snapshot())
+                published.wait(before + 5, timeout=20.0)
+                said(said_on, "running")
+    finally:
+        first.__exit__(None, None, None)
+
+
+HOSTILE = {
+    "an encoding not read": ("/wrist/image_raw", "encoding 'yuv422'"),
+    "data shorter than height x step": ("/wrist/image_raw", "holds"),
+    "a NaN joint position": ("/joint_states", "NaN"),
+    "another type on the topic": ("/wrist/image_raw", "CompressedImage"),
+}
+
+
+@pytest.mark.parametrize("hostile", list(HOSTILE))
+def test_hostile_input_is_refused_on_the_status_topic_and_never_commanded(
+    hostile: str, zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    published, said_on = commands(peer), status(peer)
+    cameras = {"/wrist/image_raw": (IMAGE, image(FRAME))}
+    with robot(peer, cameras) as topics, running_bridge(
+        zenoh_router, server.url, {"/wrist/image_raw": "wrist"}, mode="aligned", max_age_s=0.3,
+        watchdog=Watchdog(0.5, "hold"),  # it would repeat the last action: the bridge holds
+    ):  # fmt: skip
+        published.wait(5, timeout=20.0)
+        topic, text = HOSTILE[hostile]
+        if hostile == "an encoding not read":
+            topics.replace(topic, yuv_image(FRAME))
+        elif hostile == "data shorter than height x step":
+            topics.replace(topic, image(FRAME, cut=7))
+        elif hostile == "a NaN joint position":
+            topics.replace(topic, joint_state(list(STATE), [0.1, float("nan"), 0.2]))
+        else:
+            topics.replace(topic, compressed(FRAME), msgtype=COMPRESSED)
+        found = said(said_on, text)
+        said(said_on, "input stale")
+        assert no_more(published)
+    refusals = [values for _, _, values in found if text in values.get("last_refusal", "")]
+    assert refusals and topic in refusals[0]["last_refusal"]
+    assert int(refusals[0]["refused_inputs"]) >= 1
+
+
+def points_of(trajectory: Any) -> list[Any]:
+    return list(trajectory.points)
+
+
+def yuv_image(rgb: np.ndarray) -> Any:
+    build = image(rgb)
+
+    def hostile(stamp: float) -> Any:
+        message = build(stamp)
+        message.encoding = "yuv422"
+        return message
+
+    return hostile
+
+
+def no_more(received: Any, settle_s: float = 0.3, watch_s: float = 1.0) -> bool:
+    """Whether nothing more arrives for `watch_s` once what was in flight has landed."""
+    time.sleep(settle_s)
+    count = len(received.snapshot())
+    time.sleep(watch_s)
+    return len(received.snapshot()) == count
