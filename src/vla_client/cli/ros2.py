@@ -34,6 +34,7 @@ from vla_client.cli.checks import require_module
 from vla_client.cli.common import (
     add_encoding_options,
     add_fit_options,
+    check_transport_installed,
     client_options,
     server_metadata,
     server_url,
@@ -307,6 +308,7 @@ def _check_args(args: argparse.Namespace) -> None:
             f"--max-skew-ms {args.max_skew_ms:g} is not below --max-age-ms {args.max_age_ms:g}: "
             "a set of frames that far apart would always be stale",
         )
+    check_transport_installed(args.url, args.layout)
     client_options(args)  # its usage errors now, before the node joins the graph
 
 
