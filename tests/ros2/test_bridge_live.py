@@ -214,16 +214,25 @@ def test_every_image_encoding_and_compressed_images_are_read(
     assert np.abs(frames["jpeg"].astype(int) - FRAME).mean() < 12  # lossy
 
 
-def test_stale_input_publishes_nothing_until_it_is_fresh_again(
-    zenoh_router: str, peer: Peer, server: LocalServer
-) -> None:
+@contextmanager
+def commanding(router: str, peer: Peer, url: str) -> Iterator[tuple[RobotTopics, Any, Any]]:
+    """The robot's topics, and a bridge commanding from them with a watchdog that would repeat
+    the last action (so only the bridge's holding stops the commands); yields the topics, the
+    commands and the statuses the peer receives, once commands flow."""
     published, said_on = commands(peer), status(peer)
     cameras = {"/wrist/image_raw": (IMAGE, image(FRAME))}
     with robot(peer, cameras) as topics, running_bridge(
-        zenoh_router, server.url, {"/wrist/image_raw": "wrist"}, mode="aligned", max_age_s=0.3,
-        watchdog=Watchdog(0.5, "hold"),  # it would repeat the last action: the bridge holds
+        router, url, {"/wrist/image_raw": "wrist"}, mode="aligned", max_age_s=0.3,
+        watchdog=Watchdog(0.5, "hold"),
     ):  # fmt: skip
         published.wait(5, timeout=20.0)
+        yield topics, published, said_on
+
+
+def test_stale_input_publishes_nothing_until_it_is_fresh_again(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    with commanding(zenoh_router, peer, server.url) as (topics, published, said_on):
         topics.pause()
         said(said_on, "input stale")
         assert no_more(published)
@@ -269,13 +278,7 @@ HOSTILE = {
 def test_hostile_input_is_refused_on_the_status_topic_and_never_commanded(
     hostile: str, zenoh_router: str, peer: Peer, server: LocalServer
 ) -> None:
-    published, said_on = commands(peer), status(peer)
-    cameras = {"/wrist/image_raw": (IMAGE, image(FRAME))}
-    with robot(peer, cameras) as topics, running_bridge(
-        zenoh_router, server.url, {"/wrist/image_raw": "wrist"}, mode="aligned", max_age_s=0.3,
-        watchdog=Watchdog(0.5, "hold"),  # it would repeat the last action: the bridge holds
-    ):  # fmt: skip
-        published.wait(5, timeout=20.0)
+    with commanding(zenoh_router, peer, server.url) as (topics, published, said_on):
         topic, text = HOSTILE[hostile]
         if hostile == "an encoding not read":
             topics.replace(topic, yuv_image(FRAME))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import re
 import signal
@@ -30,6 +29,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from vla_client.cli import control_options
 from vla_client.cli.checks import require_module
 from vla_client.cli.common import (
     add_encoding_options,
@@ -39,13 +39,14 @@ from vla_client.cli.common import (
     server_metadata,
     server_url,
 )
+from vla_client.cli.control_options import add_chunk_options, add_gate_options, add_watchdog_options
 from vla_client.cli.eval import rate_hz
-from vla_client.cli.parser import non_negative_int, positive_float, positive_int, seconds
+from vla_client.cli.parser import non_negative_int, positive_float, seconds
 from vla_client.client import ActionClient
 from vla_client.client.core import API_KEY_ENV
 from vla_client.control.chunk import EXECUTION_MODES, ChunkExecutor
-from vla_client.control.safety import ON_VIOLATION, SafetyGate
-from vla_client.control.watchdog import BEHAVIOURS, Watchdog
+from vla_client.control.safety import SafetyGate
+from vla_client.control.watchdog import Watchdog
 from vla_client.errors import VLAClientError
 from vla_client.protocol import ActionMetadata
 
@@ -125,51 +126,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="control ticks per second (0.1..1000)")  # fmt: skip
     loop.add_argument("--mode", choices=EXECUTION_MODES, default="aligned",
                       help="how chunks are played (rtc: when the server announces it)")  # fmt: skip
-    loop.add_argument(
-        "--prefetch-at", type=non_negative_int, default=None, metavar="N",
-        help="ask for the next chunk when N actions are left (default: half the server's "
-        "action horizon; not with --mode rtc)",
-    )  # fmt: skip
-    loop.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
-                      help="steps cross-faded in --mode blended")  # fmt: skip
-    gate = parser.add_argument_group("the safety gate")
-    gate.add_argument(
-        "--low",
-        type=limit,
-        default=None,
-        metavar="X[,X...]",
-        help="lowest value of each action dimension (one for all, or one each)",
-    )
-    gate.add_argument("--high", type=limit, default=None, metavar="X[,X...]",
-                      help="highest value of each action dimension")  # fmt: skip
-    gate.add_argument(
-        "--on-bounds",
-        choices=ON_VIOLATION,
-        default="reject",
-        help="an action outside --low/--high: clip it, or stop (reject)",
-    )
-    gate.add_argument(
-        "--max-delta",
-        type=limit,
-        default=None,
-        metavar="X[,X...]",
-        help="largest change of each dimension from one action to the next",
-    )
-    gate.add_argument("--max-rate", type=limit, default=None, metavar="X[,X...]",
-                      help="largest change of each dimension per second")  # fmt: skip
-    gate.add_argument(
-        "--on-delta",
-        choices=ON_VIOLATION,
-        default="reject",
-        help="a step over --max-delta/--max-rate: clip it, or stop (reject)",
-    )
-    gate.add_argument(
-        "--watchdog", type=positive_float, default=None, metavar="SECONDS",
-        help="with no chunk for this long, do --watchdog-behaviour (default: no watchdog; "
-        "the chunk runs out and nothing is published)",
-    )  # fmt: skip
-    gate.add_argument("--watchdog-behaviour", choices=BEHAVIOURS, default="hold",
-                      help="what the watchdog commands when it trips")  # fmt: skip
+    add_chunk_options(loop)
+    add_watchdog_options(loop)
+    add_gate_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -203,23 +162,6 @@ def joint_list(text: str) -> tuple[str, ...]:
     return names
 
 
-def limit(text: str) -> float | tuple[float, ...]:
-    """An argparse type: one finite number, or one per action dimension separated by commas."""
-    values = []
-    for part in text.split(","):
-        try:
-            value = float(part)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(
-                f"takes a finite number or numbers separated by commas, as in 1.5 or "
-                f"-1,-1,-0.5; got {text!r}"
-            )
-        values.append(value)
-    return values[0] if len(values) == 1 else tuple(values)
-
-
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
     from vla_client.ros2.bridge import RosBridge
@@ -234,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = server_metadata(client)
-            gate_options = _gate_options(args)
+            gate_options = control_options.gate_options(args)
             gate = _gate(metadata, gate_options, None)
             executor = _executor(args, client, metadata, gate)
             bridge = RosBridge(
@@ -324,17 +266,6 @@ def _domain(args: argparse.Namespace) -> int:
             None, f"${DOMAIN_ENV} is {text!r}: set it to a whole number, or give --domain N"
         )
     return int(text)
-
-
-def _gate_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "low": args.low,
-        "high": args.high,
-        "on_bounds": args.on_bounds,
-        "max_delta": args.max_delta,
-        "max_rate": args.max_rate,
-        "on_delta": args.on_delta,
-    }
 
 
 def _gate(
