@@ -156,25 +156,22 @@ class Node:
 
     def advertise(self, topic: str, msgtype: str, *, qos: QoS = RELIABLE) -> Publisher:
         """A publisher of `msgtype` messages on `topic`, on the graph from now on."""
-        self._check_open()
-        topic = names.topic_name(topic, self.namespace)
-        names.msgtype(msgtype)
-        if not isinstance(qos, QoS):
-            raise ValueError(f"qos {qos!r}: use a vla_client.ros2.graph.QoS")
-        publisher = Publisher(self, topic, msgtype, qos)
+        publisher = Publisher(self, *self._endpoint(topic, msgtype, qos))
         self._endpoints.append(publisher)
         return publisher
 
     def subscribe(self, topic: str, msgtype: str, *, qos: QoS = SENSOR_DATA) -> Subscription:
         """A subscription to `topic`'s `msgtype` messages; it keeps the newest ``qos.depth``."""
-        self._check_open()
-        topic = names.topic_name(topic, self.namespace)
-        names.msgtype(msgtype)
-        if not isinstance(qos, QoS):
-            raise ValueError(f"qos {qos!r}: use a vla_client.ros2.graph.QoS")
-        subscription = Subscription(self, topic, msgtype, qos)
+        subscription = Subscription(self, *self._endpoint(topic, msgtype, qos))
         self._endpoints.append(subscription)
         return subscription
+
+    def _endpoint(self, topic: str, msgtype: str, qos: QoS) -> tuple[str, str, QoS]:
+        """A new endpoint's checked options: its fully qualified topic, its type, its QoS."""
+        self._check_open()
+        if not isinstance(qos, QoS):
+            raise ValueError(f"qos {qos!r}: use a vla_client.ros2.graph.QoS")
+        return names.topic_name(topic, self.namespace), names.msgtype(msgtype), qos
 
     def close(self) -> None:
         """Leave the graph: undeclare every token and endpoint, close the session. Idempotent."""
