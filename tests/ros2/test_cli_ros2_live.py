@@ -18,7 +18,7 @@ pytest.importorskip("zenoh")
 pytest.importorskip("zenoh_ros2_sdk")
 
 from peer import Peer, wait_for
-from robot_topics import IMAGE, JOINTS, RobotTopics, image, joint_state
+from robot_topics import IMAGE, JOINTS, RobotTopics, image, joint_state, statuses
 
 import vla_client
 from vla_client.server import LocalServer, ReferencePolicy, create_app
@@ -70,3 +70,36 @@ def test_a_signal_stops_it_and_the_node_leaves_the_graph(
     assert process.returncode == 0, err
     assert "stopped; the node has left the graph" in out
     assert "Traceback" not in err
+
+
+def test_a_gate_that_rejects_stops_it_and_says_so(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    published = peer.subscribe("/arm/command", "std_msgs/msg/Float64MultiArray")
+    said = peer.subscribe("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray")
+    topics = {
+        "/cam/image_raw": (IMAGE, image(FRAME)),
+        "/joint_states": (JOINTS, joint_state(["a", "b"], [0.1, 0.2])),
+    }
+    with RobotTopics(peer, topics):
+        process = start(
+            "--url", server.url, "--image", "/cam/image_raw=wrist", "--state", "/joint_states",
+            "--command", "/arm/command", "--command-type", "array", "--router", zenoh_router,
+            "--low=-1e-6", "--high", "1e-6",  # the reference policy's actions are larger
+        )  # fmt: skip
+        try:
+            _, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        stopped = wait_for(
+            lambda: [s for s in statuses(said) if s[1].startswith("stopped: ")], "a stopped status"
+        )
+    assert process.returncode == 1
+    *logged, last = err.splitlines()  # the log says each change of state; then the error line
+    assert last.startswith("vla-client: error: outside bounds at dim 0"), err
+    assert any("WARNING vla_client.ros2.bridge: stopped: outside bounds" in line for line in logged)
+    assert stopped[0][0] == 2  # ERROR
+    assert published.snapshot() == []  # the rejected action was never commanded
+    assert NODE not in peer.nodes()
