@@ -5,6 +5,7 @@ the same observation, asked for directly."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -230,12 +231,17 @@ def commanding(router: str, peer: Peer, url: str) -> Iterator[tuple[RobotTopics,
 
 
 def test_stale_input_publishes_nothing_until_it_is_fresh_again(
-    zenoh_router: str, peer: Peer, server: LocalServer
+    zenoh_router: str, peer: Peer, server: LocalServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="vla_client.ros2.bridge")
     with commanding(zenoh_router, peer, server.url) as (topics, published, said_on):
         topics.pause()
         said(said_on, "input stale")
+        heard = len(statuses(said_on))
         assert no_more(published)
+        assert len(statuses(said_on)) > heard  # said again at least once a second
+        logged = [r for r in caplog.records if "holding: input stale" in r.getMessage()]
+        assert len(logged) == 1 and logged[0].levelno == logging.WARNING  # said once
         levels = {level for level, message, _ in statuses(said_on) if "input stale" in message}
         assert levels == {1}  # WARN
         topics.resume()
