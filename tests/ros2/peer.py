@@ -152,6 +152,13 @@ class Peer:
         self.session = ZenohSession.get_instance(self.host, self.port)
         self._endpoints: list[ROS2Publisher | ROS2Subscriber] = []
         self._raw: list[Any] = []
+        # The graph as rmw_zenoh's graph cache keeps it: a liveliness subscription (with the
+        # tokens already there) that adds each token as it appears and drops it as it goes.
+        self._tokens: set[str] = set()
+        self._tokens_lock = threading.Lock()
+        self._graph = self.session.liveliness.declare_subscriber(
+            f"@ros2_lv/{domain_id}/**", self._on_token, history=True
+        )
 
     def __enter__(self) -> Peer:
         return self
@@ -234,11 +241,17 @@ class Peer:
             topic, self.domain_id, self.host, self.port, timeout=1.0, verbose=True
         )
 
+    def _on_token(self, sample: zenoh.Sample) -> None:
+        with self._tokens_lock:
+            if sample.kind == zenoh.SampleKind.PUT:
+                self._tokens.add(str(sample.key_expr))
+            else:
+                self._tokens.discard(str(sample.key_expr))
+
     def tokens(self) -> list[str]:
-        """Every liveliness token of the domain (the graph as rmw_zenoh sees it)."""
-        pattern = f"@ros2_lv/{self.domain_id}/**"
-        replies = self.session.liveliness.get(pattern, timeout=1.0)
-        return sorted(str(reply.ok.key_expr) for reply in replies if reply.ok is not None)
+        """Every liveliness token of the domain now (the graph as rmw_zenoh sees it)."""
+        with self._tokens_lock:
+            return sorted(self._tokens)
 
     def nodes(self) -> list[tuple[str, str]]:
         """`ros2 node list`: (namespace, name) of every node token, demangled."""
@@ -252,7 +265,7 @@ class Peer:
     def close(self) -> None:
         for endpoint in self._endpoints:
             endpoint.close()
-        for subscriber in self._raw:
+        for subscriber in [*self._raw, self._graph]:
             subscriber.undeclare()
         self._endpoints.clear()
         self._raw.clear()

@@ -38,12 +38,14 @@ def test_the_node_and_its_endpoints_are_on_the_graph_with_types_hashes_and_qos(
 def test_tokens_follow_rmw_zenohs_layout(node: Node, peer: Peer) -> None:
     node.advertise("/arm/commands", "std_msgs/msg/Float64MultiArray")
     node.subscribe("joint_states", "sensor_msgs/msg/JointState")
-    ours = wait_for(
-        lambda: [t for t in peer.tokens() if f"/{node.zid}/" in t and len(t.split("/")) > 9],
-        "our endpoint tokens",
-    )
+
+    def endpoint_tokens() -> list[str]:
+        found = [t for t in peer.tokens() if f"/{node.zid}/" in t and len(t.split("/")) > 9]
+        return found if len(found) == 2 else []
+
+    ours = wait_for(endpoint_tokens, "our two endpoint tokens")
     node_token = f"@ros2_lv/0/{node.zid}/0/0/NN/%/%/vla_client_test"
-    assert node_token in peer.tokens()
+    wait_for(lambda: node_token in peer.tokens(), "our node's token")
     float64 = "std_msgs/msg/Float64MultiArray"
     joints = "sensor_msgs/msg/JointState"
     assert sorted(ours) == [
@@ -71,7 +73,7 @@ def test_close_leaves_the_graph_and_is_idempotent(zenoh_router: str, peer: Peer)
     node.subscribe("/camera/image_raw", "sensor_msgs/msg/Image")
     publisher = node.advertise("/arm/commands", "std_msgs/msg/Float64MultiArray")
     wait_for(lambda: peer.topic_info("/arm/commands"), "the node's publisher")
-    assert any(node.zid in token for token in peer.tokens())
+    wait_for(lambda: any(node.zid in token for token in peer.tokens()), "our tokens")
 
     node.close()
     wait_for(lambda: not any(node.zid in t for t in peer.tokens()), "every token of ours gone")
