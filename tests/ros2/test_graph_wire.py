@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import pytest
+import zenoh
 from peer import JAZZY, Peer, dds_type, type_hash, wait_for
 
 from vla_client.ros2.attachment import Attachment
@@ -157,3 +159,35 @@ def test_good_samples_are_still_taken_after_refusals(node: Node, peer: Peer) -> 
 def _float64(values: list[float]) -> object:
     layout = JAZZY.types["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
     return JAZZY.types[FLOAT64](layout=layout, data=np.array(values, dtype=np.float64))
+
+
+def test_the_attachment_is_what_zenohs_serializer_writes_for_rmw_zenoh() -> None:
+    """rmw_zenoh serializes (int64, int64, std::array<uint8_t, 16>) with Zenoh's serializer;
+    zenoh-python's serializer is the oracle both ways."""
+    from zenoh.ext import Int64, UInt8, z_deserialize, z_serialize
+
+    gid = bytes(range(16))
+    ours = Attachment(5, 1_765_000_000_123_456_789, gid).encode()
+    theirs = z_serialize((Int64(5), Int64(1_765_000_000_123_456_789), [UInt8(b) for b in gid]))
+    assert ours == theirs.to_bytes()
+    assert Attachment.decode(theirs.to_bytes()) == Attachment(5, 1_765_000_000_123_456_789, gid)
+    read = z_deserialize(tuple[Int64, Int64, list[UInt8]], zenoh.ZBytes(ours))
+    assert (int(read[0]), int(read[1]), bytes(int(b) for b in read[2])) == (
+        5, 1_765_000_000_123_456_789, gid,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x01\x02\x03", "an attachment of 3 bytes"),
+        (struct.pack("<QQB", 1, 2, 8) + bytes(8), "an attachment of 25 bytes"),
+        (struct.pack("<QQB", 1, 2, 15) + bytes(16), "GID length says 15, not 16"),
+        (struct.pack("<QQB", 1, 2, 16) + bytes(17), "an attachment of 34 bytes"),
+    ],
+)
+def test_attachments_rmw_zenoh_would_not_read_are_refused(data: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Attachment.decode(data)
+    with pytest.raises(ValueError, match="a GID of 8 bytes: rmw_zenoh's are 16"):
+        Attachment(1, 2, bytes(8)).encode()
