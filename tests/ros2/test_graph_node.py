@@ -39,6 +39,7 @@ STRING = "std_msgs/msg/String"
         ({"router": "tcp/localhost:70000"}, "router 'tcp/localhost:70000'"),
         ({"timeout_s": 0}, "timeout_s 0"),
         ({"timeout_s": float("nan")}, "timeout_s nan"),
+        ({"timeout_s": "5"}, "timeout_s '5'"),
     ],
 )
 def test_options_are_refused_when_wrong(kwargs: dict[str, object], message: str) -> None:

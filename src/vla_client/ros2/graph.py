@@ -103,7 +103,8 @@ class Node:
         self.namespace = names.namespace(namespace)
         self.domain_id = _domain(domain_id)
         self.router = _router_endpoint(router)
-        if not 0 < timeout_s < float("inf"):
+        number = isinstance(timeout_s, int | float) and not isinstance(timeout_s, bool)
+        if not number or not 0 < timeout_s < float("inf"):
             raise ValueError(f"timeout_s {timeout_s!r}: use a number of seconds > 0")
         try:
             self._session = zenoh.open(_session_config(self.router, timeout_s))
