@@ -166,6 +166,12 @@ class RosBridge:
         self.held = 0
         """Ticks with an action not published: the input was stale."""
 
+    @property
+    def reading(self) -> Reading | None:
+        """The newest synchronised input read (None before the first): its observation, oldest
+        stamp, joint names and when its newest message arrived."""
+        return self._reading
+
     def control_loop(
         self, *, gate: SafetyGate | None = None, watchdog: Watchdog | None = None
     ) -> ControlLoop:
