@@ -37,6 +37,8 @@ from vla_client.observation import Observation
 from vla_client.ros2.bridge import RosBridge
 from vla_client.ros2.graph import Node
 from vla_client.server import LocalServer, ReferencePolicy, create_app
+from vla_client.server.policies.reach_flow import ReachFlowPolicy
+from vla_client.tasks.reach import ReachTask
 
 HORIZON, JOINT_NAMES, RATE = 6, ("j1", "j2", "j3"), 30.0
 FRAME = (np.arange(24 * 32 * 3, dtype=np.uint16).reshape(24, 32, 3) * 7 % 251).astype(np.uint8)
@@ -82,18 +84,20 @@ def idle_bridge(router: str, url: str, cameras: dict[str, str]) -> Iterator[RosB
 def running_bridge(
     router: str, url: str, cameras: dict[str, str], *, command_type: str = "array",
     mode: str = "naive", max_age_s: float = 0.5, watchdog: Watchdog | None = None,
+    joints: tuple[str, ...] = JOINT_NAMES,
 ) -> Iterator[RosBridge]:  # fmt: skip
     """A bridge on its own node, its loop running in a thread until the block ends."""
     with ActionClient(url, timeout_s=2.0) as client, Node("vla_client", router=router) as node:
         executor = ChunkExecutor(
             client.infer,
-            mode=mode,
+            mode=mode,  # type: ignore[arg-type]
             max_observation_age_s=max_age_s,
-            clock=time.time,  # type: ignore[arg-type]
+            clock=time.time,
+            server=client.metadata() if mode == "rtc" else None,
         )
         bridge = RosBridge(
             node, executor, images=cameras, state="/joint_states", command="/command",
-            command_type=command_type, rate_hz=RATE, joints=JOINT_NAMES, max_age_s=max_age_s,
+            command_type=command_type, rate_hz=RATE, joints=joints, max_age_s=max_age_s,
         )  # fmt: skip
         loop = bridge.control_loop(watchdog=watchdog)
         stop = threading.Event()
@@ -192,6 +196,29 @@ def test_a_trajectory_is_the_chunk_for_the_states_joints_a_period_apart(
         ]
         np.testing.assert_allclose(starts, np.arange(1, HORIZON + 1) / RATE, atol=1e-9)
         assert (trajectory.header.stamp.sec, trajectory.header.stamp.nanosec) == (0, 0)
+
+
+def test_real_time_chunking_against_a_server_that_does_it(zenoh_router: str, peer: Peer) -> None:
+    published = commands(peer)
+    world = ReachTask()  # the reach task's own cameras: what the policy can see
+    world.reset(0)
+    frames = world.frames()
+    cameras = {
+        "/top/image_raw": (IMAGE, image(frames["top"])),
+        "/wrist/image_raw/compressed": (COMPRESSED, compressed(frames["wrist"])),
+    }
+    state = {"/joint_states": (JOINTS, joint_state(["j1"], [0.0]))}
+    names = {"/top/image_raw": "top", "/wrist/image_raw/compressed": "wrist"}
+    with (
+        LocalServer(create_app(ReachFlowPolicy())) as server,
+        RobotTopics(peer, {**cameras, **state}),
+        running_bridge(zenoh_router, server.url, names, mode="rtc", joints=("j1",)) as bridge,
+    ):
+        published.wait(3 * HORIZON, timeout=30.0)
+        stats = bridge.executor.stats
+    # each reply echoed the prefix and delay it was sent (else ModeNotSupportedError ended it)
+    assert stats.chunks_received >= 2 and stats.errors == 0
+    assert all(len(message.data) == 2 for message in published.snapshot())
 
 
 def test_every_image_encoding_and_compressed_images_are_read(
