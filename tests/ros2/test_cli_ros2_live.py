@@ -103,3 +103,34 @@ def test_a_gate_that_rejects_stops_it_and_says_so(
     assert stopped[0][0] == 2  # ERROR
     assert published.snapshot() == []  # the rejected action was never commanded
     assert NODE not in peer.nodes()
+
+
+def test_a_server_that_refuses_the_observation_stops_it_and_says_so(
+    zenoh_router: str, peer: Peer
+) -> None:
+    said = peer.subscribe("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray")
+    topics = {
+        "/cam/image_raw": (IMAGE, image(FRAME)),
+        "/joint_states": (JOINTS, joint_state(["a", "b"], [0.1, 0.2])),
+    }
+    policy = ReferencePolicy(action_horizon=6, action_dim=2, state_dim=5)  # the robot sends 2
+    with LocalServer(create_app(policy)) as server, RobotTopics(peer, topics):
+        process = start(
+            "--url", server.url, "--image", "/cam/image_raw=wrist", "--state", "/joint_states",
+            "--command", "/arm/command", "--command-type", "array", "--router", zenoh_router,
+            "--no-check",  # sent as it is: the server refuses it (422)
+        )  # fmt: skip
+        try:
+            _, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        stopped = wait_for(
+            lambda: [s for s in statuses(said) if s[1].startswith("stopped: ")], "a stopped status"
+        )
+    assert process.returncode == 1
+    last = err.splitlines()[-1]
+    assert last.startswith("vla-client: error: ") and "state" in last, err
+    assert stopped[0][0] == 2 and "state" in stopped[0][1]
+    assert NODE not in peer.nodes()

@@ -290,12 +290,13 @@ class RosBridge:
             self._state = ("holding", why)
         else:
             self._state = ("running", f"commanding {self._command.topic}")
-        refusals = self._inputs.refusals()
-        for refusal in refusals:
+        new_reason = False  # a stream of the same refusal is said once, then counted
+        for refusal in self._inputs.refusals():
             if refusal != self._last_refusal:
                 log.warning("input refused: %s", refusal)
+                new_reason = True
             self._last_refusal = refusal
-        self._say(t, force=bool(refusals))
+        self._say(t, force=new_reason)
 
     def _say(self, t: float, *, force: bool = False) -> None:
         state, why = self._state
