@@ -350,3 +350,22 @@ def no_more(received: Any, settle_s: float = 0.3, watch_s: float = 1.0) -> bool:
     count = len(received.snapshot())
     time.sleep(watch_s)
     return len(received.snapshot()) == count
+
+
+def test_input_stamped_ahead_of_this_hosts_clock_is_never_commanded(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    published, said_on = commands(peer), status(peer)
+    ahead = 2.0  # the robot's clock is two seconds ahead of this host's
+    frame, state = image(FRAME), joint_state(list(STATE), list(STATE.values()))
+    topics = {
+        "/wrist/image_raw": (IMAGE, lambda stamp: frame(stamp + ahead)),
+        "/joint_states": (JOINTS, lambda stamp: state(stamp + ahead)),
+    }
+    with RobotTopics(peer, topics), running_bridge(
+        zenoh_router, server.url, {"/wrist/image_raw": "wrist"}, mode="aligned",
+        watchdog=Watchdog(0.5, "hold"),
+    ):  # fmt: skip
+        said(said_on, "ahead of this host's clock, over --max-age-ms 500: synchronise")
+        assert no_more(published)
+    assert published.snapshot() == []
