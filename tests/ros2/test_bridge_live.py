@@ -32,7 +32,7 @@ from robot_topics import (
 )
 
 from vla_client import ActionClient
-from vla_client.control import ChunkExecutor, Watchdog
+from vla_client.control import ChunkExecutor, SafetyGate, Watchdog
 from vla_client.observation import Observation
 from vla_client.ros2.bridge import RosBridge
 from vla_client.ros2.graph import Node
@@ -84,7 +84,7 @@ def idle_bridge(router: str, url: str, cameras: dict[str, str]) -> Iterator[RosB
 def running_bridge(
     router: str, url: str, cameras: dict[str, str], *, command_type: str = "array",
     mode: str = "naive", max_age_s: float = 0.5, watchdog: Watchdog | None = None,
-    joints: tuple[str, ...] = JOINT_NAMES,
+    joints: tuple[str, ...] = JOINT_NAMES, point_gate: Any = None,
 ) -> Iterator[RosBridge]:  # fmt: skip
     """A bridge on its own node, its loop running in a thread until the block ends."""
     with ActionClient(url, timeout_s=2.0) as client, Node("vla_client", router=router) as node:
@@ -98,6 +98,7 @@ def running_bridge(
         bridge = RosBridge(
             node, executor, images=cameras, state="/joint_states", command="/command",
             command_type=command_type, rate_hz=RATE, joints=joints, max_age_s=max_age_s,
+            point_gate=point_gate,
         )  # fmt: skip
         loop = bridge.control_loop(watchdog=watchdog)
         stop = threading.Event()
@@ -219,6 +220,23 @@ def test_real_time_chunking_against_a_server_that_does_it(zenoh_router: str, pee
     # each reply echoed the prefix and delay it was sent (else ModeNotSupportedError ended it)
     assert stats.chunks_received >= 2 and stats.errors == 0
     assert all(len(message.data) == 2 for message in published.snapshot())
+
+
+def test_a_trajectorys_points_pass_a_gate_of_their_own_a_period_apart(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    expected = server_chunk(server.url, {"wrist": FRAME}).astype(np.float64)
+    step = 0.5 * np.abs(np.diff(expected, axis=0)).max()  # half the chunk's largest step
+    published = commands(peer, "trajectory")
+    with robot(peer, {"/wrist/image_raw": (IMAGE, image(FRAME))}), running_bridge(
+        zenoh_router, server.url, {"/wrist/image_raw": "wrist"}, command_type="trajectory",
+        point_gate=lambda clock: SafetyGate(max_delta=step, on_delta="clip", clock=clock),
+    ):  # fmt: skip
+        [trajectory] = published.wait(1, timeout=20.0)[:1]
+    points = np.array([list(point.positions) for point in trajectory.points])
+    np.testing.assert_allclose(points[0], expected[0], atol=1e-6)  # the loop's own gate: none
+    assert np.abs(np.diff(points, axis=0)).max() <= step + 1e-6
+    assert not np.allclose(points, expected, atol=1e-6)  # steps were clipped
 
 
 def test_every_image_encoding_and_compressed_images_are_read(
