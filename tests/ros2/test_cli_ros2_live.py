@@ -72,10 +72,11 @@ def test_a_signal_stops_it_and_the_node_leaves_the_graph(
     assert "Traceback" not in err
 
 
-def test_a_gate_that_rejects_stops_it_and_says_so(
-    zenoh_router: str, peer: Peer, server: LocalServer
-) -> None:
-    published = peer.subscribe("/arm/command", "std_msgs/msg/Float64MultiArray")
+def run_until_it_stops(
+    peer: Peer, router: str, url: str, *options: str
+) -> tuple[int, str, list[tuple[int, str, dict[str, str]]]]:
+    """Run the command against the robot's topics until it ends by itself: its exit status,
+    its stderr and the ``stopped`` statuses it published."""
     said = peer.subscribe("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray")
     topics = {
         "/cam/image_raw": (IMAGE, image(FRAME)),
@@ -83,9 +84,8 @@ def test_a_gate_that_rejects_stops_it_and_says_so(
     }
     with RobotTopics(peer, topics):
         process = start(
-            "--url", server.url, "--image", "/cam/image_raw=wrist", "--state", "/joint_states",
-            "--command", "/arm/command", "--command-type", "array", "--router", zenoh_router,
-            "--low=-1e-6", "--high", "1e-6",  # the reference policy's actions are larger
+            "--url", url, "--image", "/cam/image_raw=wrist", "--state", "/joint_states",
+            "--command", "/arm/command", "--command-type", "array", "--router", router, *options,
         )  # fmt: skip
         try:
             _, err = process.communicate(timeout=60)
@@ -96,7 +96,18 @@ def test_a_gate_that_rejects_stops_it_and_says_so(
         stopped = wait_for(
             lambda: [s for s in statuses(said) if s[1].startswith("stopped: ")], "a stopped status"
         )
-    assert process.returncode == 1
+    return process.returncode, err, stopped
+
+
+def test_a_gate_that_rejects_stops_it_and_says_so(
+    zenoh_router: str, peer: Peer, server: LocalServer
+) -> None:
+    published = peer.subscribe("/arm/command", "std_msgs/msg/Float64MultiArray")
+    code, err, stopped = run_until_it_stops(
+        peer, zenoh_router, server.url,
+        "--low=-1e-6", "--high", "1e-6",  # the reference policy's actions are larger
+    )  # fmt: skip
+    assert code == 1
     *logged, last = err.splitlines()  # the log says each change of state; then the error line
     assert last.startswith("vla-client: error: outside bounds at dim 0"), err
     assert any("WARNING vla_client.ros2.bridge: stopped: outside bounds" in line for line in logged)
@@ -108,28 +119,15 @@ def test_a_gate_that_rejects_stops_it_and_says_so(
 def test_a_server_that_refuses_the_observation_stops_it_and_says_so(
     zenoh_router: str, peer: Peer
 ) -> None:
-    said = peer.subscribe("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray")
-    topics = {
-        "/cam/image_raw": (IMAGE, image(FRAME)),
-        "/joint_states": (JOINTS, joint_state(["a", "b"], [0.1, 0.2])),
-    }
     policy = ReferencePolicy(action_horizon=6, action_dim=2, state_dim=5)  # the robot sends 2
-    with LocalServer(create_app(policy)) as server, RobotTopics(peer, topics):
-        process = start(
-            "--url", server.url, "--image", "/cam/image_raw=wrist", "--state", "/joint_states",
-            "--command", "/arm/command", "--command-type", "array", "--router", zenoh_router,
-            "--no-check",  # sent as it is: the server refuses it (422)
-        )  # fmt: skip
-        try:
-            _, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
-        stopped = wait_for(
-            lambda: [s for s in statuses(said) if s[1].startswith("stopped: ")], "a stopped status"
+    with LocalServer(create_app(policy)) as server:
+        code, err, stopped = run_until_it_stops(
+            peer,
+            zenoh_router,
+            server.url,
+            "--no-check",  # sent as it is: the server says 422
         )
-    assert process.returncode == 1
+    assert code == 1
     last = err.splitlines()[-1]
     assert last.startswith("vla-client: error: ") and "state" in last, err
     assert stopped[0][0] == 2 and "state" in stopped[0][1]
