@@ -43,6 +43,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
         (["--router", "localhost:7447"], "--router or --domain: router 'localhost:7447'"),
         (["--domain", "999"], "domain id 999"),
         (["--on-bounds", "ignore"], "invalid choice: 'ignore'"),
+        (["--max-refusals", "0"], "--max-refusals"),
     ],
 )
 def test_a_wrong_option_is_one_line_naming_it(

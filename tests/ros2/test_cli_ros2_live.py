@@ -126,9 +126,12 @@ def test_a_server_that_refuses_the_observation_stops_it_and_says_so(
             zenoh_router,
             server.url,
             "--no-check",  # sent as it is: the server says 422
+            "--max-refusals",
+            "2",
         )
     assert code == 1
     last = err.splitlines()[-1]
     assert last.startswith("vla-client: error: ") and "state" in last, err
+    assert "refused 2 requests in a row" in last, err  # held through the first, asked again
     assert stopped[0][0] == 2 and "state" in stopped[0][1]
     assert NODE not in peer.nodes()

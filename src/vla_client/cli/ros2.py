@@ -41,10 +41,10 @@ from vla_client.cli.common import (
 )
 from vla_client.cli.control_options import add_chunk_options, add_gate_options, add_watchdog_options
 from vla_client.cli.eval import rate_hz
-from vla_client.cli.parser import non_negative_int, positive_float, seconds
+from vla_client.cli.parser import non_negative_int, positive_float, positive_int, seconds
 from vla_client.client import ActionClient
 from vla_client.client.core import API_KEY_ENV
-from vla_client.control.chunk import EXECUTION_MODES, ChunkExecutor
+from vla_client.control.chunk import EXECUTION_MODES, MAX_REFUSALS, ChunkExecutor
 from vla_client.control.safety import SafetyGate
 from vla_client.control.watchdog import Watchdog
 from vla_client.errors import VLAClientError
@@ -127,6 +127,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     loop.add_argument("--mode", choices=EXECUTION_MODES, default="aligned",
                       help="how chunks are played (rtc: when the server announces it)")  # fmt: skip
     add_chunk_options(loop)
+    loop.add_argument(
+        "--max-refusals", type=positive_int, default=MAX_REFUSALS, metavar="N",
+        help="requests the server may refuse in a row (4xx) before the node stops; until "
+        f"then it holds and asks again each tick (default {MAX_REFUSALS})",
+    )  # fmt: skip
     add_watchdog_options(loop)
     add_gate_options(parser)
     parser.set_defaults(func=run)
@@ -313,6 +318,7 @@ def _executor(
         client.infer,
         mode=args.mode,
         max_observation_age_s=args.max_age_ms / 1e3,
+        max_refusals=args.max_refusals,
         validate=gate.check_chunk,
         clock=time.time,
         **options,
