@@ -24,35 +24,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 
-from vla_client.errors import RecordingError
+from vla_client.cameras.ros_messages import (
+    COMPRESSED,
+    IMAGE,
+    JOINTS,
+    decode_image,
+    joint_positions,
+    stamp_seconds,
+)
+from vla_client.errors import CodecError, RecordingError
 from vla_client.observation import Observation
 from vla_client.validation import check_positive
 
 STATE = "state"
 """The name that marks a topic as the state (JointState positions) rather than a camera."""
-IMAGE = "sensor_msgs/msg/Image"
-COMPRESSED = "sensor_msgs/msg/CompressedImage"
-JOINTS = "sensor_msgs/msg/JointState"
-ENCODINGS = ("rgb8", "bgr8", "mono8", "rgba8", "bgra8")
-"""The raw `sensor_msgs/Image` encodings read (8 bits a channel)."""
-_CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
-_TO_RGB = {
-    "bgr8": cv2.COLOR_BGR2RGB,
-    "mono8": cv2.COLOR_GRAY2RGB,
-    "rgba8": cv2.COLOR_RGBA2RGB,
-    "bgra8": cv2.COLOR_BGRA2RGB,
-}
 
 
 @dataclass(frozen=True)
 class _Message:
-    """One message of a chosen topic: its header stamp in seconds and the message itself."""
+    """One message of a chosen topic: its header stamp in seconds, the message itself and its
+    type."""
 
     stamp: float
     message: Any
+    msgtype: str
 
 
 class BagSource:
@@ -120,13 +117,15 @@ class BagSource:
 
     def _observation(self, step: Mapping[str, _Message]) -> Observation:
         images, times, state = {}, {}, self.state
-        for topic, found in step.items():
-            name = self.topics[topic]
-            if name == STATE:
-                state = np.asarray(found.message.position, dtype=np.float64)
-                continue
-            images[name] = _frame(found.message, topic, self.path)
-            times[name] = found.stamp
+        try:
+            for topic, found in step.items():
+                if self.topics[topic] == STATE:
+                    state = joint_positions(found.message)
+                    continue
+                images[self.topics[topic]] = decode_image(found.message, found.msgtype, topic=topic)
+                times[self.topics[topic]] = found.stamp
+        except CodecError as exc:
+            raise RecordingError(f"bag {self.path}: {exc}") from exc
         return Observation(images, state=state, task=self.task, capture_times=times)
 
 
@@ -147,8 +146,9 @@ def _read(path: str, topics: Mapping[str, str]) -> dict[str, list[_Message]]:
             chosen = [c for c in reader.connections if c.topic in topics]
             for connection, _, raw in reader.messages(connections=chosen):
                 message: Any = reader.deserialize(raw, connection.msgtype)
-                stamp = message.header.stamp.sec + message.header.stamp.nanosec * 1e-9
-                messages[connection.topic].append(_Message(stamp, message))
+                messages[connection.topic].append(
+                    _Message(stamp_seconds(message), message, connection.msgtype)
+                )
     except RecordingError:
         raise
     except Exception as exc:  # rosbags' own errors name no common base: any is "cannot read"
@@ -205,33 +205,3 @@ def _nearest(stamps: list[float], stamp: float) -> int:
     if i == len(stamps):
         return i - 1
     return i - 1 if stamp - stamps[i - 1] <= stamps[i] - stamp else i
-
-
-def _frame(message: Any, topic: str, path: str) -> np.ndarray:
-    """An Image or CompressedImage message as HxWx3 uint8 RGB."""
-    if hasattr(message, "format"):  # CompressedImage: "jpeg", "png", "rgb8; jpeg compressed bgr8"
-        frame = cv2.imdecode(np.asarray(message.data, np.uint8), cv2.IMREAD_COLOR_RGB)
-        if frame is None:
-            raise RecordingError(
-                f"bag {path}: a {topic} CompressedImage ({message.format!r}) is not a JPEG or "
-                "PNG that OpenCV can decode"
-            )
-        return np.ascontiguousarray(frame)
-    encoding = message.encoding.lower()
-    if encoding not in _CHANNELS:
-        raise RecordingError(
-            f"bag {path}: {topic} has encoding {message.encoding!r}; "
-            f"read are {', '.join(ENCODINGS)}"
-        )
-    height, width, channels = int(message.height), int(message.width), _CHANNELS[encoding]
-    data = np.asarray(message.data, np.uint8)
-    if int(message.step) < width * channels or data.size < height * int(message.step):
-        raise RecordingError(
-            f"bag {path}: a {topic} image of {width}x{height} {encoding} holds {data.size} "
-            f"bytes at a row step of {message.step}"
-        )
-    rows = data[: height * int(message.step)].reshape(height, int(message.step))
-    pixels = np.ascontiguousarray(rows[:, : width * channels]).reshape(height, width, channels)
-    if encoding == "rgb8":
-        return pixels
-    return np.ascontiguousarray(cv2.cvtColor(pixels, _TO_RGB[encoding]))
