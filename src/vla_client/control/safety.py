@@ -147,11 +147,7 @@ class SafetyGate:
         limit = np.asarray(value, dtype=np.float32)
         if np.isnan(limit).any():
             raise ValueError(f"{option} must not contain NaN")
-        if (
-            limit.ndim > 1
-            or limit.size == 0
-            or (limit.ndim == 1 and self._dim not in (None, limit.size))
-        ):
+        if not self._fits(limit):
             raise ValueError(
                 f"{option} must be a number or one value per dimension "
                 f"({self._dim or 'any'}); got shape {limit.shape}"
@@ -159,6 +155,13 @@ class SafetyGate:
         if limit.ndim == 1 and self._dim is None:
             self._fix_dim(limit.size, f"the length of {option}")
         return limit if limit.ndim == 1 or self._dim is None else np.full(self._dim, limit)
+
+    def _fits(self, limit: np.ndarray) -> bool:
+        """Whether `limit` is a number, or a vector of one value per dimension (any length
+        while the dimension is not known yet)."""
+        if limit.ndim > 1 or limit.size == 0:
+            return False
+        return limit.ndim == 0 or self._dim in (None, limit.size)
 
     def _fix_dim(self, size: int, origin: str) -> None:
         """Fix the action dimension at `size`, and spread the scalar limits given so far."""
