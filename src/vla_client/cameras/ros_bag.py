@@ -18,9 +18,10 @@ encoding mid-bag is refused before the first observation leaves, and the steps a
 the stamps. Iterating reads the bag again in storage order and keeps only the messages a step
 still to come needs, handing each step out as soon as its messages are in: memory holds a few
 messages per topic, whatever the bag's length (more only where a topic's storage order strays
-far from its stamp order), beside an index of each message's stamp and last step (16 bytes). The storage's own checks run first (`bag_integrity`): damaged MCAP
-chunks are left out and counted (`integrity`), never read. ``rosbags`` is imported here, never
-by ``import vla_client`` (the ``ros`` extra installs it).
+far from its stamp order), beside an index of each message's stamp and last step (16 bytes).
+The storage's own checks run first (`bag_integrity`): damaged MCAP chunks are left out and
+counted (`integrity`), never read. ``rosbags`` is imported here, never by ``import vla_client``
+(the ``ros`` extra installs it).
 """
 
 from __future__ import annotations
