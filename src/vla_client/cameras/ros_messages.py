@@ -29,6 +29,8 @@ _TO_RGB = {
     "rgba8": cv2.COLOR_RGBA2RGB,
     "bgra8": cv2.COLOR_BGRA2RGB,
 }
+_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
+"""How a JPEG and a PNG file begin."""
 
 
 def decode_image(message: Any, msgtype: str, *, topic: str = "") -> np.ndarray:
@@ -36,14 +38,30 @@ def decode_image(message: Any, msgtype: str, *, topic: str = "") -> np.ndarray:
 
     `topic`, when given, is named in the error (``a /cam image of 2x2 rgb8 holds ...``).
     """
-    if msgtype == COMPRESSED:  # format: "jpeg", "png", "rgb8; jpeg compressed bgr8"
+    check_image(message, msgtype, topic=topic)
+    if msgtype == COMPRESSED:
         frame = cv2.imdecode(np.asarray(message.data, np.uint8), cv2.IMREAD_COLOR_RGB)
         if frame is None:
-            raise CodecError(
-                f"{_a(topic, 'CompressedImage')} ({message.format!r}) is not a JPEG or PNG "
-                "that OpenCV can decode"
-            )
+            raise CodecError(_undecodable(message, topic))
         return np.ascontiguousarray(frame)
+    encoding = message.encoding.lower()
+    height, width, channels = int(message.height), int(message.width), _CHANNELS[encoding]
+    rows = np.asarray(message.data, np.uint8)[: height * int(message.step)]
+    rows = rows.reshape(height, int(message.step))
+    pixels = np.ascontiguousarray(rows[:, : width * channels]).reshape(height, width, channels)
+    if encoding == "rgb8":
+        return pixels
+    return np.ascontiguousarray(cv2.cvtColor(pixels, _TO_RGB[encoding]))
+
+
+def check_image(message: Any, msgtype: str, *, topic: str = "") -> None:
+    """What `decode_image` checks before it touches a pixel, cheap enough for every message of a
+    bag: the type, a raw image's encoding and whether its rows hold its pixels, a compressed
+    image's JPEG or PNG signature. Raises `CodecError` as `decode_image` does."""
+    if msgtype == COMPRESSED:  # format: "jpeg", "png", "rgb8; jpeg compressed bgr8"
+        if not bytes(message.data[:8]).startswith(_SIGNATURES):
+            raise CodecError(_undecodable(message, topic))
+        return
     if msgtype != IMAGE:
         raise CodecError(f"{topic or 'a message'} is {msgtype}; images are {IMAGE} or {COMPRESSED}")
     encoding = message.encoding.lower()
@@ -53,17 +71,12 @@ def decode_image(message: Any, msgtype: str, *, topic: str = "") -> np.ndarray:
             f"read are {', '.join(ENCODINGS)}"
         )
     height, width, channels = int(message.height), int(message.width), _CHANNELS[encoding]
-    data = np.asarray(message.data, np.uint8)
-    if int(message.step) < width * channels or data.size < height * int(message.step):
+    size = len(message.data)
+    if int(message.step) < width * channels or size < height * int(message.step):
         raise CodecError(
-            f"{_a(topic, 'image')} of {width}x{height} {encoding} holds {data.size} "
+            f"{_a(topic, 'image')} of {width}x{height} {encoding} holds {size} "
             f"bytes at a row step of {message.step}"
         )
-    rows = data[: height * int(message.step)].reshape(height, int(message.step))
-    pixels = np.ascontiguousarray(rows[:, : width * channels]).reshape(height, width, channels)
-    if encoding == "rgb8":
-        return pixels
-    return np.ascontiguousarray(cv2.cvtColor(pixels, _TO_RGB[encoding]))
 
 
 def joint_positions(message: Any, names: Sequence[str] | None = None) -> np.ndarray:
@@ -96,6 +109,13 @@ def stamp_seconds(message: Any) -> float:
     """The message's header stamp in seconds (of ROS time)."""
     stamp = message.header.stamp
     return float(stamp.sec + stamp.nanosec * 1e-9)
+
+
+def _undecodable(message: Any, topic: str) -> str:
+    return (
+        f"{_a(topic, 'CompressedImage')} ({message.format!r}) is not a JPEG or PNG that OpenCV "
+        "can decode"
+    )
 
 
 def _a(topic: str, noun: str) -> str:
