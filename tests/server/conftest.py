@@ -3,7 +3,9 @@ a temporary folder of the test's own for the servers it starts."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,11 +42,15 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 @pytest.fixture
-def runtime_dir(tmp_path: Path) -> Path:
+def runtime_dir() -> Iterator[Path]:
     """A temporary folder of the test's own for the servers it starts (`start_serve`'s
     ``runtime_dir``): `serve` keeps its private folder there and, when it starts, removes
     the ones dead servers left there, so no other server on the machine, of this run or
-    another, touches what the test looks at."""
-    folder = tmp_path / "runtime"
-    folder.mkdir()
-    return folder
+    another, touches what the test looks at. Made directly under the system's temporary
+    folder, not pytest's `tmp_path`: the worker's Unix socket lives in it, and a socket's
+    path is limited to about 100 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="vlat-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
