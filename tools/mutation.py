@@ -95,6 +95,8 @@ MODULES: dict[str, list[str]] = {
     "protocol/roboarena": ["tests/protocol/test_dialects.py"],
     "protocol/gr00t_rtc": ["tests/client/test_gr00t_rtc.py"],
     "cameras/ros_bag": ["tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
+    "cameras/ros_messages": ["tests/cameras/test_ros_messages.py",
+                             "tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
     "control/clocks": ["tests/control/test_clocks.py", "tests/control/test_one_clock.py",
                        "tests/control/test_stalls_and_clock_steps.py"],
     "transports/zmq": ["tests/transports/test_zmq.py", "tests/client/test_gr00t.py"],

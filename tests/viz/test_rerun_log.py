@@ -195,10 +195,71 @@ def test_a_viewer_that_dies_mid_run_does_not_stop_the_loop(server_url, viewer):
         )
         stats = loop.run(ticks=30)
         executor.close(5)
+        told_at_once = failure_told(log)
     started = time.monotonic()
     log.close(timeout=2)
     assert stats.ticks == 30 and robot.steps == stats.applied > 5
     assert time.monotonic() - started < 30
+    assert told_at_once and isinstance(log.failure, RuntimeError) and log.dropped > 0
+
+
+def failure_told(log: RerunLog) -> bool:
+    """Whether the log reports its failure before it is closed: a few more events are put (a
+    failure shows at the flush after the next item) until `failure` is set, within 30 s."""
+    deadline = time.monotonic() + 30
+    while log.failure is None and time.monotonic() < deadline:
+        log.event(0.0, "still running")
+        time.sleep(rerun_log.FLUSH_EVERY_S / 2)
+    return log.failure is not None and log.dropped > 0
+
+
+FULL_DISK = """
+import resource, signal, sys, time, json, logging
+import numpy as np
+from vla_client.observation import Observation
+from vla_client.viz import RerunLog, rerun_log
+told = []
+class Told(logging.Handler):
+    def emit(self, record):
+        told.append(record.getMessage())
+logging.getLogger("vla_client.viz.rerun_log").addHandler(Told())
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))  # the disk is full at 200 kB
+log = RerunLog(sys.argv[1], period_s=0.05)
+frames = np.random.default_rng(0).integers(0, 256, (40, 64, 64, 3), dtype=np.uint8)
+deadline, sent = time.monotonic() + 30, 0
+while log.failure is None and time.monotonic() < deadline:
+    observation = Observation({"cam": frames[sent % 40]}, state=np.zeros(7))
+    log.put_sent(sent * 0.05, observation, np.zeros((4, 7)), {"round_trip": 1.0})
+    sent += 1
+    time.sleep(0.01)
+before_close = (repr(log.failure), log.dropped, list(told))
+log.close(timeout=5)
+print(json.dumps({"before_close": before_close, "sent": sent, "dropped": log.dropped}))
+"""
+
+
+def test_a_full_disk_is_told_when_it_fills_and_what_it_lost_is_counted(tmp_path):
+    """A file size limit stands in for a full disk (writes past 200 kB fail, as with ENOSPC):
+    `failure` is set and the warning told before `close`, once, and `dropped` counts what
+    Rerun had not written."""
+    import json
+    import os
+    import subprocess
+
+    path = tmp_path / "run.rrd"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(path)], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    failure, dropped, told = report["before_close"]
+    assert "File-writer thread shut down" in failure or "File too large" in failure
+    assert dropped > 0 and 0 < report["dropped"] <= report["sent"]
+    assert len(told) == 1 and told[0].startswith(f"Rerun log {path} failed, logging no more: ")
+    assert path.stat().st_size <= 200_000
 
 
 def test_with_no_display_and_no_viewer_the_log_is_refused_at_once(monkeypatch):
