@@ -239,6 +239,7 @@ def every_option() -> FramePreprocessor:
         aliases={"c": "a"},
         size_required=True,
         state_dim=7,
+        depth_cameras={"d": "uint16"},
     )
 
 
@@ -249,10 +250,13 @@ def test_metadata_fields_are_read() -> None:
         "image_size": [32, 48],
         "image_size_required": True,
         "state_dim": 7,
+        "depth_cameras": {"d": "uint16"},
     }
     pre = FramePreprocessor.from_metadata({"input": spec}, {"x": "b"}, fit="crop")
     assert pre == every_option()
     assert FramePreprocessor.from_metadata({"input": {"state_dim": 0}}).state_dim == 0
+    assert FramePreprocessor.from_metadata({"input": {}}).depth_cameras == {}  # takes none
+    assert FramePreprocessor().depth_cameras is None  # no metadata: not known, not checked
     for flag in [False, "true", 1, None]:
         spec = {"image_size": 16, "image_size_required": flag}
         assert FramePreprocessor.from_metadata({"input": spec}).size_required is False
@@ -437,6 +441,7 @@ def test_describe_lists_what_is_checked_and_changed() -> None:
         "image_size": [32, 48],
         "image_size_required": True,
         "resize": "crop",
+        "depth_cameras": {"d": "uint16"},
     }
     assert FramePreprocessor(fit="crop").describe() == {
         "cameras": "any",
