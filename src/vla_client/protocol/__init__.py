@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from vla_client.protocol.endpoints import websocket_url as websocket_url
     from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
     from vla_client.protocol.image_forms import Encoding as Encoding
+    from vla_client.protocol.image_forms import encode_depth_value as encode_depth_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
     from vla_client.protocol.layouts import ALOHA as ALOHA
     from vla_client.protocol.layouts import DROID as DROID
@@ -87,6 +88,7 @@ _FACE = {
     "websocket_url": "vla_client.protocol.endpoints",
     "ENCODINGS": "vla_client.protocol.image_forms",
     "Encoding": "vla_client.protocol.image_forms",
+    "encode_depth_value": "vla_client.protocol.image_forms",
     "encode_image_value": "vla_client.protocol.image_forms",
     "ALOHA": "vla_client.protocol.layouts",
     "DROID": "vla_client.protocol.layouts",
