@@ -209,3 +209,23 @@ def png_text(frame: np.ndarray) -> dict[str, str]:
 def test_depth_the_policy_cannot_take_is_a_400_naming_why(depth_server, depth, detail):
     reply = post(depth_server, depth)
     assert reply.status_code == 400 and reply.json() == {"detail": detail}
+
+
+def test_a_recording_server_keeps_the_depth_it_was_sent(tmp_path):
+    """``serve --record``: the request's depth frames are in the recording, dtype and bits."""
+    from vla_client.recording import load_observations
+    from vla_client.server.config import RecordSettings
+
+    folder = tmp_path / "records"
+    config = ServerConfig(record=RecordSettings(str(folder)))
+    policy = DigestPolicy(cameras=3, depth_cameras=DEPTH)
+    observation = Observation({"front": COLOUR}, depth={"mm": MILLIMETRES, "m": METRES})
+    server = LocalServer(create_app(policy, config))
+    with server, ActionClient(server.url, encoding="raw", wire="msgpack") as client:
+        client.infer(observation)
+    (recording,) = folder.glob("*.vlaobs")
+    (step,) = load_observations(recording)
+    for name, want in (("mm", MILLIMETRES), ("m", METRES)):
+        got = step.observation.depth[name]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(step.observation.images["front"], COLOUR)
