@@ -180,11 +180,14 @@ def add_chunk_crcs(bag: Path) -> Path:
     return bag
 
 
-def damage_chunk(bag: Path, index: int, count: int = 64, seed: int = 0) -> None:
-    """`count` random bytes written over the middle of chunk `index`'s records."""
+def damage_chunk(
+    bag: Path, index: int, count: int = 64, seed: int = 0, *, at_start: bool = False
+) -> None:
+    """`count` random bytes written over the middle of chunk `index`'s records (over their
+    first bytes, `at_start`: a compressed chunk's frame header)."""
     mcap = next(bag.glob("*.mcap"))
     data = bytearray(mcap.read_bytes())
     _, records_at, size = mcap_chunks(bag)[index]
-    at = records_at + size // 2
+    at = records_at + (0 if at_start else size // 2)
     data[at : at + count] = np.random.default_rng(seed).bytes(count)
     mcap.write_bytes(bytes(data))

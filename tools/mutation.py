@@ -97,6 +97,7 @@ MODULES: dict[str, list[str]] = {
     "cameras/ros_bag": ["tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
     "cameras/ros_messages": ["tests/cameras/test_ros_messages.py",
                              "tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
+    "cameras/bag_integrity": ["tests/cameras/test_bag_integrity.py"],
     "control/clocks": ["tests/control/test_clocks.py", "tests/control/test_one_clock.py",
                        "tests/control/test_stalls_and_clock_steps.py"],
     "transports/zmq": ["tests/transports/test_zmq.py", "tests/client/test_gr00t.py"],

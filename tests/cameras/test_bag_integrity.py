@@ -59,15 +59,21 @@ def test_a_damaged_chunk_of_another_topic_loses_no_chosen_message(tmp_path):
     assert len(list(source)) == 2
 
 
-def test_a_compressed_chunk_that_no_longer_decompresses_is_damaged(tmp_path):
+@pytest.mark.parametrize("at_start", [False, True], ids=["inside", "frame-header"])
+def test_a_compressed_chunk_that_no_longer_decompresses_is_damaged(tmp_path, at_start):
+    """zstd chunks: damage inside the compressed data, or over the zstd frame's header (the
+    decompressor's own error), leaves the chunk out like a CRC that does not match."""
     images, bag = big_frames_bag(tmp_path / "b", compression="zstd")
+    chunks = len(mcap_chunks(bag))
     add_chunk_crcs(bag)
-    damage_chunk(bag, 0, count=256)
+    damage_chunk(bag, chunks - 1, count=16, at_start=at_start)
     source = BagSource(bag, {"/cam": "cam"})
-    assert source.integrity.damaged_chunks >= 1
-    first = next(iter(source))
-    k = STAMPS.index(first.capture_times["cam"])
-    np.testing.assert_array_equal(first.images["cam"], images[k])
+    assert (source.integrity.damaged_chunks, source.integrity.checked_chunks) == (1, chunks - 1)
+    steps = list(source)
+    assert 0 < len(steps) == 12 - source.integrity.lost_messages
+    for step in steps:
+        k = STAMPS.index(step.capture_times["cam"])
+        np.testing.assert_array_equal(step.images["cam"], images[k])
 
 
 def test_without_crcs_the_damage_cannot_be_seen_and_the_chunks_are_counted_unchecked(tmp_path):

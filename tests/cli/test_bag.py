@@ -19,6 +19,7 @@ from ros_bags import (
     frames,
     write_bag,
 )
+from timing import paced
 from vla_client.recording import load_action_chunks, load_observations
 from vla_client.server import LocalServer, ServerConfig, create_app
 from vla_client.server.policy import PolicyInput
@@ -192,7 +193,7 @@ def test_rate_recorded_keeps_the_pace_of_the_header_stamps(cli, counting_server,
     )
     assert run.code == 0, run.err
     arrivals = counting_server.policy.arrivals
-    assert arrivals[2] - arrivals[0] == pytest.approx(0.7, rel=0.15)
+    assert paced(arrivals[2] - arrivals[0], 0.7)
 
 
 @pytest.mark.parametrize(
@@ -258,6 +259,6 @@ def test_a_topic_that_changes_encoding_mid_bag_is_refused_before_anything_is_sen
     assert run.code == 1
     assert error_line(run.err) == (
         f"vla-client: error: bag {bag}: /cam has encoding 'bayer_rggb8'; read are rgb8, bgr8, "
-        f"mono8, rgba8, bgra8 (message 7 of /cam, stamped {stamps[6]:.9f} s)"
+        f"mono8, rgba8, bgra8, 16UC1, 32FC1 (message 7 of /cam, stamped {stamps[6]:.9f} s)"
     )
     assert counting_server.requests == 0

@@ -74,7 +74,7 @@ def test_tick_does_not_wait_for_the_inference(clock, observe, policy_type):
     assert ticks(executor, observe, 50) == [None] * 50
     elapsed = time.perf_counter() - started
     policy.release()
-    assert elapsed < 1.0
+    assert elapsed < 10.0  # a tick that waited would wait for the release, after this
     assert executor.stats.requests_sent == 1
     assert executor.stats.starved_ticks == 50
 

@@ -19,9 +19,10 @@ mid-bag to one not read, or between colour, 16UC1 and 32FC1, is refused before t
 leaves, and the steps are planned from the stamps. Iterating reads the bag again in storage order
 and keeps only the messages a step still to come needs, handing each step out as soon as its
 messages are in: memory holds a few messages per topic, whatever the bag's length (more only where a
-topic's storage order strays far from its stamp order). The storage's own checks run first
-(`bag_integrity`): damaged MCAP chunks are left out and counted (`integrity`), never read.
-``rosbags`` is imported here, never by ``import vla_client`` (the ``ros`` extra installs it).
+topic's storage order strays far from its stamp order), beside an index of each message's stamp and
+last step (16 bytes). The storage's own checks run first (`bag_integrity`): damaged MCAP chunks are
+left out and counted (`integrity`), never read. ``rosbags`` is imported here, never by ``import
+vla_client`` (the ``ros`` extra installs it).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,13 +111,15 @@ class BagSource:
         self.max_skew_s = max_skew_s
         self.task = task
         self.state = state
-        stamps, self.integrity = _survey(self.path, self.topics)
+        self._order = [*cameras, *states]
+        """The topics, the reference first: the columns of `_steps`."""
+        self._stamps, self.integrity = _survey(self.path, self.topics)
         """What the storage's own checks found (`bag_integrity.Integrity`)."""
-        self._stamps = {topic: dict(found) for topic, found in stamps.items()}
-        self._steps = _synchronise(stamps, cameras, states[0] if states else None, max_skew_s)
-        self.skipped = len(stamps[cameras[0]]) - len(self._steps)
+        self._steps = _synchronise(self._stamps, self._order, max_skew_s)
+        self._last_use = _last_uses(self._steps, self._stamps, self._order)
+        self.skipped = len(self._stamps[cameras[0]]) - len(self._steps)
         """Reference frames left out: another topic had nothing within `max_skew_s`."""
-        if not self._steps:
+        if not len(self._steps):
             raise RecordingError(
                 f"bag {self.path}: no step where every topic has a message within "
                 f"{max_skew_s * 1e3:g} ms of {cameras[0]}'s; raise max_skew_s (--max-skew-ms)"
@@ -125,28 +128,28 @@ class BagSource:
     @property
     def stamps(self) -> tuple[float, ...]:
         """The reference camera's header stamp (seconds) of each step, in order."""
-        return tuple(self._stamps[self._reference][step[self._reference]] for step in self._steps)
+        return tuple(self._stamps[self._order[0]][self._steps[:, 0]].tolist())
 
     def __len__(self) -> int:
         return len(self._steps)
 
     def __iter__(self) -> Iterator[Observation]:
-        uses = Counter((topic, n) for step in self._steps for topic, n in step.items())
+        """The steps in order, each handed out once the bag, read again, has given all its
+        messages; a message is let go once the last step that needs it is out."""
         ready: dict[_Key, _Message] = {}
         done = 0
-        for key, message in _read(self.path, self.topics, Integrity(), needed=uses):
-            if message.stamp != self._stamps[key[0]][key[1]]:
-                raise RecordingError(f"bag {self.path} changed while it was read: {key[0]}")
-            ready[key] = message
-            while done < len(self._steps) and all(
-                (topic, n) in ready for topic, n in self._steps[done].items()
-            ):
-                step = self._steps[done]
-                yield self._observation({topic: ready[topic, n] for topic, n in step.items()})
-                for key_ in step.items():
-                    uses[key_] -= 1
-                    if not uses[key_]:
-                        del ready[key_]
+        for (topic, place), message in _read(self.path, self.topics, Integrity(), self._needed):
+            if message.stamp != self._stamps[topic][place]:
+                raise RecordingError(f"bag {self.path} changed while it was read: {topic}")
+            ready[topic, place] = message
+            while done < len(self._steps):
+                step = list(zip(self._order, self._steps[done].tolist(), strict=True))
+                if not all(key in ready for key in step):
+                    break
+                yield self._observation({key[0]: ready[key] for key in step})
+                for key in step:
+                    if self._last_use[key[0]][key[1]] == done:
+                        del ready[key]
                 done += 1
         if done < len(self._steps):
             raise RecordingError(
@@ -154,9 +157,8 @@ class BagSource:
                 "lost their messages"
             )
 
-    @property
-    def _reference(self) -> str:
-        return next(topic for topic, name in self.topics.items() if name != STATE)
+    def _needed(self, topic: str, place: int) -> bool:
+        return bool(self._last_use[topic][place] >= 0)
 
     def _observation(self, step: Mapping[str, _Message]) -> Observation:
         images, depth, times, state = {}, {}, {}, self.state
@@ -176,16 +178,13 @@ class BagSource:
         return Observation(images, state=state, task=self.task, capture_times=times, depth=depth)
 
 
-def _survey(
-    path: str, topics: Mapping[str, str]
-) -> tuple[dict[str, list[tuple[int, float]]], Integrity]:
-    """Every message of the chosen topics checked without decoding a pixel: by topic, each
-    message's place in storage order and header stamp, sorted by stamp; and what the
-    storage's checks found."""
-    found: dict[str, list[tuple[int, float]]] = {topic: [] for topic in topics}
+def _survey(path: str, topics: Mapping[str, str]) -> tuple[dict[str, np.ndarray], Integrity]:
+    """Every message of the chosen topics checked without decoding a pixel; by topic, the
+    messages' header stamps in storage order; and what the storage's checks found."""
+    found: dict[str, list[float]] = {topic: [] for topic in topics}
     kinds: dict[str, str] = {}  # per camera topic, what its first message is
     integrity = Integrity()
-    for (topic, n), message in _read(path, topics, integrity):
+    for (topic, place), message in _read(path, topics, integrity):
         try:
             if topics[topic] == STATE:
                 joint_positions(message.message)
@@ -194,19 +193,18 @@ def _survey(
                 _check_kind(kinds, topic, message)
         except CodecError as exc:
             raise RecordingError(
-                f"bag {path}: {exc} (message {n + 1} of {topic}, stamped {message.stamp:.9f} s)"
+                f"bag {path}: {exc} (message {place + 1} of {topic}, stamped {message.stamp:.9f} s)"
             ) from exc
-        found[topic].append((n, message.stamp))
-    for topic, messages in found.items():
-        if not messages:
+        found[topic].append(message.stamp)
+    for topic, stamps in found.items():
+        if not stamps:
             raise RecordingError(f"bag {path}: topic {topic} holds no messages")
-        messages.sort(key=lambda m: m[1])
     if integrity.damaged_chunks:
         logger.warning(
             "bag %s: %d damaged MCAP chunk(s) left out (CRC or size mismatch): %d message(s) "
             "of the chosen topics lost", path, integrity.damaged_chunks, integrity.lost_messages,
         )  # fmt: skip
-    return found, integrity
+    return {topic: np.array(stamps, np.float64) for topic, stamps in found.items()}, integrity
 
 
 def _check_kind(kinds: dict[str, str], topic: str, message: _Message) -> None:
@@ -225,11 +223,10 @@ def _read(
     path: str,
     topics: Mapping[str, str],
     integrity: Integrity,
-    *,
-    needed: Mapping[_Key, int] | None = None,
+    needed: Callable[[str, int], bool] | None = None,
 ) -> Iterator[tuple[_Key, _Message]]:
     """The chosen topics' messages in storage order, each with its place in its topic; given
-    `needed`, only those it counts (the others are not deserialised). `integrity` gets what
+    `needed`, only those it says (the others are not deserialised). `integrity` gets what
     the storage's checks found."""
     try:
         from rosbags.highlevel import AnyReader
@@ -248,7 +245,7 @@ def _read(
             for connection, _, raw in reader.messages(connections=chosen):
                 key = (connection.topic, places[connection.topic])
                 places[connection.topic] += 1
-                if needed is None or needed.get(key):
+                if needed is None or needed(*key):
                     message: Any = reader.deserialize(raw, connection.msgtype)
                     yield key, _Message(stamp_seconds(message), message, connection.msgtype)
     except RecordingError:
@@ -272,26 +269,37 @@ def _check_topics(path: str, topics: Mapping[str, str], available: Mapping[str, 
 
 
 def _synchronise(
-    messages: Mapping[str, Sequence[tuple[int, float]]],
-    cameras: list[str],
-    state: str | None,
-    max_skew_s: float,
-) -> list[dict[str, int]]:
-    """One step per reference message whose every other topic has a message within
-    `max_skew_s` of it (the nearest one): each step maps a topic to its message's place."""
-    others = [*cameras[1:], *([state] if state else [])]
-    stamps = {topic: [stamp for _, stamp in messages[topic]] for topic in others}
+    stamps: Mapping[str, np.ndarray], order: Sequence[str], max_skew_s: float
+) -> np.ndarray:
+    """One step per message of the reference topic (``order[0]``), in stamp order, whose every
+    other topic has a message within `max_skew_s` of it (the nearest one): a row per step of
+    each topic's message's place in storage order, in `order`."""
+    by_stamp = {topic: np.argsort(stamps[topic], kind="stable") for topic in order}
+    others = order[1:]
+    sorted_stamps = {topic: stamps[topic][by_stamp[topic]].tolist() for topic in others}
     steps = []
-    for place, stamp in messages[cameras[0]]:
-        step = {cameras[0]: place}
+    for place in by_stamp[order[0]].tolist():
+        stamp = float(stamps[order[0]][place])
+        step = [place]
         for topic in others:
-            nearest = _nearest(stamps[topic], stamp)
-            if abs(stamps[topic][nearest] - stamp) > max_skew_s:
+            nearest = _nearest(sorted_stamps[topic], stamp)
+            if abs(sorted_stamps[topic][nearest] - stamp) > max_skew_s:
                 break
-            step[topic] = messages[topic][nearest][0]
+            step.append(int(by_stamp[topic][nearest]))
         else:
             steps.append(step)
-    return steps
+    return np.array(steps, np.int64).reshape(len(steps), len(order))
+
+
+def _last_uses(
+    steps: np.ndarray, stamps: Mapping[str, np.ndarray], order: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """By topic, for each message (its place in storage order), the last step that uses it;
+    -1 for a message no step uses."""
+    last = {topic: np.full(len(stamps[topic]), -1, np.int64) for topic in order}
+    for column, topic in enumerate(order):
+        np.maximum.at(last[topic], steps[:, column], np.arange(len(steps)))
+    return last
 
 
 def _nearest(stamps: list[float], stamp: float) -> int:
