@@ -119,6 +119,30 @@ def encode_step(
     action = None if applied_action is None else _checked_action(applied_action)
     if episode is not None:
         check_at_least("episode", episode, 0, integer=True)
+    document: dict[str, Any] = {
+        "images": _stored_images(observation, image_format, parallel=parallel),
+        "state": observation.state,
+        "task": observation.task,
+        "capture_times": dict(observation.capture_times),
+        "wall_time": time.time() if wall_time is None else _checked_time(wall_time),
+    }
+    if served is not None:
+        document["served"] = _served_document(served)
+    if action is not None:
+        document["applied_action"] = action
+    if episode is not None:
+        document["episode"] = int(episode)
+    if observation.depth:
+        document["depth"] = _stored_depth(observation, image_format)
+    data = packb(document)
+    return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def _stored_images(
+    observation: Observation, image_format: ImageFormat, *, parallel: bool
+) -> dict[str, Any]:
+    """The frames as a recording stores them: PNG bytes (encoded in the codec threads when
+    `parallel` and the encoder gains by it), or the arrays as they are."""
     names = list(observation.images)
     values: list[Any]
     if image_format == "png":
@@ -127,33 +151,28 @@ def encode_step(
         values = map_frames(encode_png, frames) if threads else [encode_png(f) for f in frames]
     else:
         values = [observation.images[name] for name in names]
-    document: dict[str, Any] = {
-        "images": dict(zip(names, values, strict=True)),
-        "state": observation.state,
-        "task": observation.task,
-        "capture_times": dict(observation.capture_times),
-        "wall_time": time.time() if wall_time is None else _checked_time(wall_time),
+    return dict(zip(names, values, strict=True))
+
+
+def _stored_depth(observation: Observation, image_format: ImageFormat) -> dict[str, Any]:
+    """The depth frames as a recording stores them: uint16 as 16-bit PNG bytes with the
+    ``png`` format, everything else (float32 always) as the arrays."""
+    return {
+        name: encode_depth_png(frame)
+        if image_format == "png" and frame.dtype == np.uint16
+        else frame
+        for name, frame in observation.depth.items()
     }
-    if served is not None:
-        document["served"] = {
-            "actions": np.asarray(served.actions, dtype=np.float32),
-            "parameters": served.parameters,
-            "timings": served.timings,
-            "request_id": served.request_id,
-        }
-    if action is not None:
-        document["applied_action"] = action
-    if episode is not None:
-        document["episode"] = int(episode)
-    if observation.depth:
-        document["depth"] = {
-            name: encode_depth_png(frame)
-            if image_format == "png" and frame.dtype == np.uint16
-            else frame
-            for name, frame in observation.depth.items()
-        }
-    data = packb(document)
-    return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def _served_document(served: ServedRequest) -> dict[str, Any]:
+    """What a server answered, as a recording stores it beside the request."""
+    return {
+        "actions": np.asarray(served.actions, dtype=np.float32),
+        "parameters": served.parameters,
+        "timings": served.timings,
+        "request_id": served.request_id,
+    }
 
 
 def _checked_time(value: object, where: str = "wall_time") -> float:

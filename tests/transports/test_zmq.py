@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gr00t_server import Gr00tServer, from_bytes, to_bytes
-from vla_client.errors import RequestTimeoutError
+from vla_client.errors import ConnectError, RequestTimeoutError
 
 zmq_transport = pytest.importorskip("vla_client.transports.zmq")
 PING = to_bytes({"endpoint": "ping"})
@@ -54,14 +54,29 @@ def free_port() -> int:
 
 def test_a_server_restarted_between_calls_is_no_error() -> None:
     """The drop and reconnect attempts ZeroMQ reports while the socket is idle are not taken
-    for the next exchange's (a dropped connection there means a reply cut off, or lost)."""
+    for the next exchange's (a dropped connection there means a reply cut off, or lost), but
+    the drop is counted: the server may be another now."""
     unused_tcp_port = free_port()
     transport = zmq_transport.ZmqTransport(f"tcp://127.0.0.1:{unused_tcp_port}", timeout_s=5)
     with Gr00tServer(port=unused_tcp_port):
         assert from_bytes(transport.call(PING))["status"] == "ok"
+        assert transport.connection_drops() == 0
     time.sleep(0.3)  # the client's socket sees the drop and retries while idle
     with Gr00tServer(port=unused_tcp_port):
+        assert transport.connection_drops() == 1
         assert from_bytes(transport.call(PING))["status"] == "ok"
+        assert transport.connection_drops() == 1
+    transport.close()
+
+
+def test_a_drop_during_an_exchange_is_counted() -> None:
+    """A server that goes away while a request waits: `ConnectError`, and one drop counted."""
+    transport = zmq_transport.ZmqTransport(f"tcp://127.0.0.1:{free_port()}", timeout_s=5)
+    with Gr00tServer(port=int(transport.url.rsplit(":", 1)[1])) as server:
+        server.reply = lambda request: server.stop()
+        with pytest.raises(ConnectError, match="dropped the connection"):
+            transport.call(to_bytes({"endpoint": "get_action", "data": {}}))
+    assert transport.drops == 1
     transport.close()
 
 

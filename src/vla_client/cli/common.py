@@ -11,15 +11,14 @@ from urllib.parse import urlsplit
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.base import DIALECTS
-from vla_client.client.core import (
-    API_KEY_ENV,
-    RESIZES,
+from vla_client.client.addressing import (
     chosen_endpoint,
     resolve_api_key,
     route_in_url,
     transport_kind,
 )
+from vla_client.client.families import DIALECTS
+from vla_client.client.options import RESIZES
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -38,6 +37,7 @@ from vla_client.protocol import (
     encode_image_value,
     websocket_url,
 )
+from vla_client.protocol.endpoints import API_KEY_ENV
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")

@@ -7,10 +7,11 @@ documents as HTTP, and ``/openpi/policy`` takes openpi's flat observation dicts.
 client connects to ``/`` unless given a path, so a server speaking openpi answers there too.
 
 Two endpoints are not the action API's: ``gr00t``, NVIDIA Isaac GR00T's policy server, which
-listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.gr00t`), and
+listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.families.gr00t`), and
 ``vllm_omni``, vLLM-Omni's robot websocket at ``/v1/realtime/robot/openpi``
-(`vla_client.protocol.vllm_omni`); and ``roboarena``, RoboArena's policy server, which takes
-its requests on any path (`vla_client.protocol.roboarena`): name it with ``endpoint``.
+(`vla_client.protocol.families.vllm_omni`); and ``roboarena``, RoboArena's policy server, which
+takes its requests on any path (`vla_client.protocol.families.roboarena`): name it with
+``endpoint``.
 """
 
 from __future__ import annotations

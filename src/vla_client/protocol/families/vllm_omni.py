@@ -17,7 +17,13 @@ openpi's: binary msgpack frames with numpy arrays as openpi's ``__ndarray__`` ma
 - ``{"endpoint": "reset"}`` ends the session; the server answers ``{"status": "reset
   successful"}``.
 - A request it cannot serve is answered ``{"type": "error", "message": ..., "code": ...}``
-  (``code`` only from some servers) and the connection stays open for the next one.
+  (``code`` only from some servers); the server keeps the connection open, but as its replies
+  carry no request id the client opens a new one for the next request
+  (`vla_client.client.dialect`).
+- Its main branch (late 2026) also closes a connection idle for 30 s (a normal close, code
+  1000; the transport opens a new one for the next request), and a server with no policy loaded
+  sends, in place of its config, the text frame ``{"type": "error", "error": ..., "code":
+  "unsupported"}`` (raised by the transport as `ServerErrorFrame`).
 
 This module does no I/O: `read_config` reads the handshake into `OmniConfig` (and `metadata`
 from it the `ActionMetadata` the client fits frames to), `request_document` builds a request,

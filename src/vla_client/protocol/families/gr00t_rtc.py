@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.protocol.gr00t import POLICY_FAMILY, Gr00tConfig
+from vla_client.protocol.families.gr00t import POLICY_FAMILY, Gr00tConfig
 from vla_client.protocol.models import ActionMetadata
 from vla_client.protocol.rtc import CAPABILITY, PARAMETER, RTCRequest
 
@@ -49,6 +49,11 @@ RAMP_RATE = 5.0
 """The ramp rate sent unless the call gives ``rtc_ramp_rate`` itself."""
 PREVIOUS_KEY = "action"
 """The observation key the previous chunk travels under, one array per action key."""
+DECLARATION_HINT = (
+    " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
+    "server=vla_client.protocol.declare_rtc(client.metadata()))"
+)
+"""What a refusal of mode ``rtc`` adds for a GR00T server: how the user declares it."""
 
 
 def rtc_request(
