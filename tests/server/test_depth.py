@@ -229,3 +229,12 @@ def test_a_recording_server_keeps_the_depth_it_was_sent(tmp_path):
         got = step.observation.depth[name]
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
     np.testing.assert_array_equal(step.observation.images["front"], COLOUR)
+
+
+@pytest.mark.parametrize(("encoding", "wire"), [("png", "json"), ("raw", "msgpack")])
+def test_a_request_without_depth_is_what_it_was(encoding, wire):
+    """No depth, no ``depth`` key: an RGB request's body is the document it always was."""
+    from vla_client.protocol import loads
+
+    body, _ = encode_request(Observation({"front": COLOUR}), encoding=encoding, wire=wire)
+    assert set(loads(body, wire)["input"]["observation"]) == {"images"}
