@@ -349,3 +349,20 @@ def test_steps_wait_for_a_partner_stored_later_and_keep_their_order(tmp_path):
     for image, step in zip(images, steps, strict=True):
         np.testing.assert_array_equal(step.images["late"], image)
         np.testing.assert_array_equal(step.images["lead"], image)
+
+
+def test_a_topic_recorded_with_a_second_type_is_refused_naming_both(tmp_path):
+    """Two connections on one topic (two drivers publishing, a bag merged from two): every
+    type it holds must be one the role reads, checked before anything is read."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    other = tmp_path / "other"
+    with Writer(other, version=9) as writer:
+        writer.add_connection("/cam", "sensor_msgs/msg/Image", typestore=store)
+        writer.add_connection("/cam", "sensor_msgs/msg/JointState", typestore=store)
+    assert refused_by(other, {"/cam": "cam"}) == (
+        f"bag {other}: topic /cam is sensor_msgs/msg/Image and sensor_msgs/msg/JointState; a "
+        "camera takes sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage"
+    )

@@ -101,10 +101,13 @@ def test_a_failing_log_is_told_once_and_the_loop_goes_on(server_url, tmp_path, c
 
     log = RerunLog(tmp_path / "run.rrd")
     with caplog.at_level(logging.WARNING, logger="vla_client.viz.rerun_log"):
+        # The first item the logging thread writes fails, whether or not a reply comes soon
+        # (on a busy machine none may come within the loop's 12 ticks).
+        log.sent(0.0, Observation(synthetic_frames(1, 32, 32)), None, fit=broken_fit)
         loop = run_loop(server_url, log, fit=broken_fit)
         log.close()
-    assert loop.stats.ticks == 12 and loop.stats.applied > 0
-    assert isinstance(log.failure, RuntimeError) and log.dropped > 0
+    assert loop.stats.ticks == 12
+    assert isinstance(log.failure, RuntimeError) and log.dropped >= 1 + 12  # it and each tick
     told = [r.getMessage() for r in caplog.records if "logging no more" in r.getMessage()]
     assert told == [f"Rerun log {tmp_path / 'run.rrd'} failed, logging no more: no such camera"]
 
@@ -113,7 +116,8 @@ def test_a_viewer_that_is_not_there_does_not_stop_the_loop(server_url):
     log = RerunLog("rerun+http://127.0.0.1:9/proxy")  # the discard port: nothing listens
     loop = run_loop(server_url, log)
     log.close(timeout=5)
-    assert loop.stats.ticks == 12 and loop.stats.applied > 0
+    assert loop.stats.ticks == 12
+    assert "unable to connect" in str(log.failure) and log.dropped > 0  # it was None and 0
 
 
 def test_a_full_queue_drops_and_counts_instead_of_waiting(server_url, tmp_path):
@@ -126,8 +130,11 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(server_url, tmp_path):
         return observation
 
     log = RerunLog(tmp_path / "run.rrd", queue_size=2)
+    # The logging thread is stuck from the first item on, whether or not a reply comes soon
+    # (on a busy machine none may come within the loop's 20 ticks).
+    log.sent(0.0, Observation(synthetic_frames(1, 32, 32)), None, fit=slow_fit)
     loop = run_loop(server_url, log, fit=slow_fit, ticks=20)
-    assert log.dropped > 0 and loop.stats.ticks == 20
+    assert log.dropped >= 20 - 2 and loop.stats.ticks == 20  # all but the queue's two
     release.set()
     log.close()
     assert log.failure is None
@@ -183,23 +190,25 @@ def test_a_viewer_that_dies_mid_run_does_not_stop_the_loop(server_url, viewer):
     process, _ = viewer
     log = RerunLog()
     robot = SimRobot(7, 0.05, frames=lambda t: synthetic_frames(1, 32, 32, t=t), task="stack")
+    observed = []
 
-    def apply(action: np.ndarray) -> None:
-        robot.apply(action)
-        if robot.steps == 5:
+    def observe() -> Observation:  # the viewer dies at the 5th tick, replies or not
+        observed.append(1)
+        if len(observed) == 5:
             signal_viewer(process, signal.SIGKILL)
+        return robot.observe()
 
     with ActionClient(server_url) as client:
         executor = ChunkExecutor(log.infer(client.infer), prefetch_at=4)
         loop = ControlLoop(
-            observe=robot.observe, executor=executor, apply_action=apply, rate_hz=40, log=log
+            observe=observe, executor=executor, apply_action=robot.apply, rate_hz=40, log=log
         )
         stats = loop.run(ticks=30)
         executor.close(5)
         told_at_once = failure_told(log)
     started = time.monotonic()
     log.close(timeout=2)
-    assert stats.ticks == 30 and robot.steps == stats.applied > 5
+    assert stats.ticks == 30 and robot.steps == stats.applied
     assert time.monotonic() - started < 30
     assert told_at_once and isinstance(log.failure, RuntimeError) and log.dropped > 0
 

@@ -237,7 +237,10 @@ def _read(
         ) from None
     try:
         with AnyReader([Path(path)], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as reader:
-            available = {c.topic: c.msgtype for c in reader.connections}
+            available: dict[str, list[str]] = {}
+            for connection in reader.connections:
+                found = available.setdefault(connection.topic, [])
+                found += [] if connection.msgtype in found else [connection.msgtype]
             _check_topics(path, topics, available)
             check_storages(reader, path, topics, integrity)
             chosen = [c for c in reader.connections if c.topic in topics]
@@ -254,16 +257,21 @@ def _read(
         raise RecordingError(f"cannot read the ROS bag {path}: {exc}") from exc
 
 
-def _check_topics(path: str, topics: Mapping[str, str], available: Mapping[str, str]) -> None:
-    """Each topic is in the bag, with a type its role reads."""
-    listing = ", ".join(f"{t} ({m})" for t, m in sorted(available.items())) or "none"
+def _check_topics(
+    path: str, topics: Mapping[str, str], available: Mapping[str, Sequence[str]]
+) -> None:
+    """Each topic is in the bag, with a type its role reads: every type it was recorded with
+    (a topic may have several connections)."""
+    listing = ", ".join(f"{t} ({' and '.join(m)})" for t, m in sorted(available.items()))
     for topic, name in topics.items():
         if topic not in available:
-            raise RecordingError(f"bag {path} has no topic {topic}; its topics: {listing}")
-        wanted = (JOINTS,) if name == STATE else (IMAGE, COMPRESSED)
-        if available[topic] not in wanted:
             raise RecordingError(
-                f"bag {path}: topic {topic} is {available[topic]}; "
+                f"bag {path} has no topic {topic}; its topics: {listing or 'none'}"
+            )
+        wanted = (JOINTS,) if name == STATE else (IMAGE, COMPRESSED)
+        if any(msgtype not in wanted for msgtype in available[topic]):
+            raise RecordingError(
+                f"bag {path}: topic {topic} is {' and '.join(available[topic])}; "
                 f"{'the state' if name == STATE else 'a camera'} takes {' or '.join(wanted)}"
             )
 
