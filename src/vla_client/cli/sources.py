@@ -196,14 +196,7 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
     kind = source_kind(args)
     state = parse_state(args.state)
     if kind == "obs":
-        steps = load_observations(args.obs)
-        if not steps:
-            raise RecordingError(f"recording {args.obs!r} holds no observations")
-        yield Source(
-            itertools.cycle([step.observation for step in steps]),
-            len(steps),
-            tuple(step.wall_time for step in steps),
-        )
+        yield _recording(args.obs)
     elif kind == "bag":
         bag = open_bag(args, state)
         yield Source(replay(bag), len(bag), bag.stamps)
@@ -213,16 +206,34 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
                 rig.capture(state=state, task=args.task).observation for _ in itertools.count()
             )
     elif kind == "images":
-        frames: dict[str, np.ndarray] = {}
-        for spec in args.image:
-            name, frame = _load_image_file(spec)
-            if name in frames:
-                raise argparse.ArgumentError(None, f"--image names camera {name!r} twice")
-            frames[name] = frame
+        frames = _image_files(args.image)
         yield Source(itertools.repeat(Observation(frames, state=state, task=args.task)))
     else:
         plan = plan or synthetic_plan(args)
         yield Source(_synthetic(plan, args.task))
+
+
+def _recording(path: str) -> Source:
+    """The observations of the recording at `path`, looped, with their recorded wall times."""
+    steps = load_observations(path)
+    if not steps:
+        raise RecordingError(f"recording {path!r} holds no observations")
+    return Source(
+        itertools.cycle([step.observation for step in steps]),
+        len(steps),
+        tuple(step.wall_time for step in steps),
+    )
+
+
+def _image_files(specs: list[str]) -> dict[str, np.ndarray]:
+    """The ``--image [NAME=]FILE`` frames by camera name; a name given twice is refused."""
+    frames: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, frame = _load_image_file(spec)
+        if name in frames:
+            raise argparse.ArgumentError(None, f"--image names camera {name!r} twice")
+        frames[name] = frame
+    return frames
 
 
 def state_text(text: str) -> str:

@@ -134,12 +134,7 @@ def parse_image_size(value: object) -> tuple[int, int] | None:
     """
     if value is None:
         return None
-    if isinstance(value, Mapping):
-        entries: list[Any] = [value.get("height"), value.get("width")]
-    elif isinstance(value, list | tuple):
-        entries = list(value)
-    else:
-        entries = [value, value]
+    entries = _size_entries(value)
     if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in entries):
         raise ProtocolError(f"metadata image_size {value!r} must be positive whole numbers")
     if len(entries) == 3:
@@ -152,6 +147,16 @@ def parse_image_size(value: object) -> tuple[int, int] | None:
             f"metadata image_size {value!r} is over the limit of {MAX_METADATA_PIXELS} pixels"
         )
     return height, width
+
+
+def _size_entries(value: object) -> list[Any]:
+    """An image size's entries as a list: a map's height and width, a list's items, or one
+    number twice (a square)."""
+    if isinstance(value, Mapping):
+        return [value.get("height"), value.get("width")]
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value, value]
 
 
 def check_metadata_bounds(metadata: Mapping[str, Any]) -> None:
