@@ -21,6 +21,20 @@ RAW_ENCODINGS = ("rgb8", "bgr8", "mono8", "rgba8", "bgra8")
 COMPRESSED_FORMATS = ("jpeg", "png")
 
 
+def depth_frames(
+    count: int, dtype: str, height: int = 24, width: int = 32, seed: int = 0
+) -> list[np.ndarray]:
+    """`count` random depth frames: uint16 millimetres over the whole range, or float32 metres
+    with the ZED's unknowns (NaN, +-infinity) in the first row."""
+    rng = np.random.default_rng(seed)
+    if dtype == "uint16":
+        return [rng.integers(0, 65536, (height, width), dtype=np.uint16) for _ in range(count)]
+    made = [rng.uniform(0.3, 20.0, (height, width)).astype(np.float32) for _ in range(count)]
+    for frame in made:
+        frame[0, :3] = [np.nan, np.inf, -np.inf]
+    return made
+
+
 def frames(count: int, height: int = 24, width: int = 32, seed: int = 0) -> list[np.ndarray]:
     """`count` random RGB frames: any bit lost on the way shows in a digest."""
     rng = np.random.default_rng(seed)
@@ -48,10 +62,12 @@ def write_bag(
     logged: Mapping[str, Sequence[float]] | None = None,
 ) -> Path:
     """A bag at `path`: per camera topic, (encoding, RGB frames, header stamps in seconds); the
-    encoding is a raw one or ``jpeg``/``png`` for a CompressedImage, or one such per frame. `joints`
-    is (topic, positions, stamps). Raw images get `row_padding` extra bytes a row, as some drivers
-    do. ``compression="zstd"`` compresses an MCAP bag's chunks. Messages are stored in the order
-    of their log times: their header stamps, or for a topic in `logged`, the times given there."""
+    encoding is a raw one or ``jpeg``/``png`` for a CompressedImage, or one such per frame; a
+    depth topic (``16UC1``, ``32FC1``) takes HxW uint16 or float32 frames, stored little-endian.
+    `joints` is (topic, positions, stamps). Raw images get `row_padding` extra bytes a row, as
+    some drivers do. ``compression="zstd"`` compresses an MCAP bag's chunks. Messages are stored
+    in the order of their log times: their header stamps, or for a topic in `logged`, the times
+    given there."""
     from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -119,7 +135,7 @@ def _raw(Image: type, header: object, frame: np.ndarray, encoding: str, padding:
     else:
         pixels = frame
     height, width = frame.shape[:2]
-    rows = np.ascontiguousarray(pixels).reshape(height, -1)
+    rows = np.ascontiguousarray(pixels).view(np.uint8).reshape(height, -1)  # depth: its bytes
     rows = np.concatenate([rows, np.full((height, padding), 7, np.uint8)], axis=1)
     return Image(
         header=header, height=height, width=width, encoding=encoding, is_bigendian=0,

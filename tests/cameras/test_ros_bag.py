@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ros_bags import frames, write_bag
+from ros_bags import STORAGES, depth_frames, frames, write_bag
 from vla_client.cameras.ros_bag import BagSource, _nearest
 from vla_client.errors import RecordingError
 
@@ -113,10 +113,55 @@ def test_topic_maps_without_a_camera_or_with_a_name_twice_are_refused(tmp_path):
 
 
 def test_an_unread_encoding_is_refused_naming_the_ones_read(tmp_path):
-    path = image_bag(tmp_path / "depth", encoding="16UC1", step=4, data=np.zeros(8, np.uint8))
-    assert refused_by(path, {"/cam": "depth"}) == (
-        f"bag {path}: /cam has encoding '16UC1'; read are rgb8, bgr8, mono8, rgba8, bgra8 "
-        "(message 1 of /cam, stamped 1.000000000 s)"
+    path = image_bag(tmp_path / "grey16", encoding="mono16", step=4, data=np.zeros(8, np.uint8))
+    assert refused_by(path, {"/cam": "grey"}) == (
+        f"bag {path}: /cam has encoding 'mono16'; read are rgb8, bgr8, mono8, rgba8, bgra8, "
+        "16UC1, 32FC1 (message 1 of /cam, stamped 1.000000000 s)"
+    )
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_depth_topics_become_depth_frames_bit_for_bit(tmp_path, storage):
+    """16UC1 and 32FC1 topics are `Observation.depth` frames of their own dtype, exactly (the
+    32FC1 NaN and infinities too), beside a colour topic, each with its header stamp."""
+    stamps = [1.0, 2.0]
+    colour, millimetres = frames(2, seed=1), depth_frames(2, "uint16", seed=2)
+    metres = depth_frames(2, "float32", seed=3)
+    bag = write_bag(
+        tmp_path / "rgbd", storage,
+        {"/color": ("rgb8", colour, stamps), "/depth/mm": ("16UC1", millimetres, stamps),
+         "/depth/m": ("32FC1", metres, [s + 0.01 for s in stamps])},
+        row_padding=3,
+    )  # fmt: skip
+    source = BagSource(bag, {"/color": "front", "/depth/mm": "mm", "/depth/m": "m"})
+    for k, observation in enumerate(source):
+        np.testing.assert_array_equal(observation.images["front"], colour[k])
+        assert set(observation.images) == {"front"} and set(observation.depth) == {"mm", "m"}
+        for name, want in (("mm", millimetres[k]), ("m", metres[k])):
+            got = observation.depth[name]
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        assert observation.capture_times == {"front": k + 1.0, "mm": k + 1.0, "m": k + 1.01}
+
+
+def test_a_depth_only_bag_reads(tmp_path):
+    bag = write_bag(tmp_path / "d", "sqlite3", {"/d": ("16UC1", depth_frames(1, "uint16"), [1.0])})
+    (observation,) = BagSource(bag, {"/d": "d"})
+    assert observation.images == {} and observation.depth["d"].dtype == np.uint16
+
+
+@pytest.mark.parametrize(
+    ("encodings", "turn"),
+    [(["rgb8", "16UC1"], "colour to 16UC1"), (["32FC1", "16UC1"], "32FC1 to 16UC1")],
+)
+def test_a_topic_that_changes_kind_mid_bag_is_refused_before_a_step(tmp_path, encodings, turn):
+    shots = [
+        frames(1)[0] if e == "rgb8" else depth_frames(1, "uint16" if e == "16UC1" else "float32")[0]
+        for e in encodings
+    ]
+    bag = write_bag(tmp_path / "mixed", "sqlite3", {"/cam": (encodings, shots, [1.0, 2.0])})
+    assert refused_by(bag, {"/cam": "cam"}) == (
+        f"bag {bag}: /cam turns from {turn}; a camera topic keeps one kind of image "
+        "(message 2 of /cam, stamped 2.000000000 s)"
     )
 
 

@@ -26,7 +26,7 @@ from openpi_client import msgpack_numpy
 
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.cli import main
-from vla_client.errors import DeadlineExceededError, ProtocolError, ServerErrorFrame
+from vla_client.errors import CodecError, DeadlineExceededError, ProtocolError, ServerErrorFrame
 from vla_client.protocol import websocket_url
 from vllm_omni_server import OmniServer, Refusal, keyed_actions
 
@@ -370,3 +370,21 @@ def test_a_reply_that_cannot_be_read_costs_the_connection(kind: str) -> None:
     assert state_sum(result) == 16.0
     assert dropped == {"unreadable reply": 1}
     assert omni.connections == 2
+
+
+@pytest.mark.parametrize("check_contract", [True, False])
+def test_depth_is_refused_in_one_line_and_nothing_is_sent(check_contract: bool) -> None:
+    """A family with messages of its own carries no depth: never dropped on the way."""
+    base = observation()
+    obs = Observation(base.images, base.state, base.task, depth={"d": np.zeros((4, 4), np.uint16)})
+    with (
+        server() as omni,
+        ActionClient(omni.url, check_contract=check_contract) as client,
+        pytest.raises(CodecError) as refused,
+    ):
+        client.infer(obs)
+    assert str(refused.value) == (
+        "this server family's messages carry no depth frames (d); depth travels on the action "
+        "API (HTTP or the /v1/actions/realtime websocket)"
+    )
+    assert omni.frames == []

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from robot_topics import COMPRESSED, IMAGE, compressed, image, joint_state
+from robot_topics import COMPRESSED, IMAGE, JAZZY, compressed, header, image, joint_state
 
 from vla_client.ros2.inputs import InputSync, image_type
 
@@ -143,3 +143,27 @@ def test_the_subscriptions_own_refusals_are_handed_on() -> None:
     sync.read()
     assert sync.refusals() == ["/wrist: a publisher sends another type; refused"]
     assert sync.refused == 2
+
+
+def test_a_depth_topic_is_read_as_depth_exactly() -> None:
+    """A 16UC1 camera (a RealSense's) becomes `Observation.depth`, every bit, not an image."""
+    millimetres = np.arange(4 * 6, dtype=np.uint16).reshape(4, 6) * 2731
+    raw = millimetres.astype("<u2").view(np.uint8).reshape(4, 12)
+    sync, wrist, top, state = inputs()
+
+    wrist.add(
+        JAZZY.types[IMAGE](
+            header=header(10.0), height=4, width=6, encoding="16UC1", is_bigendian=0, step=12,
+            data=raw.reshape(-1),
+        )
+    )  # fmt: skip
+    top.add(compressed(FRAME)(10.0))
+    state.add(JOINTS(10.0))
+    reading = sync.read()
+    assert reading is not None
+    assert set(reading.observation.images) == {"top"} and set(reading.observation.depth) == {
+        "wrist"
+    }
+    frame = reading.observation.depth["wrist"]
+    assert frame.dtype == np.uint16 and frame.tobytes() == millimetres.tobytes()
+    assert reading.observation.capture_times == pytest.approx({"wrist": 10.0, "top": 10.0})

@@ -1,27 +1,28 @@
 """Observations from a ROS 2 bag (sqlite3 or MCAP), read with `rosbags`: no ROS installation.
 
 A lab's robot logs are usually rosbag2 files: camera topics (``sensor_msgs/Image`` in rgb8, bgr8,
-mono8, rgba8 or bgra8, or ``sensor_msgs/CompressedImage`` in JPEG or PNG) and the joints
-(``sensor_msgs/JointState``). `BagSource` replays them as observations, synchronised the way
-`CameraRig` synchronises live cameras: each message of the first camera topic (the reference)
-takes, from every other camera topic and from the state topic, the message whose header stamp is
-nearest to its own; a step where one of them is further than `max_skew_s` away is left out (and
-counted in `skipped`), as the rig refuses a frame too old to go with the others. Each frame's
-header stamp (seconds of ROS time) travels as its capture time (`Observation.capture_times`), so
-the server sees when the frame was taken, and `stamps` gives the reference times, the pace of
-``send --rate recorded``.
+mono8, rgba8 or bgra8, or ``sensor_msgs/CompressedImage`` in JPEG or PNG), depth topics
+(``sensor_msgs/Image`` in 16UC1 or 32FC1, which become `Observation.depth` frames, exactly) and the
+joints (``sensor_msgs/JointState``). `BagSource` replays them as observations, synchronised the way
+`CameraRig` synchronises live cameras: each message of the first camera topic (the reference) takes,
+from every other camera topic and from the state topic, the message whose header stamp is nearest to
+its own; a step where one of them is further than `max_skew_s` away is left out (and counted in
+`skipped`), as the rig refuses a frame too old to go with the others. Each frame's header stamp
+(seconds of ROS time) travels as its capture time (`Observation.capture_times`), so the server sees
+when the frame was taken, and `stamps` gives the reference times, the pace of ``send --rate
+recorded``.
 
 A bag is read twice, and never held in memory. Building a `BagSource` reads every message of the
 chosen topics once, keeping only its header stamp: each image's type, encoding and size and each
-joint reading are checked there (`check_image`, `joint_positions`), so a topic that changes
-encoding mid-bag is refused before the first observation leaves, and the steps are planned from
-the stamps. Iterating reads the bag again in storage order and keeps only the messages a step
-still to come needs, handing each step out as soon as its messages are in: memory holds a few
-messages per topic, whatever the bag's length (more only where a topic's storage order strays
-far from its stamp order), beside an index of each message's stamp and last step (16 bytes).
-The storage's own checks run first (`bag_integrity`): damaged MCAP chunks are left out and
-counted (`integrity`), never read. ``rosbags`` is imported here, never by ``import vla_client``
-(the ``ros`` extra installs it).
+joint reading are checked there (`check_image`, `joint_positions`), so a topic that changes encoding
+mid-bag to one not read, or between colour, 16UC1 and 32FC1, is refused before the first observation
+leaves, and the steps are planned from the stamps. Iterating reads the bag again in storage order
+and keeps only the messages a step still to come needs, handing each step out as soon as its
+messages are in: memory holds a few messages per topic, whatever the bag's length (more only where a
+topic's storage order strays far from its stamp order), beside an index of each message's stamp and
+last step (16 bytes). The storage's own checks run first (`bag_integrity`): damaged MCAP chunks are
+left out and counted (`integrity`), never read. ``rosbags`` is imported here, never by ``import
+vla_client`` (the ``ros`` extra installs it).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ from vla_client.cameras.ros_messages import (
     IMAGE,
     JOINTS,
     check_image,
+    decode_depth,
     decode_image,
+    is_depth,
     joint_positions,
     stamp_seconds,
 )
@@ -158,23 +161,28 @@ class BagSource:
         return bool(self._last_use[topic][place] >= 0)
 
     def _observation(self, step: Mapping[str, _Message]) -> Observation:
-        images, times, state = {}, {}, self.state
+        images, depth, times, state = {}, {}, {}, self.state
         try:
             for topic, found in step.items():
-                if self.topics[topic] == STATE:
+                name = self.topics[topic]
+                if name == STATE:
                     state = joint_positions(found.message)
                     continue
-                images[self.topics[topic]] = decode_image(found.message, found.msgtype, topic=topic)
-                times[self.topics[topic]] = found.stamp
+                if is_depth(found.message, found.msgtype):
+                    depth[name] = decode_depth(found.message, found.msgtype, topic=topic)
+                else:
+                    images[name] = decode_image(found.message, found.msgtype, topic=topic)
+                times[name] = found.stamp
         except CodecError as exc:
             raise RecordingError(f"bag {self.path}: {exc}") from exc
-        return Observation(images, state=state, task=self.task, capture_times=times)
+        return Observation(images, state=state, task=self.task, capture_times=times, depth=depth)
 
 
 def _survey(path: str, topics: Mapping[str, str]) -> tuple[dict[str, np.ndarray], Integrity]:
     """Every message of the chosen topics checked without decoding a pixel; by topic, the
     messages' header stamps in storage order; and what the storage's checks found."""
     found: dict[str, list[float]] = {topic: [] for topic in topics}
+    kinds: dict[str, str] = {}  # per camera topic, what its first message is
     integrity = Integrity()
     for (topic, place), message in _read(path, topics, integrity):
         try:
@@ -182,6 +190,7 @@ def _survey(path: str, topics: Mapping[str, str]) -> tuple[dict[str, np.ndarray]
                 joint_positions(message.message)
             else:
                 check_image(message.message, message.msgtype, topic=topic)
+                _check_kind(kinds, topic, message)
         except CodecError as exc:
             raise RecordingError(
                 f"bag {path}: {exc} (message {place + 1} of {topic}, stamped {message.stamp:.9f} s)"
@@ -196,6 +205,18 @@ def _survey(path: str, topics: Mapping[str, str]) -> tuple[dict[str, np.ndarray]
             "of the chosen topics lost", path, integrity.damaged_chunks, integrity.lost_messages,
         )  # fmt: skip
     return {topic: np.array(stamps, np.float64) for topic, stamps in found.items()}, integrity
+
+
+def _check_kind(kinds: dict[str, str], topic: str, message: _Message) -> None:
+    """`CodecError` when `topic` turns from colour to depth, from depth to colour, or from one
+    depth encoding to the other: a camera's frames keep one kind (and a depth one its dtype)."""
+    kind = message.message.encoding.upper() if is_depth(message.message, message.msgtype) else ""
+    first = kinds.setdefault(topic, kind)
+    if kind != first:
+        raise CodecError(
+            f"{topic} turns from {first or 'colour'} to {kind or 'colour'}; a camera topic "
+            "keeps one kind of image"
+        )
 
 
 def _read(

@@ -1,4 +1,10 @@
-"""ROS 2 ``sensor_msgs`` messages read as numpy: camera images, joint positions, header stamps.
+"""ROS 2 ``sensor_msgs`` messages read as numpy: camera images, depth images, joint positions,
+header stamps.
+
+Depth images (``16UC1`` millimetres, ``32FC1`` metres, as RealSense and ZED drivers publish
+them) are read by `decode_depth` as HxW uint16 or float32 frames, exactly (in the byte order
+the message says), for `Observation.depth`; `decode_image` refuses them, so a depth topic never
+becomes a grey picture. `is_depth` tells which a message is.
 
 Shared by the bag reader (`vla_client.cameras.ros_bag`) and the live ROS 2 node
 (`vla_client.ros2`). A message is any object with the fields ``rosbags`` gives it (``rosbags``
@@ -21,8 +27,12 @@ IMAGE = "sensor_msgs/msg/Image"
 COMPRESSED = "sensor_msgs/msg/CompressedImage"
 JOINTS = "sensor_msgs/msg/JointState"
 ENCODINGS = ("rgb8", "bgr8", "mono8", "rgba8", "bgra8")
-"""The raw `sensor_msgs/Image` encodings read (8 bits a channel)."""
+"""The raw `sensor_msgs/Image` colour encodings read (8 bits a channel)."""
+DEPTH_ENCODINGS = ("16UC1", "32FC1")
+"""The raw `sensor_msgs/Image` depth encodings read: uint16 millimetres, float32 metres."""
 _CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
+_DEPTH: dict[str, np.dtype[Any]] = {"16uc1": np.dtype(np.uint16), "32fc1": np.dtype(np.float32)}
+_PIXEL_BYTES = {**_CHANNELS, **{name: dtype.itemsize for name, dtype in _DEPTH.items()}}
 _TO_RGB = {
     "bgr8": cv2.COLOR_BGR2RGB,
     "mono8": cv2.COLOR_GRAY2RGB,
@@ -36,9 +46,14 @@ _SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
 def decode_image(message: Any, msgtype: str, *, topic: str = "") -> np.ndarray:
     """An Image (`ENCODINGS`) or CompressedImage (JPEG, PNG) message as HxWx3 uint8 RGB.
 
-    `topic`, when given, is named in the error (``a /cam image of 2x2 rgb8 holds ...``).
+    `topic`, when given, is named in the error (``a /cam image of 2x2 rgb8 holds ...``). A depth
+    image (`DEPTH_ENCODINGS`) is a `CodecError`: read it with `decode_depth`.
     """
     check_image(message, msgtype, topic=topic)
+    if is_depth(message, msgtype):
+        raise CodecError(
+            f"{topic or 'the image'} is depth ({message.encoding}); read it with decode_depth"
+        )
     if msgtype == COMPRESSED:
         frame = cv2.imdecode(np.asarray(message.data, np.uint8), cv2.IMREAD_COLOR_RGB)
         if frame is None:
@@ -54,10 +69,35 @@ def decode_image(message: Any, msgtype: str, *, topic: str = "") -> np.ndarray:
     return np.ascontiguousarray(cv2.cvtColor(pixels, _TO_RGB[encoding]))
 
 
+def decode_depth(message: Any, msgtype: str, *, topic: str = "") -> np.ndarray:
+    """A depth Image message (``16UC1`` or ``32FC1``) as an HxW uint16 (millimetres) or float32
+    (metres) frame, exactly as published (invalid pixels too), in native byte order whatever
+    the message's ``is_bigendian``. Anything else is a `CodecError` naming what is read."""
+    check_image(message, msgtype, topic=topic)
+    if not is_depth(message, msgtype):
+        found = message.encoding if msgtype == IMAGE else msgtype
+        raise CodecError(
+            f"{topic or 'the image'} is not depth ({found}); depth images are {IMAGE} in "
+            f"{', '.join(DEPTH_ENCODINGS)}"
+        )
+    dtype = _DEPTH[message.encoding.lower()]
+    dtype = dtype.newbyteorder(">" if message.is_bigendian else "<")
+    height, width = int(message.height), int(message.width)
+    rows = np.asarray(message.data, np.uint8)[: height * int(message.step)]
+    rows = rows.reshape(height, int(message.step))[:, : width * dtype.itemsize]
+    frame = np.ascontiguousarray(rows).view(dtype).reshape(height, width)
+    return np.ascontiguousarray(frame, dtype=dtype.newbyteorder("="))
+
+
+def is_depth(message: Any, msgtype: str) -> bool:
+    """Whether `message` is a depth image (an Image in one of `DEPTH_ENCODINGS`)."""
+    return msgtype == IMAGE and str(message.encoding).lower() in _DEPTH
+
+
 def check_image(message: Any, msgtype: str, *, topic: str = "") -> None:
-    """What `decode_image` checks before it touches a pixel, cheap enough for every message of a
-    bag: the type, a raw image's encoding and whether its rows hold its pixels, a compressed
-    image's JPEG or PNG signature. Raises `CodecError` as `decode_image` does."""
+    """What `decode_image` and `decode_depth` check before they touch a pixel, cheap enough for
+    every message of a bag: the type, a raw image's encoding and whether its rows hold its
+    pixels, a compressed image's JPEG or PNG signature. Raises `CodecError` as they do."""
     if msgtype == COMPRESSED:  # format: "jpeg", "png", "rgb8; jpeg compressed bgr8"
         if not bytes(message.data[:8]).startswith(_SIGNATURES):
             raise CodecError(_undecodable(message, topic))
@@ -65,14 +105,14 @@ def check_image(message: Any, msgtype: str, *, topic: str = "") -> None:
     if msgtype != IMAGE:
         raise CodecError(f"{topic or 'a message'} is {msgtype}; images are {IMAGE} or {COMPRESSED}")
     encoding = message.encoding.lower()
-    if encoding not in _CHANNELS:
+    if encoding not in _PIXEL_BYTES:
         raise CodecError(
             f"{topic or 'the image'} has encoding {message.encoding!r}; "
-            f"read are {', '.join(ENCODINGS)}"
+            f"read are {', '.join(ENCODINGS + DEPTH_ENCODINGS)}"
         )
-    height, width, channels = int(message.height), int(message.width), _CHANNELS[encoding]
+    height, width, pixel = int(message.height), int(message.width), _PIXEL_BYTES[encoding]
     size = len(message.data)
-    if int(message.step) < width * channels or size < height * int(message.step):
+    if int(message.step) < width * pixel or size < height * int(message.step):
         raise CodecError(
             f"{_a(topic, 'image')} of {width}x{height} {encoding} holds {size} "
             f"bytes at a row step of {message.step}"

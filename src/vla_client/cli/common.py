@@ -33,6 +33,7 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     dumps,
+    encode_depth_value,
     encode_image_value,
     websocket_url,
 )
@@ -284,8 +285,12 @@ def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float,
 def bytes_per_camera(
     observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
 ) -> dict[str, int]:
-    """Bytes each camera's frame takes in a request body with this encoding and wire."""
-    return {
+    """Bytes each camera's frame (a depth camera's too) takes in a request body with this
+    encoding and wire."""
+    sizes = {
         name: len(dumps(encode_image_value(frame, encoding, wire, jpeg_quality=jpeg_quality), wire))
         for name, frame in observation.images.items()
     }
+    for name, frame in observation.depth.items():
+        sizes[name] = len(dumps(encode_depth_value(frame, encoding, wire), wire))
+    return sizes

@@ -28,6 +28,7 @@ from vla_client.client.options import ClientOptions, fill_in
 from vla_client.client.result import ActionResult, Timings
 from vla_client.codecs import frame_digest
 from vla_client.errors import (
+    CodecError,
     ConnectError,
     ContractError,
     DeadlineExceededError,
@@ -282,7 +283,10 @@ class RequestBook:
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
             sent_digests=(
-                {name: frame_digest(frame) for name, frame in observation.images.items()}
+                {
+                    name: frame_digest(frame)
+                    for name, frame in {**observation.images, **observation.depth}.items()
+                }
                 if digested
                 else None
             ),
@@ -385,7 +389,14 @@ class RequestBook:
         as steps: `observation` fitted to `metadata` (unless ``check_contract`` is off) and
         made a message by `encode` (in a worker thread, under asyncio), sent and answered by
         the family's `exchange` steps (the answer and its size in bytes) within the deadline,
-        and the answer read by `read` (the actions, their keys, the reply as `raw`)."""
+        and the answer read by `read` (the actions, their keys, the reply as `raw`). These
+        messages carry no depth: an observation with depth frames is refused (`CodecError`)."""
+        if isinstance(observation, Observation) and observation.depth:
+            raise CodecError(
+                "this server family's messages carry no depth frames "
+                f"({', '.join(observation.depth)}); depth travels on the action API (HTTP or "
+                "the /v1/actions/realtime websocket)"
+            )
         fitter = self.fitter(metadata if self.options.check_contract else None)
         prepared = yield Offload(
             partial(self.prepare_message, observation, fitter, encode, request_id, deadline_at)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from vla_client.protocol.families.gr00t_rtc import declare_rtc as declare_rtc
     from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
     from vla_client.protocol.image_forms import Encoding as Encoding
+    from vla_client.protocol.image_forms import encode_depth_value as encode_depth_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
     from vla_client.protocol.layouts import ALOHA as ALOHA
     from vla_client.protocol.layouts import DROID as DROID
@@ -94,6 +95,7 @@ _FACE = {
     "declare_rtc": "vla_client.protocol.families.gr00t_rtc",
     "ENCODINGS": "vla_client.protocol.image_forms",
     "Encoding": "vla_client.protocol.image_forms",
+    "encode_depth_value": "vla_client.protocol.image_forms",
     "encode_image_value": "vla_client.protocol.image_forms",
     "ALOHA": "vla_client.protocol.layouts",
     "DROID": "vla_client.protocol.layouts",

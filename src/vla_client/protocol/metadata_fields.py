@@ -96,6 +96,28 @@ def read_camera_aliases(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+DEPTH_DTYPES = ("uint16", "float32")
+"""The dtypes a depth camera may announce (`vla_client.codecs.depth.DEPTH_DTYPES`: codecs
+are not imported here)."""
+
+
+def read_depth_cameras(value: Any) -> dict[str, str]:
+    """``input.depth_cameras``: each depth camera's name -> the dtype of its frames,
+    ``"uint16"`` (millimetres) or ``"float32"`` (metres); absent or null: none (a server that
+    predates depth takes none). At most `MAX_METADATA_CAMERAS`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and v in DEPTH_DTYPES for k, v in value.items()
+    ):
+        raise ProtocolError(
+            "metadata input.depth_cameras must map camera names to "
+            f"{' or '.join(DEPTH_DTYPES)}, got {value!r}"
+        )
+    _check_camera_count(list(value))
+    return dict(value)
+
+
 def read_image_size_required(value: Any) -> bool:
     """``input.image_size_required``: true only when it is JSON ``true``; anything else
     (absent, null, ``"true"``, ``1``) announces a size without requiring it."""

@@ -4,7 +4,9 @@ The same rule as a bag's (`vla_client.cameras.ros_bag`): the first camera topic 
 reference; its newest readable message takes, from every other camera topic and from the state
 topic, the message whose header stamp is nearest to its own, and a set where one of them is
 further than `max_skew_s` away is not formed (an older reference message is tried instead). Each
-frame's header stamp travels as its capture time (`Observation.capture_times`).
+frame's header stamp travels as its capture time (`Observation.capture_times`). A depth camera
+(`16UC1`, `32FC1`) is read as the bag reader reads it (`decode_depth`) and travels in
+`Observation.depth`.
 
 Every message is read once, when it is first seen, with the bag reader's own functions
 (`vla_client.cameras.ros_messages`). One that cannot be read (an encoding not taken, data shorter
@@ -24,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 from vla_client.cameras.ros_messages import (
     COMPRESSED,
     IMAGE,
+    decode_depth,
     decode_image,
+    is_depth,
     joint_positions,
     stamp_seconds,
 )
@@ -154,7 +158,8 @@ class InputSync:
                 positions = joint_positions(message, self._joints)
                 names = self._joints if self._joints is not None else tuple(message.name)
                 return _Read(sample, stamp, positions, names)
-            return _Read(sample, stamp, decode_image(message, source.msgtype, topic=source.topic))
+            decode = decode_depth if is_depth(message, source.msgtype) else decode_image
+            return _Read(sample, stamp, decode(message, source.msgtype, topic=source.topic))
         except CodecError as exc:
             text = str(exc)
             return text if source.topic in text else f"{source.topic}: {text}"
@@ -182,12 +187,14 @@ class InputSync:
 
     def _reading_of(self, chosen: Mapping[str, _Read]) -> Reading:
         state = chosen[self._state.topic]
-        cameras = {topic: chosen[topic] for topic in self._cameras}
+        cameras = {self._names[topic]: chosen[topic] for topic in self._cameras}
+        frames = {name: read.value for name, read in cameras.items()}
         observation = Observation(
-            {self._names[topic]: read.value for topic, read in cameras.items()},
+            {name: frame for name, frame in frames.items() if frame.ndim == 3},
             state=state.value,
             task=self._task,
-            capture_times={self._names[topic]: read.stamp for topic, read in cameras.items()},
+            capture_times={name: read.stamp for name, read in cameras.items()},
+            depth={name: frame for name, frame in frames.items() if frame.ndim == 2},
         )
         return Reading(
             observation,

@@ -7,6 +7,10 @@ ndarray costs almost nothing to hand to another process, so no Python object tre
 process boundary. Every request SGLang's ``/v1/actions/generations`` accepts is accepted here;
 what SGLang would turn into a 500 or a silent wrong answer is a `CodecError` naming the field.
 
+Depth frames come apart from images, under ``depth`` (``input.observation.depth``, or a flat
+request's top level): each becomes an HxW uint16 or float32 array (`decode_depth_value`), from
+an array, a tensor payload or a 16-bit grey PNG, never converted.
+
 The one exception, asked for with ``keep_jpeg``: a server whose policy decodes JPEG on its own
 device (a GPU) gets each colour JPEG frame as the file's bytes, a 1-D uint8 array, checked
 here (header, size limit, end marker) but not decoded.
@@ -24,6 +28,7 @@ from PIL import Image
 
 from vla_client.codecs.arrays import pixel_list_to_array, tensor_payload_to_array
 from vla_client.codecs.b64 import b64decode_text
+from vla_client.codecs.depth import as_depth_frame, decode_depth_png
 from vla_client.codecs.frames import as_rgb_frame
 from vla_client.codecs.image_decode import DEFAULT_MAX_PIXELS, decode_image_bytes
 from vla_client.codecs.parallel import map_frames
@@ -57,6 +62,8 @@ class DecodedRequest:
     flat: bool = False
     capture_times: dict[str, float] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+    depth: dict[str, np.ndarray] = field(default_factory=dict)
+    """Depth frames by camera name, HxW uint16 or float32 (`decode_depth_value`)."""
 
     @property
     def output_format(self) -> Literal["list", "numpy"]:
@@ -101,6 +108,7 @@ def decode_payload(
         runtime_raw = _runtime(payload)
     task = _task(observation, task)
     images = _decode_images(_pop_images(observation, prefix, limits), limits, keep_jpeg)
+    depth = _decode_depth(observation.pop("depth", None), prefix, limits)
     state = _decode_state(observation, prefix)
     capture_times = _capture_times(observation.pop("capture_times", None), prefix)
     return DecodedRequest(
@@ -114,6 +122,7 @@ def decode_payload(
         flat=flat,
         capture_times=capture_times,
         extras={k: v for k, v in observation.items() if k not in FLAT_PARAMETER_KEYS},
+        depth=depth,
     )
 
 
@@ -263,6 +272,49 @@ def _image_bytes(value: Any, where: str) -> bytes | None:
         encoded = value.get("b64_json", value.get("base64"))
         return b64decode_text(encoded, field=where) if isinstance(encoded, str | bytes) else None
     return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+
+
+def _decode_depth(value: Any, prefix: str, limits: DecodeLimits) -> dict[str, np.ndarray]:
+    """The ``depth`` object's frames by camera name; none when absent."""
+    if value is None:
+        return {}
+    where = f"{prefix}depth"
+    if not isinstance(value, dict):
+        raise CodecError("depth must be an object keyed by camera name", field=where)
+    if len(value) > limits.max_cameras:
+        raise PayloadTooLargeError(
+            f"{len(value)} depth cameras, over the limit of {limits.max_cameras}", field=where
+        )
+    return {
+        str(name): decode_depth_value(
+            frame, field=f"{where}.{name}", max_pixels=limits.max_image_pixels
+        )
+        for name, frame in value.items()
+    }
+
+
+def decode_depth_value(
+    value: Any, *, field: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> np.ndarray:
+    """One depth frame as a C-contiguous HxW uint16 or float32 array: an ndarray (msgpack), a
+    tensor payload ``{values|data, dtype, shape}`` or a 16-bit grey PNG (``{"b64_json": ...}``
+    or, on msgpack, its bytes). A pixel list (no dtype), a JPEG, an 8-bit PNG or another dtype
+    is a `CodecError` naming what depth takes."""
+    if isinstance(value, PreEncoded):
+        value = loads(value.data, value.wire)
+    data = _image_bytes(value, field or "depth")
+    if data is not None:
+        return decode_depth_png(data, max_pixels=max_pixels, field=field)
+    if isinstance(value, dict) and any(value.get(k) is not None for k in ("values", "data")):
+        value = tensor_payload_to_array(value, field=field)
+    if not isinstance(value, np.ndarray):
+        raise CodecError(
+            f"a depth frame is an array, a tensor payload with its dtype or a 16-bit PNG, "
+            f"got {type(value).__name__}",
+            field=field,
+        )
+    _check_array_pixels(value, max_pixels, field)
+    return as_depth_frame(value, field=field)
 
 
 def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:
