@@ -134,6 +134,7 @@ class ClientBase(Generic[TransportT]):
         check_contract: bool = True,
         max_reply_bytes: int | None = None,
         state_split: Mapping[str, int] | None = None,
+        connect_timeout_s: float | None = None,
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
@@ -161,9 +162,12 @@ class ClientBase(Generic[TransportT]):
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
         check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
-        if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
-            raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
-                             "the transport passed in")  # fmt: skip
+        check_positive("connect_timeout_s", connect_timeout_s, allow_none=True)
+        for name, value in (("max_reply_bytes", max_reply_bytes),
+                            ("connect_timeout_s", connect_timeout_s)):  # fmt: skip
+            if value is not None and not (transport is None or isinstance(transport, str)):
+                raise ValueError(f"{name} is for the transport the client opens; set it on "
+                                 "the transport passed in")  # fmt: skip
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
@@ -172,6 +176,13 @@ class ClientBase(Generic[TransportT]):
             given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
             if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
                 given["api_key"] = api_key
+            if connect_timeout_s is not None:
+                if kind != "zmq":
+                    raise ValueError(
+                        "connect_timeout_s is for GR00T's server (a tcp:// URL); other servers "
+                        "refuse a connection at once or take timeout_s"
+                    )
+                given["connect_timeout_s"] = connect_timeout_s
             if kind == "websocket":
                 given["endpoint"] = endpoint
             transport = cast("TransportT", opener(base_url, **given))
