@@ -333,7 +333,7 @@ ERROR_CLASSES = [
 
 SERVER_ERRORS = {
     "InferenceError", "WorkerStartError", "PolicyLoadError", "PolicyStartError",
-    "PolicyOutputError",
+    "PolicyOutputError", "PolicyInputError",
 }  # fmt: skip
 
 

@@ -456,7 +456,7 @@ def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -
 def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
     """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
     from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
-    from vla_client.protocol.rtc import announced
+    from vla_client.protocol.rtc import announced, where_to_find
 
     if server is None:
         raise ValueError(
@@ -469,6 +469,8 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
             if server.policy_family == GR00T_FAMILY
             else ""
         )
+        if found := where_to_find(server.server):
+            declare = f" ({found})"
         raise ModeNotSupportedError(
             f"mode 'rtc': the server ({server.model or 'unnamed'}) announces no real-time "
             f"chunking; it supports modes {', '.join(CLIENT_MODES)}{declare}"
