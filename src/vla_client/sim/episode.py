@@ -180,7 +180,8 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it), or only every `record_every` ticks'.
+    tick's observation to with the action applied on it (``vla-client view`` shows it,
+    ``vla-client export`` makes it a LeRobot dataset), or only every `record_every` ticks'.
     `reset` starts the server's episode (`ActionClient.reset`), after the world's. An exception
     from `world` (its reset, frames, state or step) ends the episode with the reason in
     `EpisodeResult.error`. `log` logs the episode to Rerun under ``MODE-DELAYms-seedN/``, on the
@@ -221,7 +222,7 @@ def run_episode(
         name = f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}"
         log.start(name, gate=gate, watchdog=watchdog)
         log.use_clock(clock, config.period_s)
-    writer = _writer(record, world, seed, config)
+    writer = _writer(record, world, seed, config, record_every)
     wall_start = time.time()
     started = clock()
     current: Observation | None = None
@@ -260,9 +261,10 @@ def run_episode(
                     skipped += due.skipped
                     executor.skip(due.skipped)
             current = None
-            if writer is not None and tick % record_every == 0:
-                writer.write(observe(), wall_time=wall_start + clock() - started)
             action = _action(executor, observe, watchdog, gate)
+            if writer is not None and tick % record_every == 0:  # with the action it takes
+                wall_time = wall_start + clock() - started
+                writer.write(observe(), wall_time=wall_time, applied_action=action)
             if log is not None:  # the tick's reading, before the action moves the world
                 log.tick(clock(), observe(), action)
             seams.add(action, executor.source)
@@ -385,12 +387,14 @@ def _one_line(exc: BaseException | None) -> str:
 
 
 def _writer(
-    record: Path | None, world: World, seed: int, config: EvalConfig
+    record: Path | None, world: World, seed: int, config: EvalConfig, record_every: int
 ) -> ObservationWriter | None:
     if record is None:
         return None
     return ObservationWriter(
         record,
+        source="eval",
+        fps=config.rate_hz / record_every,
         seed=seed,
         mode=config.mode,
         rate_hz=config.rate_hz,
