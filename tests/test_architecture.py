@@ -31,8 +31,9 @@ from vla_client.server import LocalServer, ServerConfig, create_app
 
 SRC = Path(vla_client.__file__).parent
 HEAVY = ("torch", "fastapi", "starlette", "uvicorn", "jupyter", "IPython", "matplotlib", "zmq")
-OPTIONAL_READERS = ("rerun", "rosbags", "pyarrow")
-"""Rerun and ROS bags load when a command logs to Rerun or reads a bag, never on import."""
+OPTIONAL_READERS = ("rerun", "rosbags", "pyarrow", "zenoh")
+"""Rerun, ROS bags and Zenoh load when a command logs to Rerun, reads a bag or joins a ROS 2
+graph, never on import."""
 HTTP_STACK = ("httpx", "fastapi", "starlette", "uvicorn", "websockets", "h11")
 SERVER_DECODERS = (
     "vla_client.codecs.image_decode",
@@ -204,6 +205,8 @@ RULES: dict[str, tuple[str, ...]] = {
     # Robot-side: a LeRobot robot drives the loop and its recordings export; no server code.
     "vla_client.lerobot": ("vla_client.server", "vla_client.cli", "vla_client.client.core",
                            "vla_client.transports"),
+    # A live ROS 2 node drives the loop with the client; it needs no server code.
+    "vla_client.ros2": ("vla_client.server", "vla_client.cli"),
     # The robot's halves of the shared layers never reach for the server's halves.
     "vla_client.codecs.image_encode": SERVER_HALVES,
     "vla_client.protocol.image_forms": SERVER_HALVES,
@@ -270,6 +273,24 @@ def test_imports_point_one_way(module: str) -> None:
         if within(module, (package,)):
             for imported in imports_of(MODULES[module], with_type_checking=True):
                 assert within(imported, (*ALWAYS_ALLOWED, package, *allowed)), imported
+
+
+def test_zenoh_is_imported_only_by_the_ros2_package() -> None:
+    """The ``ros2`` extra's session library stays behind vla_client.ros2 (and so out of every
+    other part's import time and requirements)."""
+    outside = []
+    for name, path in MODULES.items():
+        if within(name, ("vla_client.ros2",)):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported = [node.module or ""]
+            else:
+                continue
+            outside += [f"{name}: {m}" for m in imported if m.split(".")[0] == "zenoh"]
+    assert outside == []
 
 
 def test_no_import_circles() -> None:

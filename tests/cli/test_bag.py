@@ -10,6 +10,7 @@ import pytest
 
 from oracles import oracle_actions
 from ros_bags import COMPRESSED_FORMATS, RAW_ENCODINGS, STORAGES, as_rgb, frames, write_bag
+from timing import paced
 from vla_client.recording import load_action_chunks, load_observations
 from vla_client.server.policy import PolicyInput
 
@@ -110,7 +111,7 @@ def test_rate_recorded_keeps_the_pace_of_the_header_stamps(cli, counting_server,
     )
     assert run.code == 0, run.err
     arrivals = counting_server.policy.arrivals
-    assert arrivals[2] - arrivals[0] == pytest.approx(0.7, rel=0.15)
+    assert paced(arrivals[2] - arrivals[0], 0.7)
 
 
 @pytest.mark.parametrize(
@@ -162,3 +163,20 @@ def test_record_refuses_a_topic_without_a_bag(cli, usage_error, tmp_path):
     line = usage_error(cli("record", str(tmp_path / "x.vlaobs"), "--topic", "/a=a"))
     assert "--topic names the topics of a --bag; add --bag PATH" in line
     assert "(see 'vla-client record --help')" in line
+
+
+def test_a_topic_that_changes_encoding_mid_bag_is_refused_before_anything_is_sent(
+    cli, counting_server, tmp_path, error_line
+):
+    """Six rgb8 frames, then the camera driver switched to bayer_rggb8: the bag is refused
+    whole, naming the first message it cannot read, and the server sees no request."""
+    encodings = ["rgb8"] * 6 + ["bayer_rggb8"] * 4
+    stamps = [T0 + 0.1 * i for i in range(10)]
+    bag = write_bag(tmp_path / "switch", "mcap", {"/cam": (encodings, frames(10), stamps)})
+    run = cli("send", counting_server.url, "--bag", str(bag), "--topic", "/cam=wrist")
+    assert run.code == 1
+    assert error_line(run.err) == (
+        f"vla-client: error: bag {bag}: /cam has encoding 'bayer_rggb8'; read are rgb8, bgr8, "
+        f"mono8, rgba8, bgra8 (message 7 of /cam, stamped {stamps[6]:.9f} s)"
+    )
+    assert counting_server.requests == 0

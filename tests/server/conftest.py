@@ -1,4 +1,5 @@
-"""Fixtures of the server tests: a policy plugin, installed the way a package installs one."""
+"""Fixtures of the server tests: a policy plugin, installed the way a package installs one, and
+a temporary folder of the test's own for the servers it starts."""
 
 from __future__ import annotations
 
@@ -36,3 +37,14 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     sys.modules.pop("acme_policies", None)
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path) -> Path:
+    """A temporary folder of the test's own for the servers it starts (`start_serve`'s
+    ``runtime_dir``): `serve` keeps its private folder there and, when it starts, removes
+    the ones dead servers left there, so no other server on the machine, of this run or
+    another, touches what the test looks at."""
+    folder = tmp_path / "runtime"
+    folder.mkdir()
+    return folder

@@ -40,7 +40,7 @@ def test_a_socket_that_timed_out_is_closed_and_the_next_call_opens_a_new_one() -
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError):
             transport.call(PING, timeout_s=0.1)
-        assert time.monotonic() - started < 0.4
+        assert time.monotonic() - started < 2.0  # the call's 0.1 s, not the transport's 5 s
         assert transport._sockets is None  # closed, not kept for its late reply
         server.delay_s = 0.0
         assert from_bytes(transport.call(PING))["status"] == "ok"
@@ -137,7 +137,7 @@ def test_an_async_call_keeps_to_its_own_timeout_on_a_socket_of_the_shared_contex
         started = time.monotonic()
         with pytest.raises(RequestTimeoutError) as waited:
             await transport.call(PING, timeout_s=0.1)
-        assert time.monotonic() - started < 0.4
+        assert time.monotonic() - started < 2.0  # the call's 0.1 s, not the transport's 5 s
         assert str(waited.value) == f"no reply from {url} within 0.1 s; {LONGER_TIMEOUT}"
         transport._opened()
         assert transport._sockets is not None

@@ -45,6 +45,7 @@ from vla_client.cli.common import (
     server_metadata,
     stage_percentiles,
 )
+from vla_client.cli.control_options import add_chunk_options, add_watchdog_options
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
@@ -55,7 +56,7 @@ from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.chunk import CLIENT_MODES
 from vla_client.control.safety import SafetyGate
-from vla_client.control.watchdog import BEHAVIOURS, Watchdog
+from vla_client.control.watchdog import Watchdog
 from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
@@ -120,13 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                            help="episodes per delay and mode")  # fmt: skip
     run_group.add_argument("--seed", type=non_negative_int, default=0,
                            help="the first episode's seed; episode i has seed + i")  # fmt: skip
-    run_group.add_argument(
-        "--prefetch-at", type=non_negative_int, default=None, metavar="N",
-        help="ask for the next chunk when N actions are left, below the server's action horizon "
-        "(default: half of it)",
-    )  # fmt: skip
-    run_group.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
-                           help="steps cross-faded in --mode blended")  # fmt: skip
+    add_chunk_options(run_group)
     run_group.add_argument(
         "--declare-rtc", action="store_true",
         help="with --mode rtc against GR00T's server, which announces nothing: your word that "
@@ -145,12 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--give-up-s", type=positive_float, default=1.0, metavar="SECONDS",
         help="mark an episode failed when its requests fail with no chunk for this long",
     )  # fmt: skip
-    run_group.add_argument(
-        "--watchdog", type=positive_float, default=None, metavar="SECONDS",
-        help="a Watchdog with this timeout between the executor and the robot",
-    )  # fmt: skip
-    run_group.add_argument("--watchdog-behaviour", choices=BEHAVIOURS, default="hold",
-                           help="what the watchdog does when it trips")  # fmt: skip
+    add_watchdog_options(run_group)
     env_group = parser.add_argument_group("the robot (default: the built-in reach task)")
     env_group.add_argument("--env", metavar="ID", help="a Gymnasium environment id instead")
     env_group.add_argument(
