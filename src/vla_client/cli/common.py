@@ -224,11 +224,12 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
 def connect_option(args: argparse.Namespace) -> dict[str, float]:
     """``--connect-timeout`` as `ActionClient`'s keyword, for GR00T's server only (a usage
     error elsewhere: other servers refuse a connection at once)."""
-    if args.connect_timeout is None:
+    seconds = getattr(args, "connect_timeout", None)  # commands without the option: None
+    if seconds is None:
         return {}
     if not is_gr00t(args):
         raise argparse.ArgumentError(None, "--connect-timeout is for GR00T's server (tcp:// URLs)")
-    return {"connect_timeout_s": args.connect_timeout}
+    return {"connect_timeout_s": seconds}
 
 
 def server_metadata(client: ActionClient) -> ActionMetadata | None:
