@@ -18,9 +18,12 @@ evaluator names the ``endpoint`` of each request.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from websockets.sync.client import connect
@@ -28,8 +31,9 @@ from websockets.sync.client import connect
 from digest_policy import DigestPolicy, sha256_rows
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.errors import ServerErrorFrame
+from vla_client.recording import load_observations
 from vla_client.server import LocalServer, ServerConfig, create_app
-from vla_client.server.config import ProtocolSettings
+from vla_client.server.config import ProtocolSettings, RecordSettings
 from vla_client.server.policy import PolicyInput, PolicySpec
 
 pytest.importorskip("zmq")
@@ -320,3 +324,179 @@ def test_our_clients_on_roboarena_get_the_chunk_of_their_frames(
         actions = run_async(AsyncActionClient(url, **options), observation)
     named = {cameras[name]: frame for name, frame in observation.images.items()}
     np.testing.assert_array_equal(actions, arena_rows(named, observation.state))
+
+
+# What every request gets, a family's too -------------------------------------------------
+
+
+class GatedLoad(DigestPolicy):
+    """`DigestPolicy`, whose `load` waits for the file `gate` to exist (ten seconds at most)."""
+
+    def __init__(self, gate: Path) -> None:
+        super().__init__(camera_names=("front",))
+        self.gate = gate
+
+    def load(self) -> None:
+        deadline = time.monotonic() + 10
+        while not self.gate.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def test_gr00t_pings_while_the_policy_loads_and_refuses_actions_until_it_is_ready(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "loaded"
+    app = create_app(
+        GatedLoad(gate), ServerConfig(in_process=True, protocol=ProtocolSettings("gr00t", port=0))
+    )
+    server = LocalServer(app).start(wait_ready=False)
+    port = int(app.state.protocol_url.rsplit(":", 1)[1])
+    client = PolicyClient(host="127.0.0.1", port=port)
+    images = frames(("front",))
+    observation = {
+        "video": {"front": images["front"][None, None]},
+        "state": {"state": np.zeros((1, 1, 1), np.float32)},
+        "language": {LANGUAGE: [[TASK]]},
+    }
+    try:
+        assert client.ping()
+        with pytest.raises(RuntimeError, match="the policy is loading"):
+            client.get_action(observation)
+        gate.touch()
+        deadline = time.monotonic() + 15
+        while app.state.pipeline.startup.state == "loading" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        actions, _ = client.get_action(observation)
+    finally:
+        client.close()
+        server.stop()
+    np.testing.assert_array_equal(actions["action"][0], sha256_rows(images, np.zeros(1)))
+
+
+def test_a_familys_requests_are_recorded_and_counted(tmp_path: Path) -> None:
+    """--record and /metrics see a family's requests as they see any other."""
+    settings = ServerConfig(
+        in_process=True,
+        protocol=ProtocolSettings("vllm-omni"),
+        record=RecordSettings(str(tmp_path / "record")),
+    )
+    observation = Observation(frames(("front", "wrist")), state=np.arange(3) / 3, task=TASK)
+    with LocalServer(create_app(DigestPolicy(), settings)) as server:
+        with ActionClient(f"ws://127.0.0.1:{server.port}{OMNI_PATH}") as client:
+            actions = client.infer(observation).actions
+        metrics = httpx.get(f"{server.url}/metrics").text
+    assert f'route="{OMNI_PATH}",status="200"' in metrics
+    (recording,) = (tmp_path / "record").iterdir()
+    (step,) = load_observations(recording)
+    named = dict(zip(("image_0", "image_1"), observation.images.values(), strict=True))
+    assert step.observation.images.keys() == named.keys()
+    for name, frame in named.items():
+        np.testing.assert_array_equal(step.observation.images[name], frame)
+    assert step.observation.task == TASK
+    np.testing.assert_array_equal(actions, sha256_rows(named, observation.state))
+
+
+def test_gr00ts_requests_are_counted_under_its_name() -> None:
+    settings = ServerConfig(in_process=True, protocol=ProtocolSettings("gr00t", port=0))
+    with LocalServer(create_app(DigestPolicy(camera_names=("front",)), settings)) as server:
+        port = int(server.app.state.protocol_url.rsplit(":", 1)[1])
+        client = PolicyClient(host="127.0.0.1", port=port)
+        try:
+            client.ping()
+            with pytest.raises(RuntimeError):
+                client.call_endpoint("teleport", requires_input=False)
+        finally:
+            client.close()
+        metrics = httpx.get(f"{server.url}/metrics").text
+    assert 'route="gr00t",status="200"' in metrics
+    assert 'route="gr00t",status="400"' in metrics
+
+
+# What each family announces, from the policy's spec ---------------------------------------
+
+
+def spec(**fields: Any) -> PolicySpec:
+    return PolicySpec(family="t", action_horizon=4, action_dim=8, **fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "asked"),
+    [
+        ({}, {"exterior_image_1_left": "exterior_image_1_left",
+              "wrist_image_left": "wrist_image_left"}),
+        ({"camera_names": ("wrist_image_left", "exterior_image_2_left")},
+         {"exterior_image_2_left": "exterior_image_2_left",
+          "wrist_image_left": "wrist_image_left"}),
+        ({"camera_names": ("wrist", "left"),
+          "camera_aliases": {"wrist_image_left": "wrist", "exterior_image_1_left": "left"}},
+         {"exterior_image_1_left": "left", "wrist_image_left": "wrist"}),
+        ({"camera_names": ("top",)}, {"exterior_image_1_left": "top"}),
+        ({"camera_names": ("top", "hand")},
+         {"exterior_image_1_left": "top", "wrist_image_left": "hand"}),
+        ({"camera_names": ("a", "b", "c")},
+         {"exterior_image_1_left": "a", "exterior_image_2_left": "b", "wrist_image_left": "c"}),
+    ],
+)  # fmt: skip
+def test_roboarena_asks_for_the_policys_cameras(
+    fields: dict[str, Any], asked: dict[str, str]
+) -> None:
+    from vla_client.server.edge.families.roboarena import arena_cameras, config_document
+
+    assert arena_cameras(spec(**fields)) == asked
+    config = config_document(spec(**fields))
+    assert config["needs_wrist_camera"] == ("wrist_image_left" in asked)
+    assert config["n_external_cameras"] == len(asked) - config["needs_wrist_camera"]
+
+
+def test_roboarena_refuses_a_policy_its_messages_cannot_carry() -> None:
+    from vla_client.server.edge.families.roboarena import check
+
+    settings = ProtocolSettings("roboarena")
+    with pytest.raises(ValueError, match=r"at most 3 cameras .* takes 4"):
+        check(spec(camera_names=("a", "b", "c", "d")), settings)
+    with pytest.raises(ValueError, match=r"state is 8 values .* this policy takes 7"):
+        check(spec(state_dim=7), settings)
+    check(spec(state_dim=8, image_size=(180, 320)), settings)
+
+
+def test_vllm_omni_and_gr00t_configs_come_from_the_spec() -> None:
+    from vla_client.server.edge.families import gr00t, vllm_omni
+
+    sized = spec(image_size=(180, 320))
+    omni = vllm_omni.config_document(sized, ProtocolSettings("vllm-omni"))
+    assert omni == {"action_horizon": 4, "needs_session_id": False, "image_resolution": [180, 320]}
+    config = gr00t.modality_config(spec(), ProtocolSettings("gr00t"))
+    keys = {name: block["as_json"]["modality_keys"] for name, block in config.items()}
+    assert keys == {
+        "video": ["camera"], "state": ["state"], "action": ["action"],
+        "language": ["annotation.human.task_description"],
+    }  # fmt: skip
+    assert config["action"]["as_json"]["delta_indices"] == [0, 1, 2, 3]
+
+
+class DroidCheckpoint:
+    """What an openpi DROID checkpoint is to the server: ``infer(obs) -> {"actions"}``. Its
+    actions are the digest of the frames it was handed, as `arena_rows` lays them out."""
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        images = {name: obs[f"observation/{name}"] for name in DROID_CAMERAS}
+        state = np.concatenate(
+            [obs["observation/joint_position"], obs["observation/gripper_position"]]
+        )
+        return {"actions": arena_rows(images, state)}
+
+
+DROID_CAMERAS = ("exterior_image_1_left", "wrist_image_left")
+
+
+def test_roboarenas_client_drives_an_openpi_droid_policy_served_here() -> None:
+    from vla_client.server.policies import OpenpiPolicy
+
+    policy = OpenpiPolicy(DroidCheckpoint(), layout="droid", action_horizon=9, action_dim=8)
+    with served(policy, ProtocolSettings("roboarena"), in_process=True) as server:
+        client = websocket_client_policy.WebsocketClientPolicy("127.0.0.1", server.port)
+        images, state = frames(DROID_CAMERAS), np.arange(8, dtype=np.float64) / 8
+        actions = client.infer(evaluator_request(images, state))
+        with connect(f"ws://127.0.0.1:{server.port}/openpi/policy") as ws:  # openpi's stays
+            assert msgpack_numpy.unpackb(ws.recv())["policy_family"] == "openpi"
+    np.testing.assert_array_equal(actions, arena_rows(images, state))

@@ -9,6 +9,8 @@ themselves are `vla_client.server.edge.families`.
 
 from __future__ import annotations
 
+import socket
+
 from vla_client.server.config import ProtocolSettings
 from vla_client.server.edge.families import FAMILIES, check_family
 from vla_client.server.edge.families.gr00t import zmq_host
@@ -35,6 +37,8 @@ def check_protocol(
         raise ValueError(f"{flag} serves one ZeroMQ socket; drop --api-servers")
     try:
         bind_listener(zmq_host(host).strip("[]"), settings.bound_port).close()
+    except socket.gaierror as exc:
+        raise ValueError(f"--host {host}: no such interface or name ({exc.strerror})") from None
     except OSError as exc:
         raise ValueError(
             f"--protocol-port {settings.bound_port}: cannot listen there for GR00T's socket "

@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -197,10 +199,12 @@ class Gr00tRoute:
 
 
 def zmq_host(host: str) -> str:
-    """`host` as ZeroMQ binds it (an address; it resolves no names but ``*``)."""
-    if host == "localhost":
-        return "127.0.0.1"
-    return f"[{host}]" if ":" in host else host
+    """`host` as ZeroMQ binds it: an address (IPv6 in brackets), as it resolves no names."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = ipaddress.ip_address(socket.gethostbyname(host))
+    return f"[{address}]" if address.version == 6 else str(address)
 
 
 @contextlib.asynccontextmanager
@@ -213,30 +217,31 @@ async def serve_socket(pipeline: Pipeline, config: ServerConfig) -> AsyncIterato
     assert settings is not None
     route = Gr00tRoute(pipeline, settings, config.api_key)
     context = zmq.asyncio.Context()
-    socket = context.socket(zmq.REP)
-    socket.setsockopt(zmq.LINGER, 0)
+    replies = context.socket(zmq.REP)
+    replies.setsockopt(zmq.LINGER, 0)
     host = zmq_host(config.host)
     if host.startswith("["):
-        socket.setsockopt(zmq.IPV6, 1)
+        replies.setsockopt(zmq.IPV6, 1)
     try:
         if settings.bound_port == 0:
-            port = socket.bind_to_random_port(f"tcp://{host}")
+            port = replies.bind_to_random_port(f"tcp://{host}")
         else:
             port = settings.bound_port
-            socket.bind(f"tcp://{host}:{port}")
+            replies.bind(f"tcp://{host}:{port}")
     except zmq.ZMQError:
-        socket.close()
+        replies.close()
         context.term()
         raise
     url = f"tcp://{host}:{port}"
     log.info("GR00T's policy server (ZeroMQ) on %s", url)
+    pipeline.metrics.routes = pipeline.metrics.routes | {METRICS_ROUTE}
 
     async def serve() -> None:
         while True:
-            frame = await socket.recv()
+            frame = await replies.recv()
             answer, status = await route.answer(frame)
             pipeline.metrics.count(METRICS_ROUTE, status)
-            await socket.send(packb(answer))
+            await replies.send(packb(answer))
 
     task = asyncio.ensure_future(serve())
     try:
@@ -245,5 +250,5 @@ async def serve_socket(pipeline: Pipeline, config: ServerConfig) -> AsyncIterato
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        socket.close()
+        replies.close()
         context.term()
