@@ -36,7 +36,7 @@ from vla_client.server import LocalServer, ServerConfig, create_app
 from vla_client.server.config import ProtocolSettings, RecordSettings
 from vla_client.server.policy import PolicyInput, PolicySpec
 
-pytest.importorskip("zmq")
+zmq = pytest.importorskip("zmq")
 websocket_client_policy = pytest.importorskip("openpi_client.websocket_client_policy")
 from openpi_client import msgpack_numpy  # noqa: E402
 
@@ -500,3 +500,20 @@ def test_roboarenas_client_drives_an_openpi_droid_policy_served_here() -> None:
         with connect(f"ws://127.0.0.1:{server.port}/openpi/policy") as ws:  # openpi's stays
             assert msgpack_numpy.unpackb(ws.recv())["policy_family"] == "openpi"
     np.testing.assert_array_equal(actions, arena_rows(images, state))
+
+
+def test_gr00t_reads_no_request_past_the_body_limit() -> None:
+    config = ServerConfig(
+        in_process=True, max_body_bytes=64 * 1024, protocol=ProtocolSettings("gr00t", port=0)
+    )
+    with LocalServer(create_app(DigestPolicy(camera_names=("front",)), config)) as server:
+        port = int(server.app.state.protocol_url.rsplit(":", 1)[1])
+        flood = PolicyClient(host="127.0.0.1", port=port, timeout_ms=500)
+        later = PolicyClient(host="127.0.0.1", port=port)
+        try:
+            with pytest.raises(zmq.Again):  # dropped unread: no answer
+                flood.call_endpoint("ping", {"padding": b"x" * (128 * 1024)})
+            assert later.ping()  # the server serves on
+        finally:
+            flood.close()
+            later.close()

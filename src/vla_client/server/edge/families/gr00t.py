@@ -19,7 +19,9 @@ What GR00T's clients (its ``PolicyClient``, vla-client's own) expect of it
 - with an API key, a request whose ``api_token`` is not it answers ``{"error": "Unauthorized:
   Invalid API token"}``; every failure answers ``{"error": message}``, as GR00T's does.
 
-A batch of more than one observation, more than one time step, or real-time chunking's
+A request larger than the server's body limit (``max_body_bytes``, ``--max-body-mb``) is not
+read: ZeroMQ drops the connection it came on, and that client gets no answer. A batch of more
+than one observation, more than one time step, or real-time chunking's
 options are refused with an error naming them: the reference server serves one observation a
 request and does no chunking on this route.
 """
@@ -219,6 +221,7 @@ async def serve_socket(pipeline: Pipeline, config: ServerConfig) -> AsyncIterato
     context = zmq.asyncio.Context()
     replies = context.socket(zmq.REP)
     replies.setsockopt(zmq.LINGER, 0)
+    replies.setsockopt(zmq.MAXMSGSIZE, config.max_body_bytes)  # past it, ZeroMQ drops the peer
     host = zmq_host(config.host)
     if host.startswith("["):
         replies.setsockopt(zmq.IPV6, 1)
