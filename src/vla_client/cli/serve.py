@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from vla_client.cli.output import fail
 from vla_client.cli.parser import USAGE_EXIT
 from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
+from vla_client.cli.serve_protocol import add_protocol_options, protocol_settings
 from vla_client.protocol.endpoints import API_KEY_ENV
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default="flat",
         help=f"request layout of the openpi websocket: {', '.join(LAYOUTS)} (default: %(default)s)",
     )
+    add_protocol_options(parser)
     add("--record", metavar="DIR", help="record every served request into DIR (default: off)")
     add(
         "--record-max-mb",
@@ -134,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = _config(args)
         policy = build_policy(args)
+        _check_protocol(config, policy, args.api_servers)
         sock = _bind(args.host, args.port)
     except ValueError as exc:
         return fail(str(exc), USAGE_EXIT)
@@ -222,7 +225,16 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         in_process=args.in_process,
         openpi_layout=args.openpi_layout,
         record=record,
+        protocol=protocol_settings(args),
     )
+
+
+def _check_protocol(config: ServerConfig, policy: Policy, api_servers: int) -> None:
+    """``--protocol``'s checks against the policy and the machine (`check_protocol`)."""
+    if config.protocol is not None:
+        from vla_client.server.protocols import check_protocol
+
+        check_protocol(config.protocol, policy, config.host, api_servers)
 
 
 def _record(args: argparse.Namespace) -> RecordSettings | None:
@@ -353,6 +365,11 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
             if isinstance(runner, WorkerRunner) and runner.threads is not None:
                 uvicorn_log.info("Inference worker: %s", runner.threads.describe())
             uvicorn_log.info("Uvicorn running on %s (Press CTRL+C to quit)", listener_url(sock))
+            if config.protocol is not None:
+                from vla_client.server.protocols import protocol_line
+
+                where = app.state.protocol_url
+                uvicorn_log.info(protocol_line(config.protocol, where, listener_url(sock)))
 
     remove_stale_folders()  # of an earlier `serve --api-servers N` killed outright
     server = Server(uvicorn.Config(app, log_level="info", **uvicorn_options(config)))

@@ -9,7 +9,9 @@ wraps that. The app's lifespan starts the runner in the background
 (`vla_client.server.engine.startup`: the server listens, and ``/health`` says ``loading``,
 while the policy loads), opens the request recorder when the config asks for
 one (in each process that serves, so every entrypoint records its own requests), and stops
-both on shutdown.
+both on shutdown. With ``config.protocol`` it speaks another family's protocol too
+(`vla_client.server.edge.families`): its routes, or its own socket while the app runs (its URL
+in ``app.state.protocol_url``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from vla_client.errors import VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
 from vla_client.server.config import ServerConfig
 from vla_client.server.edge.auth import APIKeyMiddleware
+from vla_client.server.edge.families import family_socket, install_family
 from vla_client.server.edge.http import failure_handler, generations_endpoint, health_endpoint
 from vla_client.server.edge.metrics import METRICS_PATH, MetricsMiddleware, metrics_endpoint
 from vla_client.server.edge.openapi import generations_openapi
@@ -96,7 +99,14 @@ def create_app(
     pipeline = Pipeline(policy, runner, config)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(served: FastAPI) -> AsyncIterator[None]:
+        # The family's socket first: where it listens is known before the policy is ready.
+        async with family_socket(pipeline) as protocol_url, serving():
+            served.state.protocol_url = protocol_url
+            yield
+
+    @asynccontextmanager
+    async def serving() -> AsyncIterator[None]:
         keep_freed_memory()
         quiet_refused_handshakes()
         redact_credentials_in_logs()
@@ -146,6 +156,7 @@ def create_app(
     )
     app.add_route(METRICS_PATH, metrics_endpoint(pipeline.metrics, runner), include_in_schema=False)
     app.hot_route = Starlette(routes=[Route(GENERATIONS_PATH, generations, methods=["POST"])])
+    install_family(app, pipeline)  # first: RoboArena's route at / goes before openpi's
     register_websocket_routes(app, pipeline)
     pipeline.metrics.routes = frozenset(getattr(route, "path", "") for route in app.routes)
     return app

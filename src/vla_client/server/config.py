@@ -77,6 +77,62 @@ class RecordSettings:
         check_at_least("max_bytes", self.max_bytes, self.max_files * _MIN_FILE_BYTES, integer=True)
 
 
+PROTOCOLS = ("gr00t", "vllm-omni", "roboarena")
+"""The other server families' protocols the server can speak too (`ProtocolSettings`)."""
+GR00T_DEFAULT_PORT = 5555
+"""Where GR00T's clients look for its ZeroMQ server, and where the server binds it by default."""
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    """Speak another server family's protocol too (`vla_client.server.edge.families`).
+
+    `name` is one of `PROTOCOLS`. GR00T's protocol has a ZeroMQ socket of its own, bound on
+    the server's host at `port` (None: 5555, GR00T's; 0: a free one, for tests). `state_split`
+    names the parts GR00T's modality config announces for the state, each with its length, in
+    the vector's order (None: one part, ``state``); `action_split` does the same for the actions
+    of GR00T and vLLM-Omni, which answer per-key actions (None: GR00T's one key ``action``,
+    vLLM-Omni's one array).
+    """
+
+    name: str
+    port: int | None = None
+    state_split: dict[str, int] | None = None
+    action_split: dict[str, int] | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {', '.join(PROTOCOLS)}; got {self.name!r}")
+        if self.port is not None:
+            if self.name != "gr00t":
+                raise ValueError(f"{self.name} is served on the server's own port; give no port")
+            check_at_least("protocol port", self.port, 0, integer=True)
+            if self.port > 65535:
+                raise ValueError(f"protocol port must be in 0..65535; got {self.port}")
+        if self.state_split is not None and self.name != "gr00t":
+            raise ValueError(f"state_split is GR00T's; {self.name} takes the state as one vector")
+        if self.action_split is not None and self.name == "roboarena":
+            raise ValueError("action_split is for gr00t and vllm-omni; roboarena takes one chunk")
+        for name in ("state_split", "action_split"):
+            _check_split(name, getattr(self, name))
+
+    @property
+    def bound_port(self) -> int:
+        """The port GR00T's socket binds: `port`, else GR00T's own."""
+        return GR00T_DEFAULT_PORT if self.port is None else self.port
+
+
+def _check_split(name: str, split: dict[str, int] | None) -> None:
+    if split is None:
+        return
+    if not isinstance(split, dict) or not split:
+        raise ValueError(f"{name} maps names to lengths; got {split!r}")
+    for key, dim in split.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{name} keys are names; got {key!r}")
+        check_at_least(f"{name}[{key!r}]", dim, 1, integer=True)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """How the reference server listens and what it accepts."""
@@ -102,6 +158,8 @@ class ServerConfig:
     openpi_layout: str = "flat"
     # Record every served request (None: no recording).
     record: RecordSettings | None = None
+    # Speak another server family's protocol too (None: only the action API and openpi's).
+    protocol: ProtocolSettings | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -138,6 +196,8 @@ class ServerConfig:
         openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
         if self.record is not None and not isinstance(self.record, RecordSettings):
             raise ValueError(f"record must be a RecordSettings or None; got {self.record!r}")
+        if self.protocol is not None and not isinstance(self.protocol, ProtocolSettings):
+            raise ValueError(f"protocol must be a ProtocolSettings or None; got {self.protocol!r}")
 
 
 def check_api_key_setting(key: str | None) -> None:

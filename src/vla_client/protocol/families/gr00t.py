@@ -50,7 +50,8 @@ MODALITIES = ("video", "state", "action", "language")
 POLICY_FAMILY = "gr00t"
 """The ``policy_family`` of a GR00T server's metadata as `Gr00tConfig.metadata` writes it."""
 _NDARRAY = "__ndarray_class__"
-_CONFIG = "__ModalityConfig_class__"
+MODALITY_CONFIG_CLASS = "__ModalityConfig_class__"
+"""The marker of a ModalityConfig in GR00T's msgpack: ``{marker: true, "as_json": fields}``."""
 
 
 def zmq_address(url: str) -> str:
@@ -86,7 +87,7 @@ def _unpack_hook(value: dict[Any, Any]) -> Any:
         if not isinstance(npy, bytes):
             raise ProtocolError("an array in GR00T's reply has no as_npy bytes")
         return np.load(io.BytesIO(npy), allow_pickle=False)
-    if value.get(_CONFIG) is True:  # a ModalityConfig dataclass, as its fields
+    if value.get(MODALITY_CONFIG_CLASS) is True:  # a ModalityConfig dataclass, as its fields
         return value.get("as_json")
     return value
 
