@@ -40,6 +40,7 @@ from vla_client.cli.failures import failure_line, not_a_vla_server
 from vla_client.cli.output import fail, print_table
 from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.base import DIALECTS
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         fit: dict[str, Any] = {"state_split": split} if split else {}
         if family := dialect(args):
             fit["endpoint"] = family
+        wait_for_server(args.url, args.wait_for_server)
         with _server(args.url) as url:
             with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key, **fit) as probe:
                 plan = synthetic_plan(args, server_metadata(probe))

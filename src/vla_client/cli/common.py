@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from vla_client.cli.checks import require_module
-from vla_client.cli.parser import jpeg_quality, seconds
+from vla_client.cli.parser import jpeg_quality, non_negative_float, seconds
+from vla_client.cli.server_wait import DEFAULT_WAIT_S
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.base import DIALECTS
 from vla_client.client.core import (
@@ -54,6 +55,11 @@ def add_connection_options(
     parser.add_argument(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
+    )  # fmt: skip
+    parser.add_argument(
+        "--wait-for-server", type=non_negative_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+        help="how long to wait for a server that is starting (its port refuses connections: "
+        "'vla-client serve &' just run) before saying it is down; 0 does not wait",
     )  # fmt: skip
     parser.add_argument(
         "--api-key", default=None,

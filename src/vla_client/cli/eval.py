@@ -51,6 +51,7 @@ from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.send import human_bytes
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.chunk import CLIENT_MODES
@@ -330,6 +331,7 @@ def _make_world(args: argparse.Namespace) -> World:
 @contextlib.contextmanager
 def _server(args: argparse.Namespace) -> Iterator[str]:
     if args.url is not None:
+        wait_for_server(args.url, args.wait_for_server)
         yield args.url
         return
     from vla_client.server import LocalServer, create_app

@@ -20,6 +20,7 @@ from vla_client.cli.common import (
 )
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail, print_json
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.client import ActionClient
 from vla_client.errors import VLAClientError
 
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     try:
         check_transport_installed(args.url, args.layout, args.endpoint)
+        wait_for_server(args.url, args.wait_for_server)
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = client.metadata()
             checks = client.checks(metadata)

@@ -38,6 +38,7 @@ from vla_client.cli.output import fail, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.cli.sources import (
     Source,
     add_source_options,
@@ -113,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             check_output_file(args.save_actions, "--save-actions")
         check_rerun(args)
         check_transport_installed(args.url, args.layout, args.endpoint)
+        wait_for_server(args.url, args.wait_for_server)
         client = ActionClient(args.url, **client_options(args))
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
         with client:
