@@ -33,6 +33,7 @@ from vla_client.errors import VLAClientError
 
 COMMANDS = (serve, send, record, view, export, bench, metadata, demo, cameras, eval_command)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+VERBOSE_HELP = "log debug details; a failure shows its traceback and the server's whole detail"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vla-client",
         description="Send camera frames to a VLA policy server and get action chunks back.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         known = set(subparsers.choices)
@@ -49,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
         for name in set(subparsers.choices) - known:
             command = subparsers.choices[name]
             command.description = command.description or _description(module.__doc__ or "")
+            # also after the command (`vla-client send URL -v`); unset, it keeps the top's
+            command.add_argument(
+                "-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                help=VERBOSE_HELP,
+            )  # fmt: skip
     return parser
 
 

@@ -104,6 +104,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default="flat",
         help=f"request layout of the openpi websocket: {', '.join(LAYOUTS)} (default: %(default)s)",
     )
+    add(
+        "--send-policy-errors",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="tell clients a policy exception's message in its 500 (the traceback is in this "
+        "server's log either way); default: on for a loopback --host, where the client is the "
+        "policy's author, off otherwise (messages can carry paths or secrets)",
+    )
     add("--record", metavar="DIR", help="record every served request into DIR (default: off)")
     add(
         "--record-max-mb",
@@ -216,6 +224,9 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         in_process=args.in_process,
         openpi_layout=args.openpi_layout,
         record=record,
+        send_policy_errors=(
+            is_loopback(args.host) if args.send_policy_errors is None else args.send_policy_errors
+        ),
     )
 
 

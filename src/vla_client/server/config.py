@@ -102,6 +102,9 @@ class ServerConfig:
     openpi_layout: str = "flat"
     # Record every served request (None: no recording).
     record: RecordSettings | None = None
+    # Tell the client a policy exception's message in its 500, not only its type: for a server
+    # whose clients are its policy's author (`vla-client serve` on loopback turns it on).
+    send_policy_errors: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -128,8 +131,9 @@ class ServerConfig:
         check_positive("limits.max_image_pixels", self.limits.max_image_pixels, integer=True)
         if not isinstance(self.worker, WorkerSettings):
             raise ValueError(f"worker must be a WorkerSettings; got {self.worker!r}")
-        if not isinstance(self.in_process, bool):
-            raise ValueError(f"in_process must be True or False; got {self.in_process!r}")
+        for option in ("in_process", "send_policy_errors"):
+            if not isinstance(getattr(self, option), bool):
+                raise ValueError(f"{option} must be True or False; got {getattr(self, option)!r}")
         if self.in_process and self.worker.torch_threads is not None:
             raise ValueError(
                 "worker.torch_threads sets the worker process's threads; in_process has none"

@@ -96,9 +96,7 @@ class ThreadRunner:
             (chunk,) = await run_in_threadpool(self.policy.infer_batch, [observation])
             stages = dict(self.policy.batch_timings())
         except Exception as exc:  # logged by the pipeline, with this traceback
-            raise InferenceError(
-                500, policy_failure_detail(f"{type(exc).__name__}: {exc}")
-            ) from exc
+            raise PolicyFailedError(f"{type(exc).__name__}: {exc}") from exc
         inference_ms = (time.perf_counter() - start) * 1000
         try:
             actions = check_actions(chunk, self.policy.spec, observation.action_horizon)
@@ -111,9 +109,22 @@ class ThreadRunner:
         self.policy.close()
 
 
-def policy_failure_detail(error: str) -> str:
-    """The 500 detail for a policy exception: its type only, never its message or traceback.
+class PolicyFailedError(InferenceError):
+    """The 500 of a policy that raised; `error` is its exception, ``Type: message``.
 
-    Exception messages can carry paths, tensors or secrets; the full text goes to the log.
+    Its `detail` names the type only, never the message or the traceback: exception messages
+    can carry paths, tensors or secrets, and the whole text goes to the server log. A server
+    that sends policy errors (`ServerConfig.send_policy_errors`, on for ``vla-client serve``
+    on loopback) tells its client `error_detail` instead: the policy's author is the client.
     """
-    return f"policy failed ({error.split(':', 1)[0]}); details are in the server log"
+
+    def __init__(self, error: str, *, policy_traceback: str = "") -> None:
+        self.error = error
+        self.kind = error.split(":", 1)[0]
+        detail = f"policy failed ({self.kind}); details are in the server log"
+        super().__init__(500, detail, policy_traceback=policy_traceback)
+
+    @property
+    def error_detail(self) -> str:
+        """The detail with the exception's message: ``policy failed: Type: message``."""
+        return f"policy failed: {self.error}"
