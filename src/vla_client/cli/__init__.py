@@ -33,7 +33,9 @@ from vla_client.errors import VLAClientError
 
 COMMANDS = (serve, send, record, view, export, bench, metadata, demo, cameras, eval_command)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
-VERBOSE_HELP = "log debug details; a failure shows its traceback and the server's whole detail"
+VERBOSE_HELP = (
+    "log debug details; a failure shows its traceback and the server's whole detail (default: off)"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

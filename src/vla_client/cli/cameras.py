@@ -22,7 +22,7 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import seconds
 from vla_client.cli.sheet import frame_grid
-from vla_client.cli.sources import camera_for
+from vla_client.cli.sources import CAMERAS_HINT, camera_for
 
 GRID_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -70,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
             if not specs:
                 return fail("no cameras to put in a grid")
         return _check(specs, args.grid, args.timeout)
-    except (CameraError, ValueError) as exc:
+    except CameraError as exc:
+        line = failure_line(exc, args)
+        if args.camera and CAMERAS_HINT not in line:  # the hint `send` gives, said for here
+            line += f"; {CAMERAS_HINT} without --camera lists the cameras this machine has"
+        return fail(line)
+    except ValueError as exc:
         return fail(failure_line(exc, args))
 
 

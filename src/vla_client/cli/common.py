@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -219,6 +220,18 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
     if split := state_split(args):
         options["state_split"] = split
     return options
+
+
+def warn_unmatched_camera_map(args: argparse.Namespace, cameras: Collection[str]) -> None:
+    """Say on stderr which ``--camera-map`` entries name no camera the robot has (a typo, say):
+    such an entry does nothing, and would otherwise do it silently."""
+    for local, server in getattr(args, "camera_map", []):
+        if local not in cameras:
+            print(
+                f"vla-client: warning: --camera-map {local}={server} does nothing: no camera is "
+                f"named {local!r} (the cameras: {', '.join(cameras) or 'none'})",
+                file=sys.stderr,
+            )
 
 
 def server_metadata(client: ActionClient) -> ActionMetadata | None:

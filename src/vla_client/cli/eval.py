@@ -578,11 +578,17 @@ def _check_action_dim(args: argparse.Namespace, world: World, served: int) -> No
     episode would fail on the first chunk."""
     if served == world.action_dim:
         return
+    fix = (
+        f"serve a policy whose actions have {world.action_dim} (for the reference policy, "
+        f"vla-client serve --action-dim {world.action_dim})"
+        if args.env
+        else "serve the reach task's policy, vla-client serve --policy reach (the reference "
+        "policy knows nothing of the task)"
+    )
     raise argparse.ArgumentError(
         None,
         f"{_robot(args)} takes actions of {world.action_dim} values, the server at {args.url} "
-        f"gives {served}: serve a policy whose actions have {world.action_dim} (for the "
-        f"reference policy, vla-client serve --action-dim {world.action_dim})",
+        f"gives {served}: {fix}",
     )
 
 

@@ -32,6 +32,7 @@ from vla_client.cli.common import (
     client_options,
     server_metadata,
     stage_percentiles,
+    warn_unmatched_camera_map,
 )
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail, print_json, print_table
@@ -161,7 +162,9 @@ def _send(
                 # when the previous reply came later than that
                 time.sleep(max(0.0, previous + pause - time.monotonic()))
                 previous = time.monotonic()
-                first = first or observation
+                if first is None:
+                    first = observation
+                    warn_unmatched_camera_map(args, list(observation.images))
                 result = client.infer(observation, return_digest=args.verify)
                 if log is not None:
                     log.sent(previous, observation, result, fit=client.fit)

@@ -109,8 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         action=argparse.BooleanOptionalAction,
         default=None,
         help="tell clients a policy exception's message in its 500 (the traceback is in this "
-        "server's log either way); default: on for a loopback --host, where the client is the "
-        "policy's author, off otherwise (messages can carry paths or secrets)",
+        "server's log either way) (default: on for a loopback --host, where the client is the "
+        "policy's author, off otherwise: messages can carry paths or secrets)",
     )
     add("--record", metavar="DIR", help="record every served request into DIR (default: off)")
     add(
