@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 import cv2
 from pydantic import ValidationError
 
+from vla_client._version import __version__
 from vla_client.cli import bench, cameras, demo, export, metadata, record, send, serve, view
 from vla_client.cli import eval as eval_command
 from vla_client.cli.failures import failure_line
@@ -45,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Send camera frames to a VLA policy server and get action chunks back.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument(
+        "--version", action="version", version=f"vla-client {__version__}",
+        help="print the version and exit",
+    )  # fmt: skip
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         known = set(subparsers.choices)

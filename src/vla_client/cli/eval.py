@@ -663,6 +663,7 @@ def _report(
                 "folder": args.record, "files": len(recorded), "bytes": recorded_bytes,
                 "every_ticks": args.record_every,
             },
+            "plot": args.plot,
         })  # fmt: skip
         return
     rows = []
@@ -703,6 +704,8 @@ def _report(
             f"recorded {len(recorded)} episode(s) in {args.record}, {every}: "
             f"{human_bytes(recorded_bytes)} (see 'vla-client view FILE'){hint}"
         )
+    if args.plot:
+        print(f"saved plot to {args.plot}")
 
 
 def _mean(values: Iterable[float]) -> float:

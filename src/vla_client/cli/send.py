@@ -53,6 +53,9 @@ from vla_client.observation import Observation
 from vla_client.recording import save_action_chunks
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from vla_client.viz.rerun_log import RerunLog
 
 
@@ -77,6 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="check the server decoded exactly the pixels sent (lossless encodings)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--print-actions", action="store_true",
+        help="print every action chunk received, one row per step (with --json: every chunk "
+        "under 'all_actions')",
+    )  # fmt: skip
     parser.add_argument(
         "--save-actions",
         metavar="FILE.npz",
@@ -250,6 +258,8 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
         }
         if args.save_actions:
             document["saved_actions"] = args.save_actions
+        if args.print_actions:
+            document["all_actions"] = [result.actions for result in results]
         if args.verify:
             document["lossless"] = not sent.mismatched
             document["mismatched_cameras"] = sent.mismatched
@@ -271,6 +281,9 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
     print_table(("stage (ms)", "p50", "p90", "p99"), stages)
     print()
     print_table(("camera", "bytes"), [(name, size) for name, size in camera_bytes.items()])
+    if args.print_actions:
+        for number, result in enumerate(results, 1):
+            print_actions(number, result.actions)
     if args.save_actions:
         print(f"saved {len(results)} action chunk(s) to {args.save_actions}")
     if args.verify:
@@ -279,6 +292,14 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
             if not sent.mismatched
             else f"lossless: NO, cameras differ: {', '.join(sent.mismatched)}"
         )
+
+
+def print_actions(number: int, actions: npt.NDArray[np.float32]) -> None:
+    """Request `number`'s action chunk: a heading, then a row of values per step."""
+    horizon, dim = actions.shape
+    print(f"\nactions of request {number} ({horizon} steps x {dim} values):")
+    for step, row in enumerate(actions):
+        print(f"{step:>4} " + "".join(f"{float(value):>10.4f}" for value in row))
 
 
 def _sizes(sizes: Sequence[int]) -> str:
