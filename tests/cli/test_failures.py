@@ -141,7 +141,10 @@ def test_a_missing_camera_device_is_one_line_without_opencv_noise():
     )  # fmt: skip
     assert completed.returncode == 1
     assert completed.stdout == ""
-    assert completed.stderr == "vla-client: error: cannot open camera 9\n"
+    assert completed.stderr == (
+        "vla-client: error: cannot open camera 9; `vla-client cameras` without --camera lists "
+        "the cameras this machine has\n"
+    )
 
 
 @pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])
