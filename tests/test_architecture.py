@@ -332,8 +332,8 @@ ERROR_CLASSES = [
 
 
 SERVER_ERRORS = {
-    "InferenceError", "WorkerStartError", "PolicyLoadError", "PolicyStartError",
-    "PolicyOutputError",
+    "InferenceError", "PolicyFailedError", "WorkerStartError", "PolicyLoadError",
+    "PolicyStartError", "PolicyOutputError",
 }  # fmt: skip
 
 

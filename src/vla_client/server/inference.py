@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from vla_client.errors import InferenceError, PolicyOutputError
+from vla_client.errors import InferenceError, PolicyFailedError, PolicyOutputError
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
 
 log = logging.getLogger("vla_client.server")
@@ -107,24 +107,3 @@ class ThreadRunner:
 
     async def close(self) -> None:
         self.policy.close()
-
-
-class PolicyFailedError(InferenceError):
-    """The 500 of a policy that raised; `error` is its exception, ``Type: message``.
-
-    Its `detail` names the type only, never the message or the traceback: exception messages
-    can carry paths, tensors or secrets, and the whole text goes to the server log. A server
-    that sends policy errors (`ServerConfig.send_policy_errors`, on for ``vla-client serve``
-    on loopback) tells its client `error_detail` instead: the policy's author is the client.
-    """
-
-    def __init__(self, error: str, *, policy_traceback: str = "") -> None:
-        self.error = error
-        self.kind = error.split(":", 1)[0]
-        detail = f"policy failed ({self.kind}); details are in the server log"
-        super().__init__(500, detail, policy_traceback=policy_traceback)
-
-    @property
-    def error_detail(self) -> str:
-        """The detail with the exception's message: ``policy failed: Type: message``."""
-        return f"policy failed: {self.error}"

@@ -28,7 +28,12 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from vla_client.codecs import frame_digest
-from vla_client.errors import CodecError, InferenceError, InvalidObservationError
+from vla_client.errors import (
+    CodecError,
+    InferenceError,
+    InvalidObservationError,
+    PolicyFailedError,
+)
 from vla_client.protocol import (
     FLAT,
     DecodedRequest,
@@ -49,7 +54,7 @@ from vla_client.protocol import (
 )
 from vla_client.server.config import ServerConfig
 from vla_client.server.failure_log import FailureLog, traceback_text
-from vla_client.server.inference import PolicyFailedError, RequestMemory, Runner
+from vla_client.server.inference import RequestMemory, Runner
 from vla_client.server.limits import within
 from vla_client.server.metrics import ServerMetrics
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec, metadata_document
