@@ -78,10 +78,8 @@ class PathResult:
         }  # fmt: skip
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "bench", help="measure every encoding x wire x transport, ranked"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser, url_default=None)
     parser.add_argument(
         "--encodings", type=_subset(ENCODINGS), default=",".join(ENCODINGS),

@@ -1,4 +1,8 @@
-"""Options and helpers shared by the commands that talk to a server."""
+"""Options and helpers shared by the commands that talk to a server.
+
+The options are added without importing the client (``--help`` stays fast: the choices come
+from `vla_client.protocol.names`); the helpers import what they use when called.
+"""
 
 from __future__ import annotations
 
@@ -6,39 +10,20 @@ import argparse
 import sys
 import urllib.parse
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, non_negative_float, seconds
 from vla_client.cli.server_wait import DEFAULT_WAIT_S
-from vla_client.client import ActionClient, ActionResult
-from vla_client.client.base import DIALECTS
-from vla_client.client.core import (
-    API_KEY_ENV,
-    RESIZES,
-    chosen_endpoint,
-    resolve_api_key,
-    route_in_url,
-    transport_kind,
-)
-from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
-from vla_client.observation import Observation
-from vla_client.protocol import (
-    ENCODINGS,
-    ENDPOINTS,
-    LAYOUTS,
-    WIRES,
-    ActionMetadata,
-    Encoding,
-    Endpoint,
-    OpenpiLayout,
-    Wire,
-    dumps,
-    encode_image_value,
-    websocket_url,
-)
+from vla_client.protocol.endpoints import API_KEY_ENV, ENDPOINTS, Endpoint, websocket_url
+from vla_client.protocol.names import ENCODINGS, LAYOUT_NAMES, RESIZES, WIRES, Encoding, Wire
+
+if TYPE_CHECKING:
+    from vla_client.client import ActionClient, ActionResult
+    from vla_client.observation import Observation
+    from vla_client.protocol import ActionMetadata, OpenpiLayout
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
@@ -111,7 +96,7 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_state_split_option(group)
     group.add_argument(
-        "--layout", choices=tuple(LAYOUTS), default=None,
+        "--layout", choices=LAYOUT_NAMES, default=None,
         help="send openpi requests in this layout; implies openpi's websocket endpoint, "
         "on any URL (default there: flat)",
     )  # fmt: skip
@@ -129,6 +114,8 @@ def add_state_split_option(parser: argparse.ArgumentParser | argparse._ArgumentG
 
 def is_gr00t(args: argparse.Namespace) -> bool:
     """Whether the command's URL and options name GR00T's ZeroMQ server."""
+    from vla_client.client.core import chosen_endpoint, transport_kind
+
     url = args.url or ""
     endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
     return transport_kind(urlsplit(url).scheme, None, endpoint) == "zmq"
@@ -137,6 +124,8 @@ def is_gr00t(args: argparse.Namespace) -> bool:
 def dialect(args: argparse.Namespace) -> str | None:
     """The server family with a websocket dialect of its own that the command's URL or
     ``--endpoint`` names (``vllm_omni``, ``roboarena``), else None."""
+    from vla_client.client.base import DIALECTS
+
     if args.endpoint in DIALECTS:
         return str(args.endpoint)
     url = args.url or ""
@@ -150,6 +139,8 @@ def server_url(text: str) -> str:
     """An argparse type: a server's base URL, with an http, https, ws or wss scheme and a port
     that can exist (``localhost:8000`` is refused with the URL it probably means, and one
     ending in a server route such as ``/v1/actions/generations`` with its base URL)."""
+    from vla_client.client.core import route_in_url
+
     if "://" not in text:
         raise argparse.ArgumentTypeError(
             f"takes a URL with its scheme, such as http://{text}; got {text!r}"
@@ -201,6 +192,8 @@ def camera_pair(text: str) -> tuple[str, str]:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
+    from vla_client.client.core import resolve_api_key
+
     try:
         api_key = resolve_api_key(args.api_key)
     except ValueError as exc:
@@ -248,6 +241,8 @@ def server_metadata(client: ActionClient) -> ActionMetadata | None:
 
 def announced_layout(client: ActionClient) -> OpenpiLayout | None:
     """The built-in openpi layout `client` sends in, if any."""
+    from vla_client.protocol import OpenpiLayout
+
     layout = client.options.layout
     return layout if isinstance(layout, OpenpiLayout) else None
 
@@ -258,6 +253,8 @@ def check_transport_installed(
     """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
     `ActionClient` decides) needs the websockets library, GR00T's ZeroMQ server pyzmq: say so
     before any work starts. A URL and ``--endpoint`` that name no server is a usage error."""
+    from vla_client.client.core import chosen_endpoint, transport_kind
+
     if url is None:
         return
     try:
@@ -293,6 +290,8 @@ def stage_samples(results: Sequence[ActionResult]) -> list[tuple[str, list[float
 
 def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float, float, float]]:
     """(stage, p50, p90, p99) in ms for each stage the results report."""
+    from vla_client.control.stats import percentiles
+
     rows = []
     for name, values in stage_samples(results):
         summary = percentiles(values)
@@ -304,6 +303,8 @@ def bytes_per_camera(
     observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
 ) -> dict[str, int]:
     """Bytes each camera's frame takes in a request body with this encoding and wire."""
+    from vla_client.protocol import dumps, encode_image_value
+
     return {
         name: len(dumps(encode_image_value(frame, encoding, wire, jpeg_quality=jpeg_quality), wire))
         for name, frame in observation.images.items()

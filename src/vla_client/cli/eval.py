@@ -90,10 +90,8 @@ PLOT_STYLES = {
 """Marker and line per mode, so modes with the same rates stay told apart."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "eval", help="task success in closed loop, per encoding, delay and chunk mode"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser, url_default=None)
     add_encoding_options(parser)
     add_fit_options(parser)

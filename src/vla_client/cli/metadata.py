@@ -24,7 +24,6 @@ from vla_client.cli.common import (
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail, print_json
 from vla_client.cli.server_wait import wait_for_server
-from vla_client.client import ActionClient
 from vla_client.errors import VLAClientError
 
 SUMMARISED = frozenset({"object", "model", "model_path", "policy_family", "input", "output",
@@ -32,8 +31,8 @@ SUMMARISED = frozenset({"object", "model", "model_path", "policy_family", "input
 """The document's keys the summary's lines say; any other is printed as it came."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("metadata", help="show the server's policy metadata")
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser)
     add_fit_options(parser)
     parser.add_argument(
@@ -44,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    from vla_client.client import ActionClient
+
     try:
         check_transport_installed(args.url, args.layout, args.endpoint)
         wait_for_server(args.url, args.wait_for_server)

@@ -47,20 +47,19 @@ from vla_client.cli.sources import (
     source_kind,
     synthetic_plan,
 )
-from vla_client.client import ActionClient, ActionResult, mismatched_cameras
 from vla_client.errors import VLAClientError
-from vla_client.observation import Observation
-from vla_client.recording import save_action_chunks
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: the options are added without them
     import numpy as np
     import numpy.typing as npt
 
+    from vla_client.client import ActionClient, ActionResult
+    from vla_client.observation import Observation
     from vla_client.viz.rerun_log import RerunLog
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("send", help="send observations to a server")
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser)
     add_encoding_options(parser)
     add_fit_options(parser)
@@ -113,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         raise argparse.ArgumentError(
             None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
         )
+    from vla_client.client import ActionClient
+    from vla_client.recording import save_action_chunks
+
     kind = source_kind(args)
     if args.rate == RECORDED and kind not in ("obs", "bag"):
         raise argparse.ArgumentError(
@@ -123,17 +125,19 @@ def run(args: argparse.Namespace) -> int:
             check_output_file(args.save_actions, "--save-actions")
         check_rerun(args)
         check_transport_installed(args.url, args.layout, args.endpoint)
-        wait_for_server(args.url, args.wait_for_server)
         client = ActionClient(args.url, **client_options(args))
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
         with client:
             plan = None
-            if kind == "synthetic":
+            if kind == "synthetic":  # fitted to the server: asked first
+                wait_for_server(args.url, args.wait_for_server)
                 plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
             with (
                 open_source(args, plan) as source,
                 rerun_log(args, period_s=plan_period(args.rate, source)) as log,
             ):
+                if plan is None:  # the source opened first: a camera that does not is said at once
+                    wait_for_server(args.url, args.wait_for_server)
                 sent = _send(client, args, source, log)
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
@@ -153,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
 def _send(
     client: ActionClient, args: argparse.Namespace, source: Source, log: RerunLog | None = None
 ) -> Sent:
+    from vla_client.client import mismatched_cameras
+
     count = args.repeat or source.length or 1
     results: list[ActionResult] = []
     mismatched: set[str] = set()

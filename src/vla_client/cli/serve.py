@@ -28,6 +28,7 @@ from vla_client.cli.output import fail
 from vla_client.cli.parser import USAGE_EXIT
 from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
 from vla_client.protocol.endpoints import API_KEY_ENV
+from vla_client.protocol.names import LAYOUT_NAMES
 
 if TYPE_CHECKING:
     from vla_client.server import ServerConfig
@@ -37,15 +38,14 @@ if TYPE_CHECKING:
 MAX_API_SERVERS = 64
 DEFAULT_RECORD_MB = 1024.0
 DEFAULT_RECORD_FILES = 16
-LAYOUTS = ("flat", "droid", "libero", "aloha")
+LAYOUTS = LAYOUT_NAMES
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "serve",
-        help="run the reference action server",
-        description="Run the reference action server. Every option is checked before it "
-        "starts; a bad one is one line naming it, exit code 2.",
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
+    parser.description = (
+        "Run the reference action server. Every option is checked before it "
+        "starts; a bad one is one line naming it, exit code 2."
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback)")

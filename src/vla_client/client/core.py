@@ -60,14 +60,10 @@ from vla_client.protocol import (
 )
 from vla_client.protocol.endpoints import API_KEY_ENV as API_KEY_ENV
 from vla_client.protocol.gr00t import check_state_split
+from vla_client.protocol.names import RESIZES as RESIZES
+from vla_client.protocol.names import Resize as Resize
 from vla_client.transports.drive import Offload, Steps
 from vla_client.validation import check_choice, check_positive
-
-Resize = Literal["auto", "pad", "crop", "none"]
-RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
-"""How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
-refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
-`FramePreprocessor` does them, whatever the server says."""
 
 _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a

@@ -10,7 +10,7 @@ loads the decoders.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -21,10 +21,9 @@ from vla_client.codecs.pixel_text import flat_list_text, nested_list_text
 from vla_client.codecs.png_write import png_writer_holds_gil
 from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError
+from vla_client.protocol.names import ENCODINGS as ENCODINGS
+from vla_client.protocol.names import Encoding as Encoding
 from vla_client.protocol.wire import Wire
-
-Encoding = Literal["png", "jpeg", "raw", "pixels"]
-ENCODINGS: tuple[Encoding, ...] = ("png", "jpeg", "raw", "pixels")
 
 
 def encode_image_value(
