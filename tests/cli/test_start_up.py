@@ -49,7 +49,7 @@ def loaded(*words: str) -> list[str]:
     [
         ("--help",),
         ("--version",),
-        *((name, "--help") for name in ("serve", "send", "metadata", "demo")),
+        *((name, "--help") for name in ("serve", "send", "metadata", "demo", "bench")),
     ],
     ids=" ".join,
 )
