@@ -62,9 +62,10 @@ from vla_client.codecs import (
 )
 from vla_client.codecs.png_write import png_writer
 from vla_client.observation import Observation
-from vla_client.protocol import decode_request, encode_request, loads, read_actions
+from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.protocol.request import build_request
-from vla_client.server.memory import keep_freed_memory
+from vla_client.server.engine.memory import keep_freed_memory
+from vla_client.server.wire.decode import decode_request
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE = "6718906"  # the last revision before the fast paths (issue 15)

@@ -73,8 +73,9 @@ from vla_client.codecs.parallel import map_frames
 from vla_client.codecs.png_read import read_png
 from vla_client.codecs.png_write import encode_png, png_writer
 from vla_client.observation import Observation
-from vla_client.protocol import decode_request, encode_request, loads, read_actions
+from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.protocol.wire import dumps
+from vla_client.server.wire.decode import decode_request
 
 HERE = Path(__file__).resolve().parent
 PROFILE_PAGE = HERE.parent / "docs" / "performance-profile.md"

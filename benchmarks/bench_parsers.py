@@ -39,7 +39,7 @@ def serve(parser: str, port: int) -> None:
 
     from vla_client.server import ServerConfig
     from vla_client.server.config import uvicorn_options
-    from vla_client.server.memory import keep_freed_memory
+    from vla_client.server.engine.memory import keep_freed_memory
 
     keep_freed_memory()  # as the server does at startup
     options = uvicorn_options(ServerConfig())

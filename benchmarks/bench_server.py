@@ -37,8 +37,9 @@ import numpy as np
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
-from vla_client.protocol import decode_request, encode_request, loads, read_actions
+from vla_client.protocol import encode_request, loads, read_actions
 from vla_client.protocol.wire import CONTENT_TYPES, dumps
+from vla_client.server.wire.decode import decode_request
 
 CAMERAS, HEIGHT, WIDTH = 3, 360, 640
 GENERATIONS = "/v1/actions/generations"
@@ -255,7 +256,7 @@ def serve(bare_port: int | None, server_port: int | None, api_servers: int) -> N
 
     from vla_client.server import ReferencePolicy, ServerConfig, create_app
     from vla_client.server.config import WorkerSettings, uvicorn_options
-    from vla_client.server.memory import keep_freed_memory
+    from vla_client.server.engine.memory import keep_freed_memory
 
     config = ServerConfig(port=server_port or 0, worker=WorkerSettings(queue_size=64))
     quiet: dict[str, Any] = {"log_level": "warning", "access_log": False}

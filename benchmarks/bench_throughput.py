@@ -213,7 +213,7 @@ def bare_factory() -> object:
     """uvicorn's factory in each bare worker: malloc tuned as the server tunes its own."""
     from bench_server import bare_app
 
-    from vla_client.server.memory import keep_freed_memory
+    from vla_client.server.engine.memory import keep_freed_memory
 
     keep_freed_memory()
     return bare_app()

@@ -5,7 +5,7 @@ Per batch size, median milliseconds of `--repeat` runs:
 - ``h2d_ms``: the batch's uint8 frames from pinned host memory to the device;
 - ``decode_cpu_ms``: decoding the batch's JPEG frames on the CPU (OpenCV, as the entrypoint
   does, one frame after another), the baseline;
-- ``decode_gpu_ms``: decoding them on the device (`vla_client.server.device_decode`:
+- ``decode_gpu_ms``: decoding them on the device (`vla_client.server.engine.device_decode`:
   torchvision's nvJPEG or nvImageCodec), frames already decoded there, no host copy;
 - ``inference_ms``: `TorchCNNPolicy.infer_batch` on decoded frames, copies to the device
   included.
@@ -30,7 +30,7 @@ import numpy as np
 
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import decode_image_bytes, encode_jpeg
-from vla_client.server.device_decode import FrameDecoder, frame_decoder
+from vla_client.server.engine.device_decode import FrameDecoder, frame_decoder
 from vla_client.server.policies import TorchCNNPolicy
 from vla_client.server.policy import PolicyInput
 

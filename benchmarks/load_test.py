@@ -37,9 +37,10 @@ from vla_client.client import ActionClient
 from vla_client.codecs import frame_digest
 from vla_client.errors import MismatchedReplyError, ProtocolError, VLAClientError
 from vla_client.observation import Observation
-from vla_client.protocol import decode_image_value, encode_image_value
+from vla_client.protocol import encode_image_value
 from vla_client.server.policies import reference_actions
 from vla_client.server.policy import PolicyInput
+from vla_client.server.wire.decode import decode_image_value
 from vla_client.server.worker import SEGMENT_PREFIX
 
 # (transport, encoding, wire): client i uses MIXES[i % len(MIXES)].

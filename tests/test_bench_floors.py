@@ -61,7 +61,7 @@ def test_profile_tables_split_processes_and_leave_out_startup_and_the_main_loop(
     raw.write_text(
         "\n".join([
             f"{entry};{loop} 50",
-            f"{entry};{loop};read_body (vla_client/server/limits.py:61) 30",
+            f"{entry};{loop};read_body (vla_client/server/edge/limits.py:61) 30",
             f"{entry};{loop};send (uvicorn/protocols/http/h11_impl.py:490) 20",
             f"{entry};<module> (bench_server.py:2);_find_and_load (<frozen importlib>:1) 500",
             f"{entry};{worker};worker_main (vla_client/server/worker/process.py:90) 8",
@@ -75,7 +75,7 @@ def test_profile_tables_split_processes_and_leave_out_startup_and_the_main_loop(
     assert ": 10 on-CPU samples" in worker_part
     inclusive, own, packages = entry_part.split("Top ")[1:]
     assert "Runner.run" not in inclusive and "<module>" not in inclusive  # on every stack
-    assert "| 30.0% | `read_body (vla_client/server/limits.py:61)` |" in inclusive
+    assert "| 30.0% | `read_body (vla_client/server/edge/limits.py:61)` |" in inclusive
     assert "| 50.0% | `Runner.run (asyncio/runners.py:118)` |" in own
     assert "| 30.0% | `vla_client.server` |" in packages and "| 20.0% | `uvicorn` |" in packages
     assert "_find_and_load" not in text

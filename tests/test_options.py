@@ -25,8 +25,8 @@ from vla_client.client.fit import FramePreprocessor
 from vla_client.errors import CameraError, CameraSettingError
 from vla_client.protocol import DecodeLimits
 from vla_client.recording import ObservationWriter
-from vla_client.server.auth import APIKeyMiddleware, check_api_key
 from vla_client.server.config import ServerConfig, WorkerSettings
+from vla_client.server.edge.auth import APIKeyMiddleware, check_api_key
 from vla_client.transports.retry import Backoff, RetryPolicy
 
 NAN = float("nan")

@@ -157,48 +157,45 @@ def test_a_removed_name_is_a_type_error_that_names_the_new_one(keywords: dict[st
     )
 
 
-# What 0.2.0 deprecated went in 0.3.0. A removed keyword is a TypeError naming the new one.
+# What 0.2.0 deprecated went in 0.3.0 (a TypeError naming the new name) and its tombstones in
+# 0.4.0: an old keyword is now refused as any keyword the function never had.
 REMOVED_KEYWORDS = [
-    (ActionClient, "http://127.0.0.1:9", "timeout", "timeout_s"),
-    (ActionClient, "http://127.0.0.1:9", "deadline", "deadline_s"),
-    (ActionClient, "http://127.0.0.1:9", "max_observation_age", "max_observation_age_s"),
-    (AsyncActionClient, "http://127.0.0.1:9", "timeout", "timeout_s"),
-    (AsyncActionClient, "http://127.0.0.1:9", "deadline", "deadline_s"),
-    (AsyncActionClient, "http://127.0.0.1:9", "max_observation_age", "max_observation_age_s"),
-    (HTTPTransport, "http://127.0.0.1:9", "timeout", "timeout_s"),
-    (AsyncHTTPTransport, "http://127.0.0.1:9", "timeout", "timeout_s"),
-    (WebSocketTransport, "ws://127.0.0.1:9", "timeout", "timeout_s"),
-    (WebSocketTransport, "ws://127.0.0.1:9", "connect_timeout", "connect_timeout_s"),
-    (WebSocketTransport, "ws://127.0.0.1:9", "max_size", "max_reply_bytes"),
-    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "timeout", "timeout_s"),
-    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "connect_timeout", "connect_timeout_s"),
-    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "max_size", "max_reply_bytes"),
+    (ActionClient, "http://127.0.0.1:9", "timeout"),
+    (ActionClient, "http://127.0.0.1:9", "deadline"),
+    (ActionClient, "http://127.0.0.1:9", "max_observation_age"),
+    (AsyncActionClient, "http://127.0.0.1:9", "timeout"),
+    (AsyncActionClient, "http://127.0.0.1:9", "deadline"),
+    (AsyncActionClient, "http://127.0.0.1:9", "max_observation_age"),
+    (HTTPTransport, "http://127.0.0.1:9", "timeout"),
+    (AsyncHTTPTransport, "http://127.0.0.1:9", "timeout"),
+    (WebSocketTransport, "ws://127.0.0.1:9", "timeout"),
+    (WebSocketTransport, "ws://127.0.0.1:9", "connect_timeout"),
+    (WebSocketTransport, "ws://127.0.0.1:9", "max_size"),
+    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "timeout"),
+    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "connect_timeout"),
+    (AsyncWebSocketTransport, "ws://127.0.0.1:9", "max_size"),
 ]
 
 
-@pytest.mark.parametrize(("kind", "url", "old", "new"), REMOVED_KEYWORDS)
-def test_a_keyword_removed_in_0_3_0_names_its_new_name(
-    kind: type, url: str, old: str, new: str
-) -> None:
-    with pytest.raises(TypeError, match=rf"^{kind.__name__}\(\): {old}= is now {new}= "):
+@pytest.mark.parametrize(("kind", "url", "old"), REMOVED_KEYWORDS)
+def test_a_keyword_removed_in_0_3_0_is_gone_in_0_4_0(kind: type, url: str, old: str) -> None:
+    with pytest.raises(TypeError, match=rf"unexpected keyword argument '{old}'$"):
         kind(url, **{old: 4096})
 
 
-def test_the_fit_names_camera_map_for_its_removed_names_keyword() -> None:
-    with pytest.raises(TypeError, match=r"^FramePreprocessor\(\): names= is now camera_map="):
-        FramePreprocessor(names={"front": "base_0_rgb"})
-    with pytest.raises(
-        TypeError, match=r"^FramePreprocessor\.from_metadata\(\): names= is now camera_map="
-    ):
-        FramePreprocessor.from_metadata({}, names={"front": "base_0_rgb"})
+def test_the_fit_has_no_names_keyword_any_more() -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'names'$"):
+        FramePreprocessor(names={"front": "base_0_rgb"})  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'names'$"):
+        FramePreprocessor.from_metadata({}, names={"front": "base_0_rgb"})  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize(
     "module",
     ["vla_client.scene", "vla_client.preprocess", "vla_client.recorder",
-     "vla_client.protocol.response"],
+     "vla_client.protocol.response", "vla_client.codecs.images"],
 )  # fmt: skip
-def test_a_module_removed_in_0_3_0_is_not_found(module: str) -> None:
+def test_a_module_removed_in_0_3_0_or_0_4_0_is_not_found(module: str) -> None:
     with pytest.raises(ModuleNotFoundError, match=re.escape(module)):
         importlib.import_module(module)
 
@@ -216,30 +213,11 @@ REMOVED_NAMES = [
 @pytest.mark.parametrize(("module", "name"), REMOVED_NAMES)
 def test_a_name_removed_from_its_0_1_0_home_in_0_3_0_is_not_there(module: str, name: str) -> None:
     """Each lives only in its new home now: the fit in `vla_client.client.fit`, the decoding in
-    `vla_client.protocol.decode`, the server's names in `vla_client.server`."""
+    `vla_client.server.wire.decode`, the server's names in `vla_client.server`."""
     old_home = importlib.import_module(module)
     with pytest.raises(AttributeError, match=f"has no attribute {name!r}"):
         getattr(old_home, name)
     assert name not in dir(old_home)
-
-
-@pytest.mark.parametrize(
-    ("name", "home"),
-    [
-        ("encode_jpeg", "vla_client.codecs.image_encode"),
-        ("encode_png", "vla_client.codecs.image_encode"),
-        ("DEFAULT_JPEG_QUALITY", "vla_client.codecs.image_encode"),
-        ("decode_image_bytes", "vla_client.codecs.image_decode"),
-        ("DEFAULT_MAX_PIXELS", "vla_client.codecs.image_decode"),
-        ("map_frames", "vla_client.codecs.parallel"),
-    ],
-)
-def test_the_split_image_codecs_keep_their_0_1_0_module(name: str, home: str) -> None:
-    """Codecs are shared: ``vla_client.codecs.images`` still gives each name, as it is."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        old = getattr(importlib.import_module("vla_client.codecs.images"), name)
-    assert old is getattr(importlib.import_module(home), name)
 
 
 # One version: the package, its metadata source, the server and the changelog agree.

@@ -72,7 +72,7 @@ def renamed_keywords(
     *, since: str, removed_in: str | None = None, **new_names: str
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A function's old keyword names after a rename (``old="new"`` pairs): warned of for one
-    minor release, then refused with the new name.
+    minor release, then refused with the new name for one more.
 
     This is how vla-client renames a public keyword, and its only deprecation mechanism:
 
@@ -86,6 +86,9 @@ def renamed_keywords(
     2. The next minor release (0.5.0) adds ``removed_in="0.5.0"`` and lists the old name under
        "Removed": the old name is then a `TypeError` that names the new one, so a program
        written for the old release fails at once and says what to write instead.
+    3. The minor release after that (0.6.0) drops the decorator and lists that under "Removed":
+       the old name is then Python's own `TypeError` (an unexpected keyword argument), like any
+       name the function never had.
 
     `inspect.signature` of the wrapped function shows only the new names. No old name can be
     ``since`` or ``removed_in``.

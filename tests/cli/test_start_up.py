@@ -70,6 +70,25 @@ def test_help_lists_every_command_without_importing_them() -> None:
     assert not {f"vla_client.cli.{name}" for name in COMMANDS} & set(imported), imported
 
 
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_command_imports_no_other_commands_module(name: str) -> None:
+    """``vla-client NAME --help`` registers the options of NAME alone: of the commands'
+    modules only ``vla_client.cli.NAME`` is imported (what commands share is in modules that
+    are no command's, such as ``cli.common``, ``cli.control_options`` and ``cli.output``)."""
+    run = subprocess.run(
+        [sys.executable, "-c", "import sys; from vla_client.cli import main; "
+         f"main([{name!r}, '--help']); "
+         "print(sorted(m for m in sys.modules if m.startswith('vla_client.cli.')))"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    imported = set(ast.literal_eval(run.stdout.splitlines()[-1]))
+    assert {f"vla_client.cli.{other}" for other in COMMANDS} & imported == {
+        f"vla_client.cli.{name}"
+    }
+
+
 def test_the_names_the_command_line_keeps_are_the_librarys() -> None:
     assert tuple(LAYOUTS) == LAYOUT_NAMES
     assert bag.STATE == ros_bag.STATE

@@ -21,9 +21,9 @@ import client_path as tool  # noqa: E402
 
 from vla_client import ActionClient, AsyncActionClient, Observation  # noqa: E402
 
-SHARED = ["client/core.py", "client/fit.py", "transports/drive.py", "transports/retry.py",
+SHARED = ["client/request_book.py", "client/fit.py", "transports/drive.py", "transports/retry.py",
           "client/action_api.py"]  # fmt: skip
-SERVER_SIDE = ("protocol/reply_build.py", "protocol/decode.py", "codecs/png_read.py",
+SERVER_SIDE = ("server/wire/reply_build.py", "server/wire/decode.py", "codecs/png_read.py",
                "codecs/image_decode.py")  # fmt: skip
 """The server's halves of the shared layers: the client crosses none of them (it took its
 request ids from the reply builders until 0.3.0)."""

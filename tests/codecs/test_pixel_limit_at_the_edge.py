@@ -20,7 +20,7 @@ from PIL import Image
 
 from vla_client.codecs import b64encode_text, decode_image_bytes, encode_jpeg, encode_png
 from vla_client.errors import CodecError, PayloadTooLargeError
-from vla_client.protocol import decode_image_value
+from vla_client.server.wire.decode import decode_image_value
 
 FRAME = np.random.default_rng(5).integers(0, 256, (24, 32, 3), dtype=np.uint8)
 PIXELS = 24 * 32

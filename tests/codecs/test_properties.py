@@ -25,14 +25,8 @@ from vla_client.codecs import (
 )
 from vla_client.codecs.png_write import PNG_PARAMS, encode_with_opencv
 from vla_client.observation import Observation
-from vla_client.protocol import (
-    decode_image_value,
-    decode_request,
-    dumps,
-    encode_image_value,
-    encode_request,
-    loads,
-)
+from vla_client.protocol import dumps, encode_image_value, encode_request, loads
+from vla_client.server.wire.decode import decode_image_value, decode_request
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -21,7 +21,7 @@ from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholde
 from vla_client.codecs.pixel_msgpack import nested_list_msgpack, read_nested_list
 from vla_client.codecs.pixel_text import flat_list_text, nested_list_text, read_nested_list_text
 from vla_client.errors import CodecError
-from vla_client.protocol import decode_request
+from vla_client.server.wire.decode import decode_request
 
 frames = hnp.arrays(
     np.uint8,

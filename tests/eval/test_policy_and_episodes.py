@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vla_client.client import ActionClient
-from vla_client.codecs.images import decode_image_bytes, encode_jpeg
+from vla_client.codecs import decode_image_bytes, encode_jpeg
 from vla_client.server.policies.reach import (
     MARKER_REACH_M,
     ROBOT_HUE,

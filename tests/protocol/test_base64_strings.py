@@ -13,7 +13,8 @@ from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import b64encode_text, encode_png
 from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholders
 from vla_client.errors import CodecError
-from vla_client.protocol import decode_request, loads
+from vla_client.protocol import loads
+from vla_client.server.wire.decode import decode_request
 
 FRAMES = synthetic_frames(2, 360, 640)  # bodies over the size the search starts at
 

@@ -21,8 +21,8 @@ from PIL import Image
 
 from vla_client.codecs import DEFAULT_MAX_PIXELS
 from vla_client.errors import CodecError, PayloadTooLargeError
-from vla_client.protocol import DecodeLimits, decode_payload, decode_request
-from vla_client.protocol.decode import kept_jpeg
+from vla_client.protocol import DecodeLimits
+from vla_client.server.wire.decode import decode_payload, decode_request, kept_jpeg
 
 RED = np.array([[[255, 0, 0]]], np.uint8)
 """One red pixel, as the decoder must give it back (1x1x3 uint8)."""

@@ -27,7 +27,8 @@ from oracles import independent_frame
 from vla_client.codecs import b64encode_text, encode_png, msgpack_numpy
 from vla_client.errors import CodecError
 from vla_client.observation import Observation
-from vla_client.protocol import DecodedRequest, DecodeLimits, decode_request, encode_request
+from vla_client.protocol import DecodeLimits, encode_request
+from vla_client.server.wire.decode import DecodedRequest, decode_request
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CONTENT_TYPES = ["application/json", "application/msgpack", None, "text/plain"]

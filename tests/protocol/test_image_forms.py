@@ -7,7 +7,8 @@ import pytest
 from vla_client.codecs import b64encode_text, encode_png
 from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, PayloadTooLargeError
-from vla_client.protocol import ENCODINGS, decode_image_value, dumps, encode_image_value, loads
+from vla_client.protocol import ENCODINGS, dumps, encode_image_value, loads
+from vla_client.server.wire.decode import decode_image_value
 
 
 @pytest.mark.parametrize("encoding", [e for e in ENCODINGS if e != "jpeg"])

@@ -10,8 +10,9 @@ from vla_client import Observation, encode_request
 from vla_client.codecs import b64encode_text, encode_jpeg, encode_png
 from vla_client.codecs.png_write import png_writer
 from vla_client.errors import CodecError, PayloadTooLargeError, UnsupportedContentTypeError
-from vla_client.protocol import ENCODINGS, WIRES, DecodeLimits, decode_request
+from vla_client.protocol import ENCODINGS, WIRES, DecodeLimits
 from vla_client.protocol.image_forms import encodes_in_parallel
+from vla_client.server.wire.decode import decode_request
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -230,7 +231,7 @@ def test_encoded_images_decode_in_the_codec_threads(monkeypatch, encoding, wire,
     thread, where the hop to a thread would cost more than it saves."""
     import threading
 
-    import vla_client.protocol.decode as decode_module
+    import vla_client.server.wire.decode as decode_module
 
     threads = []
     decode_value = decode_module.decode_image_value

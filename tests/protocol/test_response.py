@@ -8,14 +8,8 @@ import numpy as np
 import pytest
 
 from vla_client.errors import ProtocolError, ServerError
-from vla_client.protocol import (
-    Reply,
-    build_envelope,
-    build_raw,
-    new_request_id,
-    read_actions,
-    read_reply,
-)
+from vla_client.protocol import Reply, new_request_id, read_actions, read_reply
+from vla_client.server.wire.reply_build import build_envelope, build_raw
 
 JSON = "application/json"
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from vla_client.server import auth
-from vla_client.server.auth import APIKeyMiddleware, check_api_key
-from vla_client.server.quiet_logs import RateLimitedLog
+from vla_client.server.edge import auth
+from vla_client.server.edge.auth import APIKeyMiddleware, check_api_key
+from vla_client.server.edge.quiet_logs import RateLimitedLog
 
 KEY = "s3cret"
 REFUSAL_BODY = b'{"detail":"missing or invalid API key"}'

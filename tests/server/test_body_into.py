@@ -22,8 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from vla_client.server import LocalServer, ServerConfig
-from vla_client.server.connections import BODY_INTO
-from vla_client.server.limits import read_body
+from vla_client.server.edge.connections import BODY_INTO
+from vla_client.server.edge.limits import read_body
 
 BODY_TIMEOUT_S = 1.0
 
@@ -210,7 +210,7 @@ def test_a_client_that_hangs_up_mid_body_leaves_the_server_serving(
 def test_the_installed_h11_keeps_the_reader_the_protocol_counts_on() -> None:
     """The fast path is on with the h11 this project installs (0.14 to 0.16 keep their body
     reader's ``_length`` and ``_remaining``); a change there turns it off, not into errors."""
-    from vla_client.server import connections
+    from vla_client.server.edge import connections
 
     assert connections.H11_BODY_INTO
 
@@ -218,7 +218,7 @@ def test_the_installed_h11_keeps_the_reader_the_protocol_counts_on() -> None:
 def test_an_h11_the_protocol_does_not_know_reads_bodies_the_ordinary_way(
     server: LocalServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from vla_client.server import connections
+    from vla_client.server.edge import connections
 
     monkeypatch.setattr(connections, "H11_BODY_INTO", False)
     body = bytes(range(256)) * 2048

@@ -6,7 +6,7 @@ import pytest
 from vla_client import Observation
 from vla_client.protocol import encode_request, loads
 from vla_client.protocol.request import build_openpi_request
-from vla_client.server.pipeline import has_encoded_images
+from vla_client.server.engine.pipeline import has_encoded_images
 
 
 @pytest.fixture

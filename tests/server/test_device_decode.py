@@ -20,11 +20,11 @@ from vla_client import ActionClient, CodecError, Observation, PayloadTooLargeErr
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.codecs import decode_image_bytes, encode_jpeg
 from vla_client.codecs.b64 import b64encode_text
-from vla_client.protocol.decode import kept_jpeg
 from vla_client.server import LocalServer, ServerConfig, create_app
+from vla_client.server.wire.decode import kept_jpeg
 
 torch = pytest.importorskip("torch")
-from vla_client.server.device_decode import frame_decoder  # noqa: E402
+from vla_client.server.engine.device_decode import frame_decoder  # noqa: E402
 from vla_client.server.policies import TorchCNNPolicy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.auth import OPEN_PATHS
+from vla_client.server.edge.auth import OPEN_PATHS
 
 KEY = "k3y-for-empty-tests"
 EMPTY_KEYS = ["Bearer", "Bearer ", "Bearer \t ", "Api-Key", "Api-Key  ", "", "bearer"]

@@ -15,7 +15,7 @@ import pytest
 from fastapi import HTTPException
 from starlette.requests import Request
 
-from vla_client.server.limits import read_body, within
+from vla_client.server.edge.limits import read_body, within
 
 
 def request(

@@ -18,7 +18,7 @@ from uvicorn.logging import AccessFormatter
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from vla_client.server.quiet_logs import _REDACTION, redact, redact_credentials_in_logs
+from vla_client.server.edge.quiet_logs import _REDACTION, redact, redact_credentials_in_logs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import load_test

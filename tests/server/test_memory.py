@@ -3,7 +3,7 @@
 import platform
 import sys
 
-from vla_client.server.memory import keep_freed_memory
+from vla_client.server.engine.memory import keep_freed_memory
 
 
 def test_applies_on_glibc_linux_and_nowhere_else():

@@ -16,7 +16,7 @@ from my_policies import Misbehaving
 
 from vla_client import Observation, encode_request
 from vla_client.server import LocalServer, ServerConfig, create_app
-from vla_client.server.failure_log import FailureLog
+from vla_client.server.engine.failure_log import FailureLog
 
 GENERATIONS = "/v1/actions/generations"
 RAISE_LINE = next(

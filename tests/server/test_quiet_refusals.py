@@ -12,7 +12,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.quiet_logs import RateLimitedLog
+from vla_client.server.edge.quiet_logs import RateLimitedLog
 
 
 class Records(logging.Handler):

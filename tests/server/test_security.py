@@ -26,8 +26,8 @@ from vla_client.errors import ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits, encode_request
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.auth import check_api_key
 from vla_client.server.config import WorkerSettings
+from vla_client.server.edge.auth import check_api_key
 from vla_client.server.policy import PolicyInput
 
 KEY = "k3y-for-tests"

@@ -14,7 +14,7 @@ from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.errors import InferenceError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
-from vla_client.server.inference import RequestMemory, ThreadRunner
+from vla_client.server.engine.inference import RequestMemory, ThreadRunner
 from vla_client.server.policy import PolicyInput
 
 

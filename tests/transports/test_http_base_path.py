@@ -22,8 +22,9 @@ from starlette.routing import Route
 from vla_client.client import ActionClient, AsyncActionClient
 from vla_client.codecs import msgpack_numpy
 from vla_client.observation import Observation
-from vla_client.protocol import GENERATIONS_PATH, METADATA_PATH, decode_request
+from vla_client.protocol import GENERATIONS_PATH, METADATA_PATH
 from vla_client.server import LocalServer
+from vla_client.server.wire.decode import decode_request
 
 PREFIX = "/robot"
 ACTIONS = np.arange(6, dtype=np.float32).reshape(3, 2)

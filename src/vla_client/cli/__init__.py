@@ -1,5 +1,5 @@
 """The ``vla-client`` command: serve, send, record, view, export, bench, metadata, demo, cameras,
-eval.
+eval, ros2.
 
 Each subcommand lives in its own module with a `register(parser)` function that adds its
 options; the module's docstring is the command's description in ``--help``, and `COMMANDS`
@@ -42,6 +42,7 @@ COMMANDS = {
     "demo": "start a local reference server and try every encoding",
     "cameras": "list cameras and their modes, or check configured ones",
     "eval": "task success in closed loop, per encoding, delay and chunk mode",
+    "ros2": "drive a ROS 2 robot: its topics in, a controller's commands out",
 }
 """Each command, in ``--help``'s order, and its line there; its module is
 ``vla_client.cli.NAME``."""

@@ -331,7 +331,7 @@ def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str
 
 
 def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
-    from vla_client.client.base import DIALECTS
+    from vla_client.client.families import DIALECTS
 
     if args.endpoint not in (None, "gr00t", *DIALECTS):
         raise argparse.ArgumentError(

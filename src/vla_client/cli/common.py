@@ -42,11 +42,7 @@ def add_connection_options(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
     )  # fmt: skip
-    parser.add_argument(
-        "--wait-for-server", type=non_negative_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
-        help="how long to wait for a server that is starting (its port refuses connections: "
-        "'vla-client serve &' just run) before saying it is down; 0 does not wait",
-    )  # fmt: skip
+    add_wait_option(parser)
     parser.add_argument(
         "--api-key", default=None,
         help=f"sent as 'Authorization: Bearer KEY', to GR00T's server as its api_token "
@@ -56,6 +52,16 @@ def add_connection_options(
         "--endpoint", choices=ENDPOINTS, default=None,
         help="the server's kind where the URL does not say: realtime or openpi (websockets), "
         "gr00t (NVIDIA Isaac GR00T's ZeroMQ server; a tcp:// URL implies it)",
+    )  # fmt: skip
+
+
+def add_wait_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--wait-for-server SECONDS``: how long the first contact waits for a server that is
+    starting (`vla_client.cli.server_wait`)."""
+    parser.add_argument(
+        "--wait-for-server", type=non_negative_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+        help="how long to wait for a server that is starting (its port refuses connections: "
+        "'vla-client serve &' just run) before saying it is down; 0 does not wait",
     )  # fmt: skip
 
 
@@ -114,7 +120,7 @@ def add_state_split_option(parser: argparse.ArgumentParser | argparse._ArgumentG
 
 def is_gr00t(args: argparse.Namespace) -> bool:
     """Whether the command's URL and options name GR00T's ZeroMQ server."""
-    from vla_client.client.core import chosen_endpoint, transport_kind
+    from vla_client.client.addressing import chosen_endpoint, transport_kind
 
     url = args.url or ""
     endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
@@ -124,7 +130,7 @@ def is_gr00t(args: argparse.Namespace) -> bool:
 def dialect(args: argparse.Namespace) -> str | None:
     """The server family with a websocket dialect of its own that the command's URL or
     ``--endpoint`` names (``vllm_omni``, ``roboarena``), else None."""
-    from vla_client.client.base import DIALECTS
+    from vla_client.client.families import DIALECTS
 
     if args.endpoint in DIALECTS:
         return str(args.endpoint)
@@ -139,7 +145,7 @@ def server_url(text: str) -> str:
     """An argparse type: a server's base URL, with an http, https, ws or wss scheme and a port
     that can exist (``localhost:8000`` is refused with the URL it probably means, and one
     ending in a server route such as ``/v1/actions/generations`` with its base URL)."""
-    from vla_client.client.core import route_in_url
+    from vla_client.client.addressing import route_in_url
 
     if "://" not in text:
         raise argparse.ArgumentTypeError(
@@ -192,7 +198,7 @@ def camera_pair(text: str) -> tuple[str, str]:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
-    from vla_client.client.core import resolve_api_key
+    from vla_client.client.addressing import resolve_api_key
 
     try:
         api_key = resolve_api_key(args.api_key)
@@ -253,7 +259,7 @@ def check_transport_installed(
     """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
     `ActionClient` decides) needs the websockets library, GR00T's ZeroMQ server pyzmq: say so
     before any work starts. A URL and ``--endpoint`` that name no server is a usage error."""
-    from vla_client.client.core import chosen_endpoint, transport_kind
+    from vla_client.client.addressing import chosen_endpoint, transport_kind
 
     if url is None:
         return
@@ -302,10 +308,14 @@ def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float,
 def bytes_per_camera(
     observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
 ) -> dict[str, int]:
-    """Bytes each camera's frame takes in a request body with this encoding and wire."""
-    from vla_client.protocol import dumps, encode_image_value
+    """Bytes each camera's frame (a depth camera's too) takes in a request body with this
+    encoding and wire."""
+    from vla_client.protocol import dumps, encode_depth_value, encode_image_value
 
-    return {
+    sizes = {
         name: len(dumps(encode_image_value(frame, encoding, wire, jpeg_quality=jpeg_quality), wire))
         for name, frame in observation.images.items()
     }
+    for name, frame in observation.depth.items():
+        sizes[name] = len(dumps(encode_depth_value(frame, encoding, wire), wire))
+    return sizes

@@ -35,7 +35,7 @@ from vla_client.cli.common import (
     warn_unmatched_camera_map,
 )
 from vla_client.cli.failures import failure_line
-from vla_client.cli.output import fail, print_json, print_table
+from vla_client.cli.output import fail, human_bytes, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
@@ -313,14 +313,3 @@ def _sizes(sizes: Sequence[int]) -> str:
     low, high = human_bytes(min(sizes)), human_bytes(max(sizes))
     each = low if low == high else f"{low} to {high}"
     return f"{human_bytes(sum(sizes))} in total, {each} per request"
-
-
-def human_bytes(count: float) -> str:
-    """``812 B``, ``14.2 kB``, ``1.44 MB``, ``2.10 GB`` (powers of 1000)."""
-    if count < 1e3:
-        return f"{count:.0f} B"
-    if count < 1e6:
-        return f"{count / 1e3:.1f} kB"
-    if count < 1e9:
-        return f"{count / 1e6:.2f} MB"
-    return f"{count / 1e9:.2f} GB"

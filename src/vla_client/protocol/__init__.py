@@ -1,16 +1,20 @@
 """The action API's wire protocol: where it lives, what its documents look like, how failures
-travel. Shared by client and server; knows nothing of either.
+travel. Shared by client and server; knows nothing of either. What only the server reads or
+writes (decoding requests, building replies) is `vla_client.server.wire`.
 
 - `endpoints`: the paths, websocket URLs and API-key headers;
 - `wire`: bodies as JSON or msgpack, by content type;
 - `image_forms`: the forms an image takes on the wire, to and from a frame;
 - `request`: building and encoding requests on the robot;
 - `layouts`: the openpi observation layouts (flat, DROID, LIBERO, ALOHA);
-- `decode`: decoding requests at a server's entrypoint, every image to an ndarray;
-- `reply_build` and `reply_read`: building replies on the server, reading them on the client;
+- `limits`: how much one request may make its reader decode (`DecodeLimits`);
+- `reply_read`: reading replies (the server builds them in `vla_client.server.wire`);
 - `status`: failures as HTTP statuses and websocket close codes, both ways;
 - `models`: typed request and metadata documents;
-- `metadata_fields`: how each metadata field is read and bounded, for the metadata model.
+- `metadata_fields`: how each metadata field is read and bounded, for the metadata model;
+- `families`: the documents of the server families the client talks to but the reference
+  server does not speak (GR00T, vLLM-Omni, RoboArena); their two names a robot's code calls,
+  `flat_state` and `declare_rtc`, are offered here too.
 """
 
 from typing import TYPE_CHECKING
@@ -18,11 +22,6 @@ from typing import TYPE_CHECKING
 from vla_client._lazy import lazy_face
 
 if TYPE_CHECKING:
-    from vla_client.protocol.decode import DecodedRequest as DecodedRequest
-    from vla_client.protocol.decode import DecodeLimits as DecodeLimits
-    from vla_client.protocol.decode import decode_image_value as decode_image_value
-    from vla_client.protocol.decode import decode_payload as decode_payload
-    from vla_client.protocol.decode import decode_request as decode_request
     from vla_client.protocol.endpoints import ENDPOINT_PATHS as ENDPOINT_PATHS
     from vla_client.protocol.endpoints import ENDPOINTS as ENDPOINTS
     from vla_client.protocol.endpoints import GENERATIONS_PATH as GENERATIONS_PATH
@@ -33,8 +32,11 @@ if TYPE_CHECKING:
     from vla_client.protocol.endpoints import auth_headers as auth_headers
     from vla_client.protocol.endpoints import check_endpoint as check_endpoint
     from vla_client.protocol.endpoints import websocket_url as websocket_url
+    from vla_client.protocol.families.gr00t import flat_state as flat_state
+    from vla_client.protocol.families.gr00t_rtc import declare_rtc as declare_rtc
     from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
     from vla_client.protocol.image_forms import Encoding as Encoding
+    from vla_client.protocol.image_forms import encode_depth_value as encode_depth_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
     from vla_client.protocol.layouts import ALOHA as ALOHA
     from vla_client.protocol.layouts import DROID as DROID
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from vla_client.protocol.layouts import OpenpiLayout as OpenpiLayout
     from vla_client.protocol.layouts import StatePart as StatePart
     from vla_client.protocol.layouts import openpi_layout as openpi_layout
+    from vla_client.protocol.limits import DecodeLimits as DecodeLimits
     from vla_client.protocol.metadata_fields import check_metadata_bounds as check_metadata_bounds
     from vla_client.protocol.models import ActionInput as ActionInput
     from vla_client.protocol.models import ActionMetadata as ActionMetadata
@@ -54,8 +57,6 @@ if TYPE_CHECKING:
     from vla_client.protocol.models import SamplingParameters as SamplingParameters
     from vla_client.protocol.models import new_request_id as new_request_id
     from vla_client.protocol.models import read_metadata as read_metadata
-    from vla_client.protocol.reply_build import build_envelope as build_envelope
-    from vla_client.protocol.reply_build import build_raw as build_raw
     from vla_client.protocol.reply_read import REPLY_SIZE_FLOOR as REPLY_SIZE_FLOOR
     from vla_client.protocol.reply_read import Reply as Reply
     from vla_client.protocol.reply_read import read_actions as read_actions
@@ -79,11 +80,7 @@ if TYPE_CHECKING:
 
 # What `lazy_face` hands out: each name of the block above, from the same module.
 _FACE = {
-    "DecodedRequest": "vla_client.protocol.decode",
-    "DecodeLimits": "vla_client.protocol.decode",
-    "decode_image_value": "vla_client.protocol.decode",
-    "decode_payload": "vla_client.protocol.decode",
-    "decode_request": "vla_client.protocol.decode",
+    "DecodeLimits": "vla_client.protocol.limits",
     "ENDPOINT_PATHS": "vla_client.protocol.endpoints",
     "ENDPOINTS": "vla_client.protocol.endpoints",
     "GENERATIONS_PATH": "vla_client.protocol.endpoints",
@@ -94,8 +91,11 @@ _FACE = {
     "auth_headers": "vla_client.protocol.endpoints",
     "check_endpoint": "vla_client.protocol.endpoints",
     "websocket_url": "vla_client.protocol.endpoints",
+    "flat_state": "vla_client.protocol.families.gr00t",
+    "declare_rtc": "vla_client.protocol.families.gr00t_rtc",
     "ENCODINGS": "vla_client.protocol.image_forms",
     "Encoding": "vla_client.protocol.image_forms",
+    "encode_depth_value": "vla_client.protocol.image_forms",
     "encode_image_value": "vla_client.protocol.image_forms",
     "ALOHA": "vla_client.protocol.layouts",
     "DROID": "vla_client.protocol.layouts",
@@ -118,8 +118,6 @@ _FACE = {
     "build_openpi_request": "vla_client.protocol.request",
     "build_request": "vla_client.protocol.request",
     "encode_request": "vla_client.protocol.request",
-    "build_envelope": "vla_client.protocol.reply_build",
-    "build_raw": "vla_client.protocol.reply_build",
     "Reply": "vla_client.protocol.reply_read",
     "read_actions": "vla_client.protocol.reply_read",
     "read_reply": "vla_client.protocol.reply_read",

@@ -19,12 +19,10 @@ if TYPE_CHECKING:
     from vla_client.errors import PolicyOutputError as PolicyOutputError
     from vla_client.errors import PolicyStartError as PolicyStartError
     from vla_client.errors import WorkerStartError as WorkerStartError
-    from vla_client.protocol.decode import DecodedRequest as DecodedRequest
-    from vla_client.protocol.decode import decode_request as decode_request
     from vla_client.server.app import create_app as create_app
     from vla_client.server.config import ServerConfig as ServerConfig
-    from vla_client.server.inference import Runner as Runner
-    from vla_client.server.inference import ThreadRunner as ThreadRunner
+    from vla_client.server.engine.inference import Runner as Runner
+    from vla_client.server.engine.inference import ThreadRunner as ThreadRunner
     from vla_client.server.local import LocalServer as LocalServer
     from vla_client.server.policies.builtin import POLICIES as POLICIES
     from vla_client.server.policies.builtin import make_policy as make_policy
@@ -33,6 +31,8 @@ if TYPE_CHECKING:
     from vla_client.server.policy import PolicyInput as PolicyInput
     from vla_client.server.policy import PolicySpec as PolicySpec
     from vla_client.server.policy import metadata_document as metadata_document
+    from vla_client.server.wire.decode import DecodedRequest as DecodedRequest
+    from vla_client.server.wire.decode import decode_request as decode_request
 
 # What `lazy_face` hands out: each name of the block above, from the same module.
 _FACE = {
@@ -42,12 +42,12 @@ _FACE = {
     "PolicyOutputError": "vla_client.errors",
     "PolicyStartError": "vla_client.errors",
     "WorkerStartError": "vla_client.errors",
-    "DecodedRequest": "vla_client.protocol.decode",
-    "decode_request": "vla_client.protocol.decode",
+    "DecodedRequest": "vla_client.server.wire.decode",
+    "decode_request": "vla_client.server.wire.decode",
     "create_app": "vla_client.server.app",
     "ServerConfig": "vla_client.server.config",
-    "Runner": "vla_client.server.inference",
-    "ThreadRunner": "vla_client.server.inference",
+    "Runner": "vla_client.server.engine.inference",
+    "ThreadRunner": "vla_client.server.engine.inference",
     "LocalServer": "vla_client.server.local",
     "POLICIES": "vla_client.server.policies.builtin",
     "ReferencePolicy": "vla_client.server.policies.reference",

@@ -56,7 +56,7 @@ from uvicorn.supervisors.multiprocess import Process
 
 from vla_client.server.app import ActionServerApp, create_app
 from vla_client.server.config import ServerConfig, WorkerSettings, uvicorn_options
-from vla_client.server.lifeline import end_with_parent
+from vla_client.server.engine.lifeline import end_with_parent
 from vla_client.server.local import bind_listener, listener_url
 from vla_client.server.policy import Policy
 from vla_client.server.worker import WorkerRunner

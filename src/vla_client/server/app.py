@@ -2,11 +2,12 @@
 
 `create_app` picks the runner (a supervised inference worker process by default, a thread
 with ``in_process``), builds the request `Pipeline` around it, and puts the routes in front:
-the HTTP edge (`vla_client.server.http`), the websocket edge
-(`vla_client.server.websocket`) and Prometheus's ``/metrics`` (`vla_client.server.metrics`).
-The API-key check wraps them all, and the request count wraps that. The app's lifespan starts
-the runner in the background (`vla_client.server.startup`: the server listens, and ``/health``
-says ``loading``, while the policy loads), opens the request recorder when the config asks for
+the HTTP edge (`vla_client.server.edge.http`), the websocket edge
+(`vla_client.server.edge.websocket`) and Prometheus's ``/metrics``
+(`vla_client.server.edge.metrics`). The API-key check wraps them all, and the request count
+wraps that. The app's lifespan starts the runner in the background
+(`vla_client.server.engine.startup`: the server listens, and ``/health`` says ``loading``,
+while the policy loads), opens the request recorder when the config asks for
 one (in each process that serves, so every entrypoint records its own requests), and stops
 both on shutdown.
 """
@@ -27,18 +28,18 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from vla_client._version import __version__
 from vla_client.errors import VLAClientError
 from vla_client.protocol import GENERATIONS_PATH, HEALTH_PATH, METADATA_PATH
-from vla_client.server.auth import APIKeyMiddleware
 from vla_client.server.config import ServerConfig
-from vla_client.server.http import failure_handler, generations_endpoint, health_endpoint
-from vla_client.server.inference import Runner, ThreadRunner
-from vla_client.server.memory import keep_freed_memory
-from vla_client.server.metrics import METRICS_PATH, MetricsMiddleware, metrics_endpoint
-from vla_client.server.openapi import generations_openapi
-from vla_client.server.pipeline import Pipeline
+from vla_client.server.edge.auth import APIKeyMiddleware
+from vla_client.server.edge.http import failure_handler, generations_endpoint, health_endpoint
+from vla_client.server.edge.metrics import METRICS_PATH, MetricsMiddleware, metrics_endpoint
+from vla_client.server.edge.openapi import generations_openapi
+from vla_client.server.edge.quiet_logs import quiet_refused_handshakes, redact_credentials_in_logs
+from vla_client.server.edge.websocket import register_websocket_routes
+from vla_client.server.engine.inference import Runner, ThreadRunner
+from vla_client.server.engine.memory import keep_freed_memory
+from vla_client.server.engine.pipeline import Pipeline
 from vla_client.server.policy import Policy
-from vla_client.server.quiet_logs import quiet_refused_handshakes, redact_credentials_in_logs
 from vla_client.server.recorder import RequestRecorder
-from vla_client.server.websocket import register_websocket_routes
 from vla_client.server.worker import WorkerRunner
 
 

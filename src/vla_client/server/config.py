@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vla_client.protocol import DecodeLimits, openpi_layout
-from vla_client.server.connections import HeaderDeadlineProtocol
+from vla_client.server.edge.connections import HeaderDeadlineProtocol
 from vla_client.server.worker.threads import check_torch_threads
 from vla_client.validation import check_at_least, check_positive
 
@@ -162,7 +162,7 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
     size, h11 refuses headers past 16 KiB. The protocol is uvicorn's h11 one with a deadline on
     the headers, a connection limit that only connections with a complete request count in, and
     bodies of declared length written straight into the buffer the app gives
-    (`vla_client.server.connections`). The event loop is uvloop where it is installed (the
+    (`vla_client.server.edge.connections`). The event loop is uvloop where it is installed (the
     ``server`` extra installs it on Linux and macOS), as in SGLang.
 
     Websockets never negotiate permessage-deflate: the messages are camera frames and action

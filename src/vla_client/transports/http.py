@@ -35,7 +35,7 @@ from vla_client.protocol import (
     read_reply,
     reply_size_limit,
 )
-from vla_client.validation import check_positive, renamed_keywords
+from vla_client.validation import check_positive
 
 ClientT = TypeVar("ClientT", httpx.Client, httpx.AsyncClient)
 
@@ -50,7 +50,6 @@ class _HTTPBase(Generic[ClientT]):
     (`vla_client.protocol.reply_size_limit`, at least `REPLY_SIZE_FLOOR` bytes).
     """
 
-    @renamed_keywords(since="0.2.0", removed_in="0.3.0", timeout="timeout_s")  # the 0.1.0 name
     def __init__(
         self, base_url: str, *, timeout_s: float = 10.0, api_key: str | None = None,
         headers: dict[str, str] | None = None, max_reply_bytes: int | None = None,

@@ -2,20 +2,20 @@
 independent chunks disagree at their seams and real-time chunking has something to fix.
 
 It sees what `ReachPolicy` sees (the target and the robot found by colour in the frames, the
-target's velocity tracked between requests) and plans from the same straight pursuit: row h
-aims where the target will be at the end of step h. What it learned is how to get there: the
-scripted demonstrations it was trained on (`reach_flow_train`) swing out to one side of the
-straight line, left or right at random, by a random fraction of the distance left, and come in
-as the robot closes. A small MLP, trained by flow matching, generates that swing in the frame
-of the line from the robot to the target, in units of `RESIDUAL_SCALE_M`; the network predicts
-the clean chunk from a noisy one, and the velocity follows from it,
-``v = (x1_hat - x) / (1 - tau)``. Two chunks sampled for consecutive observations pick their
-sides independently, so a robot switching between them zigzags, unless the server inpaints
-each new chunk from the old one's remainder (RTC: `vla_client.server.policies.flow`).
+target's velocity tracked between requests) and plans from the same straight pursuit: row h aims
+where the target will be at the end of step h. What it learned is how to get there: the scripted
+demonstrations it was trained on (``tools/train_reach_flow.py`` in a checkout) swing out to one
+side of the straight line, left or right at random, by a random fraction of the distance left,
+and come in as the robot closes. A small MLP, trained by flow matching, generates that swing in
+the frame of the line from the robot to the target, in units of `RESIDUAL_SCALE_M`; the network
+predicts the clean chunk from a noisy one, and the velocity follows from it, ``v = (x1_hat - x)
+/ (1 - tau)``. Two chunks sampled for consecutive observations pick their sides independently,
+so a robot switching between them zigzags, unless the server inpaints each new chunk from the
+old one's remainder (RTC: `vla_client.server.policies.flow`).
 
-The weights (``reach_flow.npz``, about 100 KB) ship with the package; ``python -m
-vla_client.server.policies.reach_flow_train`` reproduces them from the demonstrations with a
-fixed seed in seconds, on a CPU, with numpy alone.
+The weights (``reach_flow.npz``, about 100 KB) ship with the package; ``python
+tools/train_reach_flow.py`` reproduces them from the demonstrations with a fixed seed in
+seconds, on a CPU, with numpy alone.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ class ReachFlowPolicy(FlowPolicy):
     """The reach task's stochastic flow policy (`vla-client serve --policy reach-flow`).
 
     Options: `rate_hz`, the control rate it plans for (the eval's ``--rate``), and `weights`,
-    an ``.npz`` from `reach_flow_train` (default: the shipped one). Announces real-time
-    chunking.
+    an ``.npz`` from ``tools/train_reach_flow.py`` (default: the shipped one). Announces
+    real-time chunking.
     """
 
     def __init__(self, *, rate_hz: float = 10.0, weights: str | Path | None = None) -> None:

@@ -12,8 +12,8 @@ which the worker calls, so the entrypoint never imports it.
 
 JPEG frames can be decoded on the GPU instead of at the entrypoint (`jpeg_decode`): ``auto``
 does so when the policy runs on CUDA and a GPU decoder is installed (see
-`vla_client.server.device_decode`), ``worker`` always hands them to the policy (decoded on the
-CPU of the worker where no GPU decoder is), ``entrypoint`` never. The replies' timings say
+`vla_client.server.engine.device_decode`), ``worker`` always hands them to the policy (decoded
+on the CPU of the worker where no GPU decoder is), ``entrypoint`` never. The replies' timings say
 what ran: ``decode_cuda_ms`` or ``decode_cpu_ms`` for frames the policy decoded; neither when
 the entrypoint decoded them (inside ``preprocess_ms``).
 """
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.server.device_decode import FrameDecoder, frame_decoder
+from vla_client.server.engine.device_decode import FrameDecoder, frame_decoder
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
 from vla_client.validation import check_choice
 

@@ -28,7 +28,7 @@ import numpy as np
 from vla_client.errors import InferenceError, PolicyFailedError, WorkerStartError
 from vla_client.protocol.status import POLICY_LOADING
 from vla_client.server.config import WorkerSettings
-from vla_client.server.inference import RequestMemory
+from vla_client.server.engine.inference import RequestMemory
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
     RTC_PREFIX_KEY,
