@@ -27,7 +27,7 @@ from bench_import import checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("serve", "send", "record", "view", "export", "bench", "metadata", "demo", "cameras",
-            "eval")  # fmt: skip
+            "eval", "ros2")  # fmt: skip
 LINES = (("--help",), ("--version",), *((command, "--help") for command in COMMANDS))
 
 

@@ -412,7 +412,7 @@ ERROR_CLASSES = [
 
 SERVER_ERRORS = {
     "InferenceError", "PolicyFailedError", "WorkerStartError", "PolicyLoadError",
-    "PolicyStartError", "PolicyOutputError",
+    "PolicyStartError", "PolicyOutputError", "PolicyInputError",
 }  # fmt: skip
 
 

@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         raise argparse.ArgumentError(None, f"--router or --domain: {exc}") from None
     stopping = threading.Event()
     try:
-        wait_for_server(args.url, args.wait_for_server)  # on the graph: no router is said at once
+        wait_for_server(args.url, args.wait_for_server)  # after joining: no router is said at once
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = server_metadata(client)
             gate_options = control_options.gate_options(args)

@@ -6,7 +6,8 @@ seconds (`DEFAULT_WAIT_S` unless given; 0 does not wait) for something to listen
 says once on stderr that it waits and for how long. Then the command goes on: a server that is
 really down is the client's own one-line error, a few seconds later. Only a refused connection
 is waited for; an unknown host, a route that times out, anything else is the client's to say
-at once.
+at once. GR00T's ZeroMQ server (a ``tcp://`` URL) is not waited for here: its client waits for
+the connection itself (``--connect-timeout``, `connect_timeout_s`).
 
 ``vla-client serve`` listens on its port within its first second (requests queue until it
 serves them, and while its policy warms up it answers 503 and the client waits for that), so
@@ -32,8 +33,10 @@ def wait_for_server(url: str | None, wait_s: float) -> None:
     if url is None or wait_s <= 0:
         return
     parts = urlsplit(url)
-    port = parts.port or DEFAULT_PORTS.get(parts.scheme)
-    if parts.hostname is None or port is None:
+    if parts.scheme not in DEFAULT_PORTS:  # tcp://, GR00T's: its client waits (connect_timeout_s)
+        return
+    port = parts.port or DEFAULT_PORTS[parts.scheme]
+    if parts.hostname is None:
         return
     ends_at = time.monotonic() + wait_s
     said = False
