@@ -5,6 +5,8 @@
 #       --build-arg BASE_IMAGE=nvidia/cuda:12.4.1-runtime-ubuntu22.04 \
 #       --build-arg EXTRAS=server,torch .                          # CUDA base, torch policies
 #   docker run --rm -p 8000:8000 --shm-size=256m -e VLA_CLIENT_API_KEY=... vla-client
+#   docker run --rm --gpus all -p 8000:8000 --shm-size=256m -e VLA_CLIENT_API_KEY=... \
+#       vla-client:cuda --policy torch                             # the GPUs handed over
 #
 # Give /dev/shm room with --shm-size: every request in the server holds a shared-memory slot
 # of about its decoded frames, and Docker's default of 64 MiB is short for more than a few

@@ -411,8 +411,8 @@ ERROR_CLASSES = [
 
 
 SERVER_ERRORS = {
-    "InferenceError", "WorkerStartError", "PolicyLoadError", "PolicyStartError",
-    "PolicyOutputError", "PolicyInputError",
+    "InferenceError", "PolicyFailedError", "WorkerStartError", "PolicyLoadError",
+    "PolicyStartError", "PolicyOutputError", "PolicyInputError",
 }  # fmt: skip
 
 

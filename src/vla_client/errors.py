@@ -31,6 +31,7 @@
     ├── ServerSilentError                       the watchdog stopped the robot
     ├── ClockStoppedError                       a loop's monotonic clock stood still
     ├── InferenceError                          server side: a request the runner could not serve
+    │   └── PolicyFailedError                   the policy raised (500)
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
     │   └── PolicyStartError                    the policy's load() or warm_up() raised
     ├── PolicyLoadError (ValueError)            server side: a policy name that gives no policy
@@ -353,6 +354,27 @@ class InferenceError(VLAClientError):
         self.detail = detail
         self.retry_after = retry_after
         self.policy_traceback = policy_traceback
+
+
+class PolicyFailedError(InferenceError):
+    """The 500 of a policy that raised; `error` is its exception, ``Type: message``.
+
+    Its `detail` names the type only, never the message or the traceback: exception messages
+    can carry paths, tensors or secrets, and the whole text goes to the server log. A server
+    that sends policy errors (`ServerConfig.send_policy_errors`, on for ``vla-client serve``
+    on loopback) tells its client `error_detail` instead: the policy's author is the client.
+    """
+
+    def __init__(self, error: str, *, policy_traceback: str = "") -> None:
+        self.error = error
+        self.kind = error.split(":", 1)[0]
+        detail = f"policy failed ({self.kind}); details are in the server log"
+        super().__init__(500, detail, policy_traceback=policy_traceback)
+
+    @property
+    def error_detail(self) -> str:
+        """The detail with the exception's message: ``policy failed: Type: message``."""
+        return f"policy failed: {self.error}"
 
 
 class WorkerStartError(VLAClientError, RuntimeError):

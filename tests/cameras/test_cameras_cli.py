@@ -15,8 +15,8 @@ from vla_client.cli import cameras as command
 
 def run(*argv: str) -> int:
     parser = argparse.ArgumentParser()
-    command.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["cameras", *argv])
+    command.register(parser)
+    args = parser.parse_args(list(argv))
     code: int = args.func(args)
     return code
 

@@ -319,6 +319,7 @@ def test_an_unknown_camera_error_names_the_keys_and_a_mapping() -> None:
     assert str(error) == (
         "input.image_keys: the server expects ['front', 'side'], the observation has camera "
         "'top'; 'top' matches none of them; map it to one, for example camera_map={'top': 'front'}"
+        "; the server needs 2 cameras and the observation has 1: add cameras for 'side' too"
     )
     assert error.fix is not None and error.fix.values == ({"top": "front"},)
 

@@ -71,7 +71,7 @@ def test_a_401_names_the_option_and_the_variable(monkeypatch, keyed_url, cli, er
     "command",
     [
         ("send", "--height", "16", "--width", "16", "--json"),
-        ("metadata",),
+        ("metadata", "--json"),
         ("bench", "--repeat", "1", "--warmup", "0", "--encodings", "png", "--transports", "http",
          "--height", "16", "--width", "16"),
     ],

@@ -19,7 +19,8 @@ def closed_port() -> int:
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 def test_a_refused_connection_names_the_url_and_port(cli, error_line, scheme):
     port = closed_port()
-    line = error_line(cli("send", f"{scheme}://127.0.0.1:{port}").err)
+    # no wait for a server starting there (tests/cli/test_quickstart.py tests the wait)
+    line = error_line(cli("send", f"{scheme}://127.0.0.1:{port}", "--wait-for-server", "0").err)
     assert f"cannot reach the server at {scheme}://127.0.0.1:{port}" in line, line
     assert f"nothing listens on port {port} of 127.0.0.1" in line
     assert f"'vla-client serve --port {port}'" in line

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vla_client.cli.send import human_bytes
+from vla_client.cli.output import human_bytes
 from vla_client.recording import ObservationReader
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.policies import ReachPolicy

@@ -184,7 +184,8 @@ def test_an_action_dim_the_robot_cannot_take_is_refused_before_the_first_episode
 ):
     line = usage_error(cli("eval", seven_dim_url, "--episodes", "1", *FIXED))
     assert "the built-in reach task takes actions of 2 values" in line
-    assert "gives 7" in line and "vla-client serve --action-dim 2" in line
+    assert "gives 7" in line and "vla-client serve --policy reach" in line
+    assert "--action-dim" not in line  # the reference policy with 2 values fails every episode
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gym_pusht") is None, reason="needs gym-pusht")

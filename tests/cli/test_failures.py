@@ -26,6 +26,8 @@ def test_server_down(cli, error_line, dead_url, command):
     run = cli(
         command,
         dead_url,
+        "--wait-for-server",  # the wait for a starting server: tests/cli/test_quickstart.py
+        "0",
         *(
             ["--repeat", "1", "--encodings", "raw", "--wires", "msgpack"]
             if command == "bench"
@@ -86,7 +88,7 @@ def test_serve_refuses_api_servers_it_cannot_run(cli, args, reason):
 def test_console_script_exit_code_and_stderr(dead_url):
     """The installed entry point, in its own process: exit status 1 and one stderr line."""
     completed = subprocess.run(
-        [sys.executable, "-m", "vla_client.cli", "send", dead_url],
+        [sys.executable, "-m", "vla_client.cli", "send", dead_url, "--wait-for-server", "0"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert completed.returncode == 1
@@ -139,7 +141,10 @@ def test_a_missing_camera_device_is_one_line_without_opencv_noise():
     )  # fmt: skip
     assert completed.returncode == 1
     assert completed.stdout == ""
-    assert completed.stderr == "vla-client: error: cannot open camera 9\n"
+    assert completed.stderr == (
+        "vla-client: error: cannot open camera 9; `vla-client cameras` without --camera lists "
+        "the cameras this machine has\n"
+    )
 
 
 @pytest.mark.parametrize("output", [[], ["--json"]], ids=["table", "json"])

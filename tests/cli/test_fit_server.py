@@ -107,7 +107,7 @@ def test_a_camera_map_naming_a_camera_twice_is_a_usage_error(cli, usage_error, s
 
 def test_metadata_prints_what_the_client_checks(cli, served) -> None:
     url, _ = served
-    run = cli("metadata", url, "--resize", "pad")
+    run = cli("metadata", url, "--resize", "pad", "--json")
     assert run.code == 0, run.err
     document = json.loads(run.out)
     assert document["input"]["image_keys"] == list(PI05)
@@ -128,7 +128,7 @@ class ArmPolicy(ReferencePolicy):
 def test_metadata_names_the_policy_served_unless_configured(cli, model_name, model) -> None:
     config = ServerConfig(in_process=True, model_name=model_name)
     with LocalServer(create_app(ArmPolicy(), config)) as server:
-        run = cli("metadata", server.url)
+        run = cli("metadata", server.url, "--json")
     assert run.code == 0, run.err
     document = json.loads(run.out)
     assert document["model"] == model and document["policy_family"] == "acme-arm"

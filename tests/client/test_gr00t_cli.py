@@ -36,7 +36,7 @@ def cli(capsys: pytest.CaptureFixture[str]):
 
 def test_metadata_shows_the_modality_config_and_the_state_the_split_makes(cli) -> None:
     with Gr00tServer(horizon=6) as server:
-        run = cli("metadata", server.url, *SPLIT)
+        run = cli("metadata", server.url, *SPLIT, "--json")
     assert run.code == 0, run.err
     document = json.loads(run.out)
     assert document["policy_family"] == "gr00t"

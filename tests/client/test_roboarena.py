@@ -197,7 +197,7 @@ def test_the_cli_names_its_cameras_and_sizes_its_state_as_the_server_asks(
     """``vla-client metadata|send|bench --endpoint roboarena``: the synthetic cameras are the
     ones the server asks for, the state its 8 values; bench measures the one path it takes."""
     with ArenaServer(CONFIG) as server:
-        assert main(["metadata", server.url, "--endpoint", "roboarena"]) == 0
+        assert main(["metadata", server.url, "--endpoint", "roboarena", "--json"]) == 0
         document = json.loads(capsys.readouterr().out)
         assert main(["send", server.url, "--endpoint", "roboarena", "--json"]) == 0
         sent = json.loads(capsys.readouterr().out)

@@ -260,7 +260,7 @@ def test_the_cli_reads_the_config_and_sends_to_the_url_as_given(
     """``vla-client metadata|send|bench`` with the robot endpoint's URL: no path appended, the
     frames padded to the announced resolution, the one path the endpoint takes measured."""
     with server() as omni:
-        assert main(["metadata", omni.url]) == 0
+        assert main(["metadata", omni.url, "--json"]) == 0
         document = json.loads(capsys.readouterr().out)
         assert main(["send", omni.url, "--json"]) == 0
         sent = json.loads(capsys.readouterr().out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 
 import pytest
 
@@ -80,9 +81,60 @@ def test_a_server_that_is_down_at_the_start_is_one_line(
     capsys: pytest.CaptureFixture[str], zenoh_router: str
 ) -> None:
     code, err = main_with(
-        capsys, "--url", f"http://127.0.0.1:{free_port()}", "--router", zenoh_router
-    )
+        capsys,
+        "--url", f"http://127.0.0.1:{free_port()}", "--router", zenoh_router,
+        "--wait-for-server", "0",  # no wait for a starting server (the tests below)
+    )  # fmt: skip
     assert code == 1 and "127.0.0.1" in err
+
+
+def test_a_server_that_is_down_is_said_after_the_wait_it_announced(
+    capsys: pytest.CaptureFixture[str], zenoh_router: str
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    code, err = main_with(
+        capsys, "--url", url, "--router", zenoh_router, "--wait-for-server", "0.5", lines=2
+    )
+    waiting, error = err.splitlines()
+    assert code == 1
+    assert waiting == (
+        f"vla-client: nothing listens on port {port} of 127.0.0.1 yet; waiting up to 0.5 s "
+        "for a server to start there (--wait-for-server SECONDS)"
+    )
+    assert error.startswith(f"vla-client: error: cannot reach the server at {url}")
+
+
+def test_a_server_that_starts_during_the_wait_is_read(
+    capsys: pytest.CaptureFixture[str], zenoh_router: str
+) -> None:
+    """``vla-client serve & vla-client ros2 ...``: the node waits for the server starting
+    beside it and reads its metadata (here the refusal of --joints that only the server's
+    action dimension tells)."""
+    port = free_port()
+    servers: list[LocalServer] = []
+    late = threading.Timer(
+        0.5,
+        lambda: servers.append(
+            LocalServer(create_app(ReferencePolicy(action_dim=3)), port=port).start()
+        ),
+    )
+    late.start()
+    try:
+        code, err = main_with(
+            capsys,
+            "--url", f"http://127.0.0.1:{port}", "--router", zenoh_router,
+            "--joints", "j1,j2", "--wait-for-server", "60",
+            lines=2,
+        )  # fmt: skip
+    finally:
+        late.join()
+        for server in servers:
+            server.stop()
+    waiting, error = err.splitlines()
+    assert waiting.startswith(f"vla-client: nothing listens on port {port} of 127.0.0.1 yet")
+    assert code == 2
+    assert "--joints names 2 joints" in error and "gives actions of 3 values" in error
 
 
 def test_joints_of_another_count_than_the_servers_actions(
@@ -106,14 +158,15 @@ def test_rtc_against_a_server_that_does_not_announce_it(
     assert code == 1 and "announces no real-time chunking" in err
 
 
-def main_with(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """`run` with `--url` and the other options given here taking the place of the base's."""
+def main_with(capsys: pytest.CaptureFixture[str], *args: str, lines: int = 1) -> tuple[int, str]:
+    """`run` with `--url` and the other options given here taking the place of the base's;
+    stderr has `lines` lines."""
     base = list(BASE)
     if "--url" in args:
         del base[1:3]
     code = main([*base, *args])
     err = capsys.readouterr().err
-    assert err.count("\n") == 1, err
+    assert err.count("\n") == lines, err
     return code, err
 
 

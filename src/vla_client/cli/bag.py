@@ -12,12 +12,18 @@ from __future__ import annotations
 import argparse
 import itertools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from vla_client.cameras.ros_bag import STATE, BagSource
 from vla_client.cli.parser import positive_float
-from vla_client.observation import Observation
+
+if TYPE_CHECKING:  # imported where used: the options are added without numpy or OpenCV
+    import numpy as np
+
+    from vla_client.cameras.ros_bag import BagSource
+    from vla_client.observation import Observation
+
+STATE = "state"
+"""The name that makes a ``--topic`` the state (`vla_client.cameras.ros_bag.STATE`)."""
 
 DEFAULT_MAX_SKEW_MS = 50.0
 
@@ -75,6 +81,8 @@ def _check_topics(pairs: list[tuple[str, str]], *, state_given: bool) -> None:
 def open_bag(args: argparse.Namespace, state: np.ndarray | None) -> BagSource:
     """The bag the options name, read; `state` (``--state``'s) goes with every step when no
     topic gives one."""
+    from vla_client.cameras.ros_bag import BagSource
+
     return BagSource(
         args.bag, dict(args.topic), max_skew_s=args.max_skew_ms / 1e3, task=args.task, state=state
     )

@@ -21,11 +21,8 @@ import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import orjson
-
-from vla_client.cameras.scene import SyntheticScene
 from vla_client.cli.checks import check_output_file, file_type, require_module
 from vla_client.cli.common import (
     add_connection_options,
@@ -41,13 +38,14 @@ from vla_client.cli.failures import failure_line, not_a_vla_server
 from vla_client.cli.output import fail, print_table
 from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
-from vla_client.client import ActionClient, ActionResult
-from vla_client.client.families import DIALECTS
-from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
-from vla_client.observation import Observation
-from vla_client.protocol import ENCODINGS, WIRES, Encoding, Wire
+from vla_client.protocol.names import ENCODINGS, WIRES, Encoding, Wire
+
+if TYPE_CHECKING:  # imported where used: the options are added without them
+    from vla_client.client import ActionResult
+    from vla_client.observation import Observation
 
 TRANSPORTS = ("http", "ws")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
@@ -78,10 +76,8 @@ class PathResult:
         }  # fmt: skip
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "bench", help="measure every encoding x wire x transport, ranked"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser, url_default=None)
     parser.add_argument(
         "--encodings", type=_subset(ENCODINGS), default=",".join(ENCODINGS),
@@ -111,6 +107,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    from vla_client.client import ActionClient
+
     try:
         paths = _paths(args)
         _check_outputs(args, paths)
@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         fit.update(connect_option(args))
         if family := dialect(args):
             fit["endpoint"] = family
+        wait_for_server(args.url, args.wait_for_server)
         with _server(args.url) as url:
             with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key, **fit) as probe:
                 plan = synthetic_plan(args, server_metadata(probe))
@@ -149,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
 
 def bench_observations(plan: SyntheticPlan, count: int = 4) -> list[Observation]:
     """A few distinct synthetic multi-camera observations (so no path gets a cached frame)."""
+    from vla_client.cameras.scene import SyntheticScene
+    from vla_client.observation import Observation
+
     scenes = [SyntheticScene(plan.height, plan.width, seed=i) for i in range(len(plan.names))]
     return [
         Observation(
@@ -175,6 +179,8 @@ def run_matrix(
     `options` go to every client (GR00T's ``state_split``, the ``endpoint`` of a server with
     its own dialect); the ``zmq`` path is GR00T's server and an ``endpoint`` names a dialect,
     each of which takes its own encoding."""
+    from vla_client.client import ActionClient
+
     results = []
     with Progress(len(paths) * (repeat + warmup), label="bench") as bar:
         for encoding, wire, transport in paths:
@@ -266,6 +272,8 @@ def plot_report(report: dict[str, Any], path: str) -> None:
 
 
 def _summarise(result: PathResult, timed: list[ActionResult]) -> None:
+    from vla_client.control.stats import percentiles
+
     result.bytes_sent = timed[-1].timings.bytes_sent
     result.totals_ms = [r.timings.total_ms for r in timed]
     for name, values in stage_samples(timed):
@@ -325,6 +333,8 @@ def _check_outputs(args: argparse.Namespace, paths: Sequence[tuple[str, str, str
 
 
 def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
+    from vla_client.client.families import DIALECTS
+
     if args.endpoint not in (None, "gr00t", *DIALECTS):
         raise argparse.ArgumentError(
             None, "bench measures every path of the action API; --endpoint takes "

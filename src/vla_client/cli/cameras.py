@@ -22,16 +22,13 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import seconds
 from vla_client.cli.sheet import frame_grid
-from vla_client.cli.sources import camera_for
+from vla_client.cli.sources import CAMERAS_HINT, camera_for
 
 GRID_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add the ``cameras`` subcommand."""
-    parser = subparsers.add_parser(
-        "cameras", help="list cameras and their modes, or check configured ones"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     parser.add_argument(
         "--camera",
         action="append",
@@ -85,9 +82,17 @@ def _print_devices(devices: list[CameraDevice]) -> None:
 
 def _check(specs: Mapping[str, str], grid: str | None, timeout: float) -> int:
     cameras = {name: camera_for(spec) for name, spec in specs.items()}
-    with CameraRig(cameras, timeout_s=timeout, max_age_s=max(timeout, 1.0)) as rig:
+    rig = CameraRig(cameras, timeout_s=timeout, max_age_s=max(timeout, 1.0))
+    try:
+        rig.open()
+    except CameraError as exc:  # the hint `send` gives, said for here
+        hint = f"{CAMERAS_HINT} without --camera lists the cameras this machine has"
+        raise CameraError(f"{exc}; {hint}") from exc
+    try:
         capture = rig.capture()
         now = time.monotonic()
+    finally:
+        rig.close()
     for name, frame in capture.frames.items():
         height, width = frame.image.shape[:2]
         age = f"{frame.age(now) * 1000:.0f} ms old"

@@ -1,43 +1,29 @@
-"""Options and helpers shared by the commands that talk to a server."""
+"""Options and helpers shared by the commands that talk to a server.
+
+The options are added without importing the client (``--help`` stays fast: the choices come
+from `vla_client.protocol.names`); the helpers import what they use when called.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import urllib.parse
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from vla_client.cli.checks import require_module
-from vla_client.cli.parser import jpeg_quality, seconds
-from vla_client.client import ActionClient, ActionResult
-from vla_client.client.addressing import (
-    chosen_endpoint,
-    resolve_api_key,
-    route_in_url,
-    transport_kind,
-)
-from vla_client.client.families import DIALECTS
-from vla_client.client.options import RESIZES
-from vla_client.control.stats import percentiles
+from vla_client.cli.parser import jpeg_quality, non_negative_float, seconds
+from vla_client.cli.server_wait import DEFAULT_WAIT_S
 from vla_client.errors import ServerError
-from vla_client.observation import Observation
-from vla_client.protocol import (
-    ENCODINGS,
-    ENDPOINTS,
-    LAYOUTS,
-    WIRES,
-    ActionMetadata,
-    Encoding,
-    Endpoint,
-    OpenpiLayout,
-    Wire,
-    dumps,
-    encode_depth_value,
-    encode_image_value,
-    websocket_url,
-)
-from vla_client.protocol.endpoints import API_KEY_ENV
+from vla_client.protocol.endpoints import API_KEY_ENV, ENDPOINTS, Endpoint, websocket_url
+from vla_client.protocol.names import ENCODINGS, LAYOUT_NAMES, RESIZES, WIRES, Encoding, Wire
+
+if TYPE_CHECKING:
+    from vla_client.client import ActionClient, ActionResult
+    from vla_client.observation import Observation
+    from vla_client.protocol import ActionMetadata, OpenpiLayout
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
@@ -56,6 +42,7 @@ def add_connection_options(
         "--timeout", type=seconds, default=30.0, metavar="SECONDS",
         help="how long to wait for a reply",
     )  # fmt: skip
+    add_wait_option(parser)
     parser.add_argument(
         "--connect-timeout", type=seconds, default=None, metavar="SECONDS",
         help="GR00T's server (tcp://): how long to wait for its connection to open (a server "
@@ -70,6 +57,17 @@ def add_connection_options(
         "--endpoint", choices=ENDPOINTS, default=None,
         help="the server's kind where the URL does not say: realtime or openpi (websockets), "
         "gr00t (NVIDIA Isaac GR00T's ZeroMQ server; a tcp:// URL implies it)",
+    )  # fmt: skip
+
+
+def add_wait_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--wait-for-server SECONDS``: how long the first contact waits for a server that is
+    starting (`vla_client.cli.server_wait`)."""
+    parser.add_argument(
+        "--wait-for-server", type=non_negative_float, default=DEFAULT_WAIT_S, metavar="SECONDS",
+        help="how long to wait for a server that is starting (its port refuses connections: "
+        "'vla-client serve &' just run) before saying it is down; 0 does not wait (GR00T's "
+        "server: --connect-timeout)",
     )  # fmt: skip
 
 
@@ -110,7 +108,7 @@ def add_fit_options(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_state_split_option(group)
     group.add_argument(
-        "--layout", choices=tuple(LAYOUTS), default=None,
+        "--layout", choices=LAYOUT_NAMES, default=None,
         help="send openpi requests in this layout; implies openpi's websocket endpoint, "
         "on any URL (default there: flat)",
     )  # fmt: skip
@@ -128,6 +126,8 @@ def add_state_split_option(parser: argparse.ArgumentParser | argparse._ArgumentG
 
 def is_gr00t(args: argparse.Namespace) -> bool:
     """Whether the command's URL and options name GR00T's ZeroMQ server."""
+    from vla_client.client.addressing import chosen_endpoint, transport_kind
+
     url = args.url or ""
     endpoint = chosen_endpoint(args.endpoint, getattr(args, "layout", None))
     return transport_kind(urlsplit(url).scheme, None, endpoint) == "zmq"
@@ -136,6 +136,8 @@ def is_gr00t(args: argparse.Namespace) -> bool:
 def dialect(args: argparse.Namespace) -> str | None:
     """The server family with a websocket dialect of its own that the command's URL or
     ``--endpoint`` names (``vllm_omni``, ``roboarena``), else None."""
+    from vla_client.client.families import DIALECTS
+
     if args.endpoint in DIALECTS:
         return str(args.endpoint)
     url = args.url or ""
@@ -149,6 +151,8 @@ def server_url(text: str) -> str:
     """An argparse type: a server's base URL, with an http, https, ws or wss scheme and a port
     that can exist (``localhost:8000`` is refused with the URL it probably means, and one
     ending in a server route such as ``/v1/actions/generations`` with its base URL)."""
+    from vla_client.client.addressing import route_in_url
+
     if "://" not in text:
         raise argparse.ArgumentTypeError(
             f"takes a URL with its scheme, such as http://{text}; got {text!r}"
@@ -200,6 +204,8 @@ def camera_pair(text: str) -> tuple[str, str]:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """The `ActionClient` keyword arguments the connection, encoding and fit options give."""
+    from vla_client.client.addressing import resolve_api_key
+
     try:
         api_key = resolve_api_key(args.api_key)
     except ValueError as exc:
@@ -220,6 +226,18 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
         options["state_split"] = split
     options.update(connect_option(args))
     return options
+
+
+def warn_unmatched_camera_map(args: argparse.Namespace, cameras: Collection[str]) -> None:
+    """Say on stderr which ``--camera-map`` entries name no camera the robot has (a typo, say):
+    such an entry does nothing, and would otherwise do it silently."""
+    for local, server in getattr(args, "camera_map", []):
+        if local not in cameras:
+            print(
+                f"vla-client: warning: --camera-map {local}={server} does nothing: no camera is "
+                f"named {local!r} (the cameras: {', '.join(cameras) or 'none'})",
+                file=sys.stderr,
+            )
 
 
 def connect_option(args: argparse.Namespace) -> dict[str, float]:
@@ -247,6 +265,8 @@ def server_metadata(client: ActionClient) -> ActionMetadata | None:
 
 def announced_layout(client: ActionClient) -> OpenpiLayout | None:
     """The built-in openpi layout `client` sends in, if any."""
+    from vla_client.protocol import OpenpiLayout
+
     layout = client.options.layout
     return layout if isinstance(layout, OpenpiLayout) else None
 
@@ -257,6 +277,8 @@ def check_transport_installed(
     """A websocket (a ``ws://`` URL, or the openpi endpoint a `layout` implies, as
     `ActionClient` decides) needs the websockets library, GR00T's ZeroMQ server pyzmq: say so
     before any work starts. A URL and ``--endpoint`` that name no server is a usage error."""
+    from vla_client.client.addressing import chosen_endpoint, transport_kind
+
     if url is None:
         return
     try:
@@ -292,6 +314,8 @@ def stage_samples(results: Sequence[ActionResult]) -> list[tuple[str, list[float
 
 def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float, float, float]]:
     """(stage, p50, p90, p99) in ms for each stage the results report."""
+    from vla_client.control.stats import percentiles
+
     rows = []
     for name, values in stage_samples(results):
         summary = percentiles(values)
@@ -304,6 +328,8 @@ def bytes_per_camera(
 ) -> dict[str, int]:
     """Bytes each camera's frame (a depth camera's too) takes in a request body with this
     encoding and wire."""
+    from vla_client.protocol import dumps, encode_depth_value, encode_image_value
+
     sizes = {
         name: len(dumps(encode_image_value(frame, encoding, wire, jpeg_quality=jpeg_quality), wire))
         for name, frame in observation.images.items()

@@ -1,5 +1,6 @@
 """Command-line options of the control loop's parts, shared by the commands that run one
-(``eval``, ``ros2``): how chunks are fetched, the watchdog, the safety gate."""
+(``eval``, ``ros2``): the control rate, how chunks are fetched, the watchdog, the safety
+gate."""
 
 from __future__ import annotations
 
@@ -10,6 +11,19 @@ from typing import Any
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.control.safety import ON_VIOLATION
 from vla_client.control.watchdog import BEHAVIOURS
+from vla_client.sim.episode import RATE_RANGE_HZ
+
+
+def rate_hz(text: str) -> float:
+    """An argparse type: a control rate in `RATE_RANGE_HZ` (1e300 or 1e-300 Hz is a typo)."""
+    low, high = RATE_RANGE_HZ
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a rate in Hz, got {text!r}") from None
+    if not low <= value <= high:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be {low:g}..{high:g} Hz, got {text!r}")
+    return value
 
 
 def add_chunk_options(group: argparse._ArgumentGroup) -> None:

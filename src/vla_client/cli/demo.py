@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from vla_client.cameras.scene import synthetic_frames
 from vla_client.cli.output import print_table
-from vla_client.client import ActionClient, ActionResult, mismatched_cameras
-from vla_client.codecs.png_write import png_writer
-from vla_client.observation import Observation
-from vla_client.protocol import Encoding, Wire
+from vla_client.protocol.names import Encoding, Wire
+
+if TYPE_CHECKING:  # imported where used: the options are added without them
+    from vla_client.client import ActionResult
 
 PATHS: tuple[tuple[Encoding, Wire, Literal["http", "websocket"]], ...] = (
     ("raw", "msgpack", "http"), ("jpeg", "msgpack", "http"), ("jpeg", "json", "http"),
@@ -27,10 +26,8 @@ PATHS: tuple[tuple[Encoding, Wire, Literal["http", "websocket"]], ...] = (
 )  # fmt: skip
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "demo", help="start a local reference server and try every encoding"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     parser.add_argument("--repeat", type=int, default=3, help="requests per encoding")
     parser.add_argument("--cameras", type=int, default=3)
     parser.set_defaults(func=run)
@@ -42,6 +39,10 @@ TOTAL_COLUMN = 5  # of the table's rows: the median end-to-end ms
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from vla_client.cameras.scene import synthetic_frames
+    from vla_client.client import ActionClient, mismatched_cameras
+    from vla_client.codecs.png_write import png_writer
+    from vla_client.observation import Observation
     from vla_client.server import LocalServer, ReferencePolicy, create_app
 
     rows = []

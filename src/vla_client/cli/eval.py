@@ -45,13 +45,13 @@ from vla_client.cli.common import (
     server_metadata,
     stage_percentiles,
 )
-from vla_client.cli.control_options import add_chunk_options, add_watchdog_options
+from vla_client.cli.control_options import add_chunk_options, add_watchdog_options, rate_hz
 from vla_client.cli.failures import failure_line
-from vla_client.cli.output import print_json, print_table
+from vla_client.cli.output import human_bytes, print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
-from vla_client.cli.send import human_bytes
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.client import ActionClient, ActionResult
 from vla_client.client.addressing import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.chunk import CLIENT_MODES
@@ -65,7 +65,6 @@ from vla_client.protocol.families.gr00t_rtc import declare_rtc
 from vla_client.protocol.rtc import announced, where_to_find
 from vla_client.sim.episode import (
     MODES,
-    RATE_RANGE_HZ,
     EpisodeResult,
     EvalConfig,
     Mode,
@@ -90,10 +89,8 @@ PLOT_STYLES = {
 """Marker and line per mode, so modes with the same rates stay told apart."""
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "eval", help="task success in closed loop, per encoding, delay and chunk mode"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser, url_default=None)
     add_encoding_options(parser)
     add_fit_options(parser)
@@ -186,18 +183,6 @@ def delay_ms(text: str) -> float:
     limit = MAX_DELAY_S * 1e3
     if not math.isfinite(value) or not 0 <= value <= limit:
         raise argparse.ArgumentTypeError(f"must be 0..{limit:g} ms, got {text!r}")
-    return value
-
-
-def rate_hz(text: str) -> float:
-    """An argparse type: a control rate in `RATE_RANGE_HZ` (1e300 or 1e-300 Hz is a typo)."""
-    low, high = RATE_RANGE_HZ
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a rate in Hz, got {text!r}") from None
-    if not low <= value <= high:  # NaN too
-        raise argparse.ArgumentTypeError(f"must be {low:g}..{high:g} Hz, got {text!r}")
     return value
 
 
@@ -320,6 +305,7 @@ def _make_world(args: argparse.Namespace) -> World:
 @contextlib.contextmanager
 def _server(args: argparse.Namespace) -> Iterator[str]:
     if args.url is not None:
+        wait_for_server(args.url, args.wait_for_server)
         yield args.url
         return
     from vla_client.server import LocalServer, create_app
@@ -568,11 +554,17 @@ def _check_action_dim(args: argparse.Namespace, world: World, served: int) -> No
     episode would fail on the first chunk."""
     if served == world.action_dim:
         return
+    fix = (
+        f"serve a policy whose actions have {world.action_dim} (for the reference policy, "
+        f"vla-client serve --action-dim {world.action_dim})"
+        if args.env
+        else "serve the reach task's policy, vla-client serve --policy reach (the reference "
+        "policy knows nothing of the task)"
+    )
     raise argparse.ArgumentError(
         None,
         f"{_robot(args)} takes actions of {world.action_dim} values, the server at {args.url} "
-        f"gives {served}: serve a policy whose actions have {world.action_dim} (for the "
-        f"reference policy, vla-client serve --action-dim {world.action_dim})",
+        f"gives {served}: {fix}",
     )
 
 
@@ -647,6 +639,7 @@ def _report(
                 "folder": args.record, "files": len(recorded), "bytes": recorded_bytes,
                 "every_ticks": args.record_every,
             },
+            "plot": args.plot,
         })  # fmt: skip
         return
     rows = [_row(cell) for cell in cells]
@@ -670,6 +663,8 @@ def _report(
             f"recorded {len(recorded)} episode(s) in {args.record}, {every}: "
             f"{human_bytes(recorded_bytes)} (see 'vla-client view FILE'){hint}"
         )
+    if args.plot:
+        print(f"saved plot to {args.plot}")
 
 
 def _row(cell: Cell) -> tuple[object, ...]:

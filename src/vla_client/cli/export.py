@@ -26,8 +26,8 @@ from vla_client.lerobot.dataset import MAX_FPS, REPO_ID, export_lerobot_dataset
 from vla_client.recording import SUFFIX
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("export", help="write a recording as a LeRobot dataset")
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     parser.add_argument("recording", metavar=f"FILE{SUFFIX}", help="the recording to read")
     parser.add_argument(
         "--lerobot", required=True, metavar="DIR",

@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 
-import httpx
-
 from vla_client.errors import ContractError, ProtocolError, ServerError
 from vla_client.protocol import METADATA_PATH
 
@@ -69,6 +67,8 @@ def not_a_vla_server(url: str | None) -> str | None:
     cannot be asked (a websocket URL, no answer)."""
     if not url or not url.startswith(("http://", "https://")):
         return None
+    import httpx
+
     try:
         response = httpx.get(url.rstrip("/") + METADATA_PATH, timeout=PROBE_TIMEOUT_S)
     except httpx.HTTPError:

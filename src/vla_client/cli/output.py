@@ -22,6 +22,17 @@ def print_table(
         stream.write(_line(row, widths) + "\n")
 
 
+def human_bytes(count: float) -> str:
+    """``812 B``, ``14.2 kB``, ``1.44 MB``, ``2.10 GB`` (powers of 1000)."""
+    if count < 1e3:
+        return f"{count:.0f} B"
+    if count < 1e6:
+        return f"{count / 1e3:.1f} kB"
+    if count < 1e9:
+        return f"{count / 1e6:.2f} MB"
+    return f"{count / 1e9:.2f} GB"
+
+
 def print_json(document: Any, *, stream: TextIO | None = None) -> None:
     """One JSON document on one line (numpy arrays become lists)."""
     stream = stream or sys.stdout

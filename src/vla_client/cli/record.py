@@ -2,8 +2,9 @@
 
 Frames come from live cameras, a video, image files or synthetic cameras, read at ``--rate`` Hz
 (as fast as the source gives them when 0). Each observation keeps its frames (lossless PNG, or
-raw with ``--raw``), state, task, per-camera capture times and the time it was recorded. The file
-replays to any server, at its recorded pace if asked:
+raw with ``--raw``), state, task, per-camera capture times and the time it was recorded. What a
+step costs is mostly its frames: three synthetic 360x640 cameras take about 1.2 MB a step as
+PNG, 2.1 MB raw. The file replays to any server, at its recorded pace if asked:
 ``vla-client send URL --obs FILE --rate recorded --save-actions actions.npz``; ``vla-client view
 FILE`` shows its frames. The output file's folder is checked before any camera opens.
 """
@@ -23,8 +24,8 @@ from vla_client.errors import VLAClientError
 from vla_client.recording import SUFFIX, ObservationWriter
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("record", help="record observations to a file for replay")
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     parser.add_argument(
         "output", metavar=f"FILE{SUFFIX}", type=file_type(SUFFIX), help="the recording to write"
     )

@@ -2,7 +2,9 @@
 
 Without a file it spawns a Rerun viewer (or streams to the one running); with a file ending in
 ``.rrd`` (or a ``rerun+http://`` viewer URL) it writes there. The file's folder and the rerun
-library are checked before any work starts.
+library are checked before any work starts. A robot without a screen streams to a viewer on
+another machine, ``--rerun rerun+http://HOST:9876/proxy`` (``rerun`` run there listens on
+9876); the error for a viewer that cannot be shown here says so.
 """
 
 from __future__ import annotations
@@ -19,13 +21,20 @@ if TYPE_CHECKING:
 
 VIEWER = "viewer"
 """What ``--rerun`` given alone stands for."""
+STREAM_ELSEWHERE = (
+    "or stream to a viewer on a machine with a screen: run 'rerun' there and give "
+    "--rerun rerun+http://HOST:9876/proxy (HOST: that machine's address)"
+)
 
 
 def add_rerun_option(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
-        "--rerun", nargs="?", const=VIEWER, default=None, metavar="FILE.rrd",
+        "--rerun", nargs="?", const=VIEWER, default=None, metavar="FILE.rrd|URL",
         help="log frames sent, state, actions, each chunk as a plan, latencies and events to "
-        "Rerun: to FILE.rrd, or to a viewer it spawns when no file is given "
+        "Rerun: to FILE.rrd, to a viewer it spawns when no file is given, or, from a robot "
+        "without a screen, to a viewer on another machine: --rerun "
+        "rerun+http://HOST:9876/proxy, with 'rerun' running there; a file holds each frame "
+        "uncompressed, about 0.7 MB a step per 360x640 camera "
         "(pip install 'vla-client[rerun]')",
     )  # fmt: skip
 
@@ -50,5 +59,11 @@ def rerun_log(args: argparse.Namespace, **options: object) -> Iterator[RerunLog 
         return
     from vla_client.viz.rerun_log import RerunLog
 
-    with RerunLog(None if args.rerun == VIEWER else args.rerun, **options) as log:  # type: ignore[arg-type]
+    try:
+        log = RerunLog(None if args.rerun == VIEWER else args.rerun, **options)  # type: ignore[arg-type]
+    except ValueError as exc:
+        if args.rerun != VIEWER:
+            raise
+        raise ValueError(f"{exc}; {STREAM_ELSEWHERE}") from None  # no viewer here: no display
+    with log:
         yield log

@@ -34,14 +34,20 @@ from vla_client.cli.checks import require_module
 from vla_client.cli.common import (
     add_encoding_options,
     add_fit_options,
+    add_wait_option,
     check_transport_installed,
     client_options,
     server_metadata,
     server_url,
 )
-from vla_client.cli.control_options import add_chunk_options, add_gate_options, add_watchdog_options
-from vla_client.cli.eval import rate_hz
+from vla_client.cli.control_options import (
+    add_chunk_options,
+    add_gate_options,
+    add_watchdog_options,
+    rate_hz,
+)
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int, seconds
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.client import ActionClient
 from vla_client.control.chunk import EXECUTION_MODES, MAX_REFUSALS, ChunkExecutor
 from vla_client.control.safety import SafetyGate
@@ -63,16 +69,15 @@ INSTALL_ROS2 = "pip install 'vla-client[ros2]'"
 _TOPIC = re.compile(r"^/?[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "ros2", help="drive a ROS 2 robot: its topics in, a controller's commands out"
-    )
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     server = parser.add_argument_group("the server")
     server.add_argument("--url", type=server_url, required=True, help="the policy server's URL")
     server.add_argument(
         "--timeout", type=seconds, default=5.0, metavar="SECONDS",
         help="how long to wait for a reply (the loop goes on meanwhile)",
     )  # fmt: skip
+    add_wait_option(server)
     server.add_argument(
         "--api-key", default=None,
         help=f"sent as 'Authorization: Bearer KEY' (default: ${API_KEY_ENV}, else no key)",
@@ -179,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         raise argparse.ArgumentError(None, f"--router or --domain: {exc}") from None
     stopping = threading.Event()
     try:
+        wait_for_server(args.url, args.wait_for_server)  # after joining: no router is said at once
         with ActionClient(args.url, **client_options(args)) as client:
             metadata = server_metadata(client)
             gate_options = control_options.gate_options(args)

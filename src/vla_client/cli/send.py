@@ -32,12 +32,14 @@ from vla_client.cli.common import (
     client_options,
     server_metadata,
     stage_percentiles,
+    warn_unmatched_camera_map,
 )
 from vla_client.cli.failures import failure_line
-from vla_client.cli.output import fail, print_json, print_table
+from vla_client.cli.output import fail, human_bytes, print_json, print_table
 from vla_client.cli.parser import RECORDED, positive_int, send_rate
 from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
+from vla_client.cli.server_wait import wait_for_server
 from vla_client.cli.sources import (
     Source,
     add_source_options,
@@ -45,17 +47,19 @@ from vla_client.cli.sources import (
     source_kind,
     synthetic_plan,
 )
-from vla_client.client import ActionClient, ActionResult, mismatched_cameras
 from vla_client.errors import VLAClientError
-from vla_client.observation import Observation
-from vla_client.recording import save_action_chunks
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: the options are added without them
+    import numpy as np
+    import numpy.typing as npt
+
+    from vla_client.client import ActionClient, ActionResult
+    from vla_client.observation import Observation
     from vla_client.viz.rerun_log import RerunLog
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("send", help="send observations to a server")
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     add_connection_options(parser)
     add_encoding_options(parser)
     add_fit_options(parser)
@@ -75,6 +79,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="check the server decoded exactly the pixels sent (lossless encodings)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--print-actions", action="store_true",
+        help="print every action chunk received, one row per step (with --json: every chunk "
+        "under 'all_actions')",
+    )  # fmt: skip
     parser.add_argument(
         "--save-actions",
         metavar="FILE.npz",
@@ -103,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         raise argparse.ArgumentError(
             None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
         )
+    from vla_client.client import ActionClient
+    from vla_client.recording import save_action_chunks
+
     kind = source_kind(args)
     if args.rate == RECORDED and kind not in ("obs", "bag"):
         raise argparse.ArgumentError(
@@ -117,12 +129,15 @@ def run(args: argparse.Namespace) -> int:
         args.encoding, args.wire = client.options.encoding, client.options.wire  # as chosen
         with client:
             plan = None
-            if kind == "synthetic":
+            if kind == "synthetic":  # fitted to the server: asked first
+                wait_for_server(args.url, args.wait_for_server)
                 plan = synthetic_plan(args, server_metadata(client), announced_layout(client))
             with (
                 open_source(args, plan) as source,
                 rerun_log(args, period_s=plan_period(args.rate, source)) as log,
             ):
+                if plan is None:  # the source opened first: a camera that does not is said at once
+                    wait_for_server(args.url, args.wait_for_server)
                 sent = _send(client, args, source, log)
         if args.save_actions:
             save_action_chunks(args.save_actions, [result.actions for result in sent.results])
@@ -142,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
 def _send(
     client: ActionClient, args: argparse.Namespace, source: Source, log: RerunLog | None = None
 ) -> Sent:
+    from vla_client.client import mismatched_cameras
+
     count = args.repeat or source.length or 1
     results: list[ActionResult] = []
     mismatched: set[str] = set()
@@ -159,7 +176,9 @@ def _send(
                 # when the previous reply came later than that
                 time.sleep(max(0.0, previous + pause - time.monotonic()))
                 previous = time.monotonic()
-                first = first or observation
+                if first is None:
+                    first = observation
+                    warn_unmatched_camera_map(args, list(observation.images))
                 result = client.infer(observation, return_digest=args.verify)
                 if log is not None:
                     log.sent(previous, observation, result, fit=client.fit)
@@ -245,6 +264,8 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
         }
         if args.save_actions:
             document["saved_actions"] = args.save_actions
+        if args.print_actions:
+            document["all_actions"] = [result.actions for result in results]
         if args.verify:
             document["lossless"] = not sent.mismatched
             document["mismatched_cameras"] = sent.mismatched
@@ -266,6 +287,9 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
     print_table(("stage (ms)", "p50", "p90", "p99"), stages)
     print()
     print_table(("camera", "bytes"), [(name, size) for name, size in camera_bytes.items()])
+    if args.print_actions:
+        for number, result in enumerate(results, 1):
+            print_actions(number, result.actions)
     if args.save_actions:
         print(f"saved {len(results)} action chunk(s) to {args.save_actions}")
     if args.verify:
@@ -276,19 +300,16 @@ def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) 
         )
 
 
+def print_actions(number: int, actions: npt.NDArray[np.float32]) -> None:
+    """Request `number`'s action chunk: a heading, then a row of values per step."""
+    horizon, dim = actions.shape
+    print(f"\nactions of request {number} ({horizon} steps x {dim} values):")
+    for step, row in enumerate(actions):
+        print(f"{step:>4} " + "".join(f"{float(value):>10.4f}" for value in row))
+
+
 def _sizes(sizes: Sequence[int]) -> str:
     """``2.88 MB in total, 1.44 MB per request`` (a range when requests differ in size)."""
     low, high = human_bytes(min(sizes)), human_bytes(max(sizes))
     each = low if low == high else f"{low} to {high}"
     return f"{human_bytes(sum(sizes))} in total, {each} per request"
-
-
-def human_bytes(count: float) -> str:
-    """``812 B``, ``14.2 kB``, ``1.44 MB``, ``2.10 GB`` (powers of 1000)."""
-    if count < 1e3:
-        return f"{count:.0f} B"
-    if count < 1e6:
-        return f"{count / 1e3:.1f} kB"
-    if count < 1e9:
-        return f"{count / 1e6:.2f} MB"
-    return f"{count / 1e9:.2f} GB"

@@ -1,9 +1,11 @@
 """``vla-client serve``: run the reference action server.
 
 Every option is checked before anything starts: a value that cannot work is one line on
-stderr naming the option and the reason, and exit code 2. The port is bound first, here, so a
-port in use is that one line too (the bound socket is then the one served on). Then the server
-listens while the policy loads and warms up in the worker (``/health`` answers ``loading``
+stderr naming the option and the reason, and exit code 2. The port is bound and listening
+first, here, so a port in use is that one line too (the bound socket is then the one served
+on), and a client started beside the server (``vla-client serve &`` and then ``vla-client
+send``) waits in the socket's queue from then on rather than being refused. The server
+answers while the policy loads and warms up in the worker (``/health`` answers ``loading``
 meanwhile; uvicorn's start-up lines wait until it is ready): a policy that cannot start stops
 the server, one line, exit code 1, or 2 naming ``--weights`` when a weights file was given.
 
@@ -27,6 +29,7 @@ from vla_client.cli.parser import USAGE_EXIT
 from vla_client.cli.serve_policy import add_policy_options, build_policy, in_range, list_policies
 from vla_client.cli.serve_protocol import add_protocol_options, protocol_settings
 from vla_client.protocol.endpoints import API_KEY_ENV
+from vla_client.protocol.names import LAYOUT_NAMES
 
 if TYPE_CHECKING:
     from vla_client.server import ServerConfig
@@ -36,15 +39,14 @@ if TYPE_CHECKING:
 MAX_API_SERVERS = 64
 DEFAULT_RECORD_MB = 1024.0
 DEFAULT_RECORD_FILES = 16
-LAYOUTS = ("flat", "droid", "libero", "aloha")
+LAYOUTS = LAYOUT_NAMES
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "serve",
-        help="run the reference action server",
-        description="Run the reference action server. Every option is checked before it "
-        "starts; a bad one is one line naming it, exit code 2.",
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
+    parser.description = (
+        "Run the reference action server. Every option is checked before it "
+        "starts; a bad one is one line naming it, exit code 2."
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback)")
@@ -110,6 +112,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=f"request layout of the openpi websocket: {', '.join(LAYOUTS)} (default: %(default)s)",
     )
     add_protocol_options(parser)
+    add(
+        "--send-policy-errors",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="tell clients a policy exception's message in its 500 (the traceback is in this "
+        "server's log either way) (default: on for a loopback --host, where the client is the "
+        "policy's author, off otherwise: messages can carry paths or secrets)",
+    )
     add("--record", metavar="DIR", help="record every served request into DIR (default: off)")
     add(
         "--record-max-mb",
@@ -134,11 +144,16 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn  # noqa: F401
 
     try:
+        in_range("--port", args.port, 1, 65535)
+        sock = _bind(args.host, args.port)  # first: a client started beside this one queues
+    except ValueError as exc:
+        return fail(str(exc), USAGE_EXIT)
+    try:
         config = _config(args)
         policy = build_policy(args)
         _check_protocol(config, policy, args.api_servers)
-        sock = _bind(args.host, args.port)
     except ValueError as exc:
+        sock.close()
         return fail(str(exc), USAGE_EXIT)
     try:
         _write_port_file(args.port_file, sock)
@@ -226,6 +241,9 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         openpi_layout=args.openpi_layout,
         record=record,
         protocol=protocol_settings(args),
+        send_policy_errors=(
+            is_loopback(args.host) if args.send_policy_errors is None else args.send_policy_errors
+        ),
     )
 
 
@@ -287,23 +305,34 @@ def _write_port_file(path: str | None, sock: socket.socket) -> None:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """The server's socket, bound now: a busy port is one line here, not uvicorn's six."""
+    """The server's socket, bound and listening now: a busy port is one line here, not
+    uvicorn's six, and a client that connects while the server starts (``vla-client serve &``
+    and then ``vla-client send``) waits in the socket's queue instead of being refused."""
     from vla_client.server.local import bind_listener
 
     try:
-        return bind_listener(host, port)
+        sock = bind_listener(host, port)
     except socket.gaierror as exc:
         raise ValueError(f"--host {host}: no such interface or name ({exc.strerror})") from None
     except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            reason = f"--port {port}: {host}:{port} is already in use"
-        elif exc.errno == errno.EACCES:
-            reason = f"--port {port}: permission denied (ports below 1024 need privileges)"
-        elif exc.errno == errno.EADDRNOTAVAIL:
-            reason = f"--host {host}: not an address of this machine"
-        else:
-            reason = f"--host {host} --port {port}: cannot listen: {exc.strerror or exc}"
-        raise ValueError(reason) from None
+        raise ValueError(_bind_failure(host, port, exc)) from None
+    try:
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        raise ValueError(_bind_failure(host, port, exc)) from None
+    return sock
+
+
+def _bind_failure(host: str, port: int, exc: OSError) -> str:
+    """Why `host`:`port` cannot be listened on, naming the option to change."""
+    if exc.errno == errno.EADDRINUSE:
+        return f"--port {port}: {host}:{port} is already in use"
+    if exc.errno == errno.EACCES:
+        return f"--port {port}: permission denied (ports below 1024 need privileges)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"--host {host}: not an address of this machine"
+    return f"--host {host} --port {port}: cannot listen: {exc.strerror or exc}"
 
 
 def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exception | None:

@@ -44,6 +44,11 @@ POLICY_FLAGS = {
     "--weights": "weights",
 }
 """Serve flags that are options of the policy: flag -> keyword the policy takes."""
+FLAG_OWNERS = {"--replay-file": "replay"}
+"""Flags named after one built-in policy: another policy's option of the same keyword (a
+LeRobot folder's ``path``) is not theirs to name."""
+OPTION_VALUES = {"path": "DIR"}
+"""How a required option's value is shown where no flag sets it: ``path=DIR``."""
 
 
 def add_policy_options(parser: argparse.ArgumentParser) -> None:
@@ -159,8 +164,7 @@ def build_policy(args: argparse.Namespace) -> Policy:
         raise ValueError(f"{flag} and the policy options both set {both[0]!r}; give one")
     missing = sorted(names.required - set(options) - set(others))
     if missing:
-        needed = {key: flag for flag, key in POLICY_FLAGS.items()}.get(missing[0])
-        raise ValueError(f"--policy {name} needs {needed or f'--policy-option {missing[0]}=VALUE'}")
+        raise ValueError(f"--policy {name} needs {_needed(name, missing[0])}")
     try:
         policy = load_policy(name, {**options, **others})
     except PolicyLoadError as exc:
@@ -170,6 +174,15 @@ def build_policy(args: argparse.Namespace) -> Policy:
         raise
     check_announced(policy, others, args.policy_option, args.policy_config)
     return policy
+
+
+def _needed(name: str, key: str) -> str:
+    """How to give policy `name` its required option `key`: the serve flag that sets it for
+    this policy, else ``--policy-option KEY=VALUE``."""
+    for flag, option in POLICY_FLAGS.items():
+        if option == key and FLAG_OWNERS.get(flag, name) == name:
+            return flag
+    return f"--policy-option {key}={OPTION_VALUES.get(key, 'VALUE')}"
 
 
 def check_announced(

@@ -13,19 +13,19 @@ import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import cv2
-import numpy as np
-
-from vla_client.cameras import Camera, CameraRig, VideoFileCamera, open_camera, parse_camera_args
-from vla_client.cameras.scene import SyntheticScene, camera_names
 from vla_client.cli.bag import add_bag_options, check_bag_args, open_bag, replay
 from vla_client.cli.parser import positive_int
 from vla_client.errors import CameraError, InvalidObservationError, RecordingError
-from vla_client.observation import Observation
-from vla_client.protocol import ActionMetadata, OpenpiLayout
-from vla_client.protocol.models import MetadataInput
-from vla_client.recording import is_recording, load_observations
+
+if TYPE_CHECKING:  # imported where used: the options are added without numpy or OpenCV
+    import numpy as np
+
+    from vla_client.cameras import Camera, CameraRig
+    from vla_client.observation import Observation
+    from vla_client.protocol import ActionMetadata, OpenpiLayout
+    from vla_client.protocol.models import MetadataInput
 
 CAMERAS_HINT = "`vla-client cameras`"
 
@@ -141,6 +141,8 @@ def synthetic_plan(
     `metadata`'s image keys, image size and state length; then the layout's image size; then 3
     cameras of 360x640, no state.
     """
+    import numpy as np
+
     spec = metadata.input if metadata is not None else None
     names = _named(args.cameras, _announced_cameras(spec, layout))
     size = _announced_size(spec, layout)
@@ -182,6 +184,8 @@ def _named(count: int | None, announced: tuple[str, ...]) -> tuple[str, ...]:
     """`count` synthetic cameras (None: as many as announced, else 3), named as the server
     names its cameras, as far as it names any; the rest ``wrist``, ``left``, ... (a name the
     server announced skipped)."""
+    from vla_client.cameras.scene import camera_names
+
     count = count or len(announced) or 3
     spare = [name for name in camera_names(count + len(announced)) if name not in announced]
     return (*announced[:count], *spare[: max(0, count - len(announced))])
@@ -193,6 +197,8 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
 
     Synthetic cameras follow `plan` (default: `synthetic_plan` of the options alone).
     """
+    from vla_client.observation import Observation
+
     kind = source_kind(args)
     state = parse_state(args.state)
     if kind == "obs":
@@ -215,6 +221,8 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
 
 def _recording(path: str) -> Source:
     """The observations of the recording at `path`, looped, with their recorded wall times."""
+    from vla_client.recording import load_observations
+
     steps = load_observations(path)
     if not steps:
         raise RecordingError(f"recording {path!r} holds no observations")
@@ -249,6 +257,8 @@ def state_text(text: str) -> str:
 def parse_state(text: str | None) -> np.ndarray | None:
     """``"0,0.1,0.2"`` as a float64 vector (openpi requests send it so; the action API's are
     float32); None stays None."""
+    import numpy as np
+
     if text is None:
         return None
     try:
@@ -262,12 +272,16 @@ def parse_state(text: str | None) -> np.ndarray | None:
 
 def camera_for(spec: str) -> Camera:
     """`open_camera(spec)`, refusing a recording with the commands that do read one."""
+    from vla_client.cameras import open_camera
+
     refuse_recording(spec.partition("?")[0])
     return open_camera(spec)
 
 
 def refuse_recording(path: str) -> None:
     """A recording is no camera: say which commands read it (`CameraError`)."""
+    from vla_client.recording import is_recording
+
     if is_recording(path):
         raise CameraError(
             f"{path} is an observation recording, not a camera: replay it with "
@@ -276,6 +290,8 @@ def refuse_recording(path: str) -> None:
 
 
 def _camera_rig(args: argparse.Namespace) -> CameraRig:
+    from vla_client.cameras import CameraRig, VideoFileCamera, parse_camera_args
+
     cameras = {name: camera_for(spec) for name, spec in parse_camera_args(args.camera).items()}
     for value in args.video:
         name, sep, path = value.partition("=")
@@ -307,6 +323,8 @@ def _load_image_file(spec: str) -> tuple[str, np.ndarray]:
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
         raise InvalidObservationError(f"--image takes NAME=PATH, got {spec!r}")
+    import cv2
+
     frame = cv2.imread(path, cv2.IMREAD_COLOR_RGB)
     if frame is None:
         raise InvalidObservationError(f"cannot read image file {path!r}")
@@ -314,6 +332,9 @@ def _load_image_file(spec: str) -> tuple[str, np.ndarray]:
 
 
 def _synthetic(plan: SyntheticPlan, task: str) -> Iterator[Observation]:
+    from vla_client.cameras.scene import SyntheticScene
+    from vla_client.observation import Observation
+
     scenes = {
         name: SyntheticScene(plan.height, plan.width, seed=i) for i, name in enumerate(plan.names)
     }

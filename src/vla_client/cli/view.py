@@ -41,8 +41,8 @@ SHEET_SUFFIXES = (".png", ".jpg", ".jpeg")
 DEFAULT_FPS = 10.0
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("view", help="contact sheet and videos of a recording")
+def register(parser: argparse.ArgumentParser) -> None:
+    """The command's options, on its `parser`."""
     parser.add_argument("recording", metavar="FILE", help="a recording (.vlaobs)")
     parser.add_argument(
         "--out", type=file_type(*SHEET_SUFFIXES), metavar="SHEET.png",

@@ -156,6 +156,13 @@ class FramePreprocessor:
         proposal = dict(
             zip((u for u in unknown if u == local or u not in self.camera_map), free, strict=False)
         )
+        unfilled = free[len(unknown) :]  # what no camera fills even once mapped: say it now
+        after = (
+            f"; the server needs {len(keys)} cameras and the observation has {len(cameras)}: "
+            f"add cameras for {', '.join(map(repr, unfilled))} too"
+            if unfilled
+            else ""
+        )
         raise ContractError(
             "input.image_keys",
             keys,
@@ -164,6 +171,7 @@ class FramePreprocessor:
                 "camera_map",
                 (proposal,),
                 before=f"{problem}; map it to one, for example ",
+                after=after,
             ),
         )
 

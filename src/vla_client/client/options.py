@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from vla_client.client.fit import MIN_SIDE, check_camera_map
 from vla_client.protocol import (
@@ -21,13 +20,9 @@ from vla_client.protocol import (
     openpi_layout,
 )
 from vla_client.protocol.families.gr00t import check_state_split
+from vla_client.protocol.names import RESIZES as RESIZES
+from vla_client.protocol.names import Resize as Resize
 from vla_client.validation import check_choice, check_positive
-
-Resize = Literal["auto", "pad", "crop", "none"]
-RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
-"""How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
-refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
-`FramePreprocessor` does them, whatever the server says."""
 
 
 @dataclass(frozen=True)

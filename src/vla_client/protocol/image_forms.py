@@ -13,7 +13,7 @@ encodings that carry them exactly.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -25,10 +25,10 @@ from vla_client.codecs.pixel_text import flat_list_text, nested_list_text
 from vla_client.codecs.png_write import png_writer_holds_gil
 from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError
+from vla_client.protocol.names import ENCODINGS as ENCODINGS
+from vla_client.protocol.names import Encoding as Encoding
 from vla_client.protocol.wire import Wire
 
-Encoding = Literal["png", "jpeg", "raw", "pixels"]
-ENCODINGS: tuple[Encoding, ...] = ("png", "jpeg", "raw", "pixels")
 DEPTH_ENCODINGS = {"uint16": ("raw", "png"), "float32": ("raw",)}
 """The encodings that carry a depth frame of each dtype exactly."""
 

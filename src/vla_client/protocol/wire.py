@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -17,9 +17,9 @@ from vla_client.codecs import msgpack_numpy
 from vla_client.codecs.pixel_json import extract_pixel_lists, restore_placeholders
 from vla_client.codecs.pre_encoded import PreEncoded
 from vla_client.errors import CodecError, UnsupportedContentTypeError
+from vla_client.protocol.names import WIRES as WIRES
+from vla_client.protocol.names import Wire as Wire
 
-Wire = Literal["json", "msgpack"]
-WIRES: tuple[Wire, ...] = ("json", "msgpack")
 JSON_CONTENT_TYPE = "application/json"
 MSGPACK_CONTENT_TYPE = msgpack_numpy.CONTENT_TYPE
 _PIXEL_SCAN_MIN_BYTES = 64 * 1024

@@ -160,6 +160,9 @@ class ServerConfig:
     record: RecordSettings | None = None
     # Speak another server family's protocol too (None: only the action API and openpi's).
     protocol: ProtocolSettings | None = None
+    # Tell the client a policy exception's message in its 500, not only its type: for a server
+    # whose clients are its policy's author (`vla-client serve` on loopback turns it on).
+    send_policy_errors: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -186,8 +189,9 @@ class ServerConfig:
         check_positive("limits.max_image_pixels", self.limits.max_image_pixels, integer=True)
         if not isinstance(self.worker, WorkerSettings):
             raise ValueError(f"worker must be a WorkerSettings; got {self.worker!r}")
-        if not isinstance(self.in_process, bool):
-            raise ValueError(f"in_process must be True or False; got {self.in_process!r}")
+        for option in ("in_process", "send_policy_errors"):
+            if not isinstance(getattr(self, option), bool):
+                raise ValueError(f"{option} must be True or False; got {getattr(self, option)!r}")
         if self.in_process and self.worker.torch_threads is not None:
             raise ValueError(
                 "worker.torch_threads sets the worker process's threads; in_process has none"

@@ -309,20 +309,48 @@ LONGER_TIMEOUT = "wait longer with timeout_s= (--timeout on the command line)"
 
 def unreachable(url: str, exc: BaseException) -> str:
     """Why a connection to `url` did not open, and what to do: a refused connection names the
-    port nothing listens on, TLS spoken to a plain-HTTP server says to use ``http://``."""
+    port nothing listens on, TLS spoken to a plain-HTTP server says to use ``http://``, a web
+    server that answers a websocket handshake with something else than HTTP/1.1 is called what
+    it is. The same words for every client and transport: the reason is looked for down the
+    chain of causes (asyncio's clients raise ``All connection attempts failed`` or
+    ``Connect call failed`` above the refusal)."""
+    chain = _causes(exc)
     text = _describe(exc)
     parts = urlsplit(url)
     if "WRONG_VERSION_NUMBER" in text and parts.scheme in ("https", "wss"):
         plain = urlunsplit(("http" if parts.scheme == "https" else "ws", *parts[1:]))
         return f"{url}: the server speaks plain HTTP, not TLS; use {plain}"
-    if "refused" in text.lower():
+    if any(
+        isinstance(e, ConnectionRefusedError) or "refused" in _describe(e).lower() for e in chain
+    ):
         port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
         return (
             f"cannot reach the server at {url}: connection refused, nothing listens on port "
             f"{port} of {parts.hostname}; start one there ('vla-client serve --port {port}') "
             "or give the URL of a running one"
         )
+    if _NOT_HTTP_11 in text and len(chain) > 1:  # websockets' words for a reply it cannot read
+        answer = _describe(chain[1]).rpartition(": ")[2]
+        return (
+            f"{url} is not a websocket server: it answered the websocket handshake with "
+            f"{answer!r}, as an ordinary web server does; give the URL of a VLA server's "
+            "websocket (vla-client serve's ws://HOST:PORT, openpi's server, SGLang's "
+            "/v1/actions/realtime)"
+        )
     return f"cannot reach the server at {url}: {text}"
+
+
+_NOT_HTTP_11 = "did not receive a valid HTTP response"
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from, outermost first."""
+    chain = [exc]
+    while (
+        cause := chain[-1].__cause__ or chain[-1].__context__
+    ) is not None and cause not in chain:
+        chain.append(cause)
+    return chain
 
 
 def _describe(exc: BaseException) -> str:

@@ -66,7 +66,12 @@ def failure_handler(pipeline: Pipeline) -> Callable[[Request, Exception], Awaita
     are logged in `pipeline`'s failure log)."""
 
     async def failure_response(request: Request, exc: Exception) -> JSONResponse:
-        status = failure(exc, getattr(request.state, "request_id", None), pipeline.failures)
+        status = failure(
+            exc,
+            getattr(request.state, "request_id", None),
+            pipeline.failures,
+            send_policy_errors=pipeline.config.send_policy_errors,
+        )
         headers = None if status.retry_after is None else {"Retry-After": f"{status.retry_after:g}"}
         return JSONResponse({"detail": status.detail}, status.status, headers=headers)
 

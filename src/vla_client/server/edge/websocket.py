@@ -89,7 +89,12 @@ async def serve_connection(
     except WebSocketDisconnect:
         return
     except Exception as exc:  # every failure ends the connection with a message, never a crash
-        status = failure(exc, request_id, pipeline.failures)
+        status = failure(
+            exc,
+            request_id,
+            pipeline.failures,
+            send_policy_errors=pipeline.config.send_policy_errors,
+        )
         pipeline.metrics.count(websocket.scope["path"], status.status)
         await _fail(websocket, status, text=openpi)
 

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from vla_client.errors import InferenceError, PolicyInputError, PolicyOutputError
+from vla_client.errors import InferenceError, PolicyFailedError, PolicyInputError, PolicyOutputError
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
 
 log = logging.getLogger("vla_client.server")
@@ -98,9 +98,7 @@ class ThreadRunner:
         except PolicyInputError:  # the policy's refusal: its client is told why (400)
             raise
         except Exception as exc:  # logged by the pipeline, with this traceback
-            raise InferenceError(
-                500, policy_failure_detail(f"{type(exc).__name__}: {exc}")
-            ) from exc
+            raise PolicyFailedError(f"{type(exc).__name__}: {exc}") from exc
         inference_ms = (time.perf_counter() - start) * 1000
         try:
             actions = check_actions(chunk, self.policy.spec, observation.action_horizon)
@@ -111,11 +109,3 @@ class ThreadRunner:
 
     async def close(self) -> None:
         self.policy.close()
-
-
-def policy_failure_detail(error: str) -> str:
-    """The 500 detail for a policy exception: its type only, never its message or traceback.
-
-    Exception messages can carry paths, tensors or secrets; the full text goes to the log.
-    """
-    return f"policy failed ({error.split(':', 1)[0]}); details are in the server log"

@@ -28,7 +28,12 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from vla_client.codecs import frame_digest
-from vla_client.errors import CodecError, InferenceError, InvalidObservationError
+from vla_client.errors import (
+    CodecError,
+    InferenceError,
+    InvalidObservationError,
+    PolicyFailedError,
+)
 from vla_client.protocol import (
     FLAT,
     ErrorStatus,
@@ -360,21 +365,31 @@ def _rtc(decoded: DecodedRequest, spec: PolicySpec) -> rtc.RTCRequest | None:
     return request
 
 
-def failure(exc: BaseException, request_id: str | None, failures: FailureLog) -> ErrorStatus:
+def failure(
+    exc: BaseException,
+    request_id: str | None,
+    failures: FailureLog,
+    *,
+    send_policy_errors: bool = False,
+) -> ErrorStatus:
     """What the client is told about `exc`, logged once here (500s into `failures`, the
     pipeline's) for every route.
 
-    Bad input is logged quietly; a policy failure with its cause's traceback (formatted in the
-    worker process in the worker layout); anything unexpected (a bug) with its traceback, while
-    the client gets only the request id to quote. Tracebacks are logged once per distinct
-    failure and repeats counted (`FailureLog`), so a policy failing every request does not
-    flood the log.
+    Bad input is logged quietly; a policy failure with its traceback, which ends in the
+    exception and its message (formatted in the worker process in the worker layout); anything
+    unexpected (a bug) with its traceback, while the client gets only the request id to quote.
+    Tracebacks are logged once per distinct failure and repeats counted (`FailureLog`), so a
+    policy failing every request does not flood the log. The client of a policy failure gets
+    its type, or with `send_policy_errors` its message too (`PolicyFailedError`).
     """
     status = error_status(exc)
     if status is None:
         request_id = request_id or new_request_id()
         failures.record("unhandled error", request_id, traceback_text(exc))
         return ErrorStatus(500, f"internal server error (request {request_id})")
+    if isinstance(exc, PolicyFailedError):
+        failures.record(f"policy failed ({exc.kind})", request_id, traceback_text(exc))
+        return ErrorStatus(500, exc.error_detail) if send_policy_errors else status
     if status.status == 500:
         failures.record(status.detail, request_id, traceback_text(exc))
     else:

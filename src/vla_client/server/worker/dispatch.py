@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.errors import InferenceError, PolicyInputError, WorkerStartError
+from vla_client.errors import InferenceError, PolicyFailedError, PolicyInputError, WorkerStartError
 from vla_client.protocol.status import POLICY_LOADING
 from vla_client.server.config import WorkerSettings
-from vla_client.server.engine.inference import RequestMemory, policy_failure_detail
+from vla_client.server.engine.inference import RequestMemory
 from vla_client.server.policy import Policy, PolicyInput
 from vla_client.server.worker.messages import (
     RTC_PREFIX_KEY,
@@ -283,12 +283,13 @@ class WorkerRunner:
                 if pending is not None:
                     self._resolve(pending, result, message)
         elif isinstance(message, BatchFailed):  # logged per request, with the traceback
-            detail = policy_failure_detail(message.error)
             job_ids, _ = self._batches.get(message.batch_id, ((), None))
             for job_id in job_ids:
                 pending = self._in_flight.pop(job_id, None)
                 if pending is not None:
-                    pending.fail(InferenceError(500, detail, policy_traceback=message.traceback))
+                    pending.fail(
+                        PolicyFailedError(message.error, policy_traceback=message.traceback)
+                    )
         self._finish_batch(message.batch_id)
 
     def _resolve(self, pending: Pending[Job], result: Result, done: BatchDone) -> None:
