@@ -98,6 +98,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         f"(default: ${API_KEY_ENV}, else no key; prefer the variable, arguments show in ps)",
     )
     add(
+        "--ipc",
+        metavar="PATH",
+        help="also listen on a Unix socket at PATH (mode 0600) for clients on this host: "
+        "ActionClient('ipc://PATH') writes frames once into shared memory the policy reads "
+        "(docs/server.md, 'Same host: ipc://')",
+    )
+    add(
         "--openpi-layout",
         default="flat",
         help=f"request layout of the openpi websocket: {', '.join(LAYOUTS)} (default: %(default)s)",
@@ -174,6 +181,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
     if args.api_servers > 1 and args.in_process:
         raise ValueError("--api-servers needs the worker process; drop --in-process")
+    if args.api_servers > 1 and args.ipc is not None:
+        raise ValueError("--ipc is served by one entrypoint; drop --api-servers or --ipc")
     in_range("--max-batch", args.max_batch, 1, 256)
     in_range("--queue-size", args.queue_size, 1, 4096)
     in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
@@ -209,6 +218,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         in_process=args.in_process,
         openpi_layout=args.openpi_layout,
         record=record,
+        ipc_path=args.ipc,
     )
 
 

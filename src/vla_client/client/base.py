@@ -40,18 +40,20 @@ from vla_client.protocol import (
     roboarena,
     vllm_omni,
 )
-from vla_client.transports.base import MessageTransport
+from vla_client.protocol.ipc import ipc_path
+from vla_client.transports.base import FrameTransport, MessageTransport
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive
 
 TransportT = TypeVar("TransportT")
 
 
-URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
+URL_SCHEMES = ("http", "https", "ws", "wss", "tcp", "ipc")
 DIALECTS: dict[str, Dialect] = {"vllm_omni": vllm_omni, "roboarena": roboarena}
 """The websocket endpoints whose server family has its own dialect, and its module."""
 TRANSPORT_CLASSES: dict[TransportKind, str] = {
-    "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport"
+    "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport",
+    "ipc": "IpcTransport",
 }  # fmt: skip
 """The blocking transport class of each kind, by its name in `vla_client.transports`, which
 imports it on first use (the ``websocket`` and ``gr00t`` extras may not be installed)."""
@@ -59,11 +61,14 @@ imports it on first use (the ``websocket`` and ``gr00t`` extras may not be insta
 
 def check_base_url(base_url: str) -> None:
     """`ValueError` unless `base_url` is an ``http(s)://``, ``ws(s)://`` or ``tcp://`` (GR00T's
-    ZeroMQ) URL with a host."""
+    ZeroMQ) URL with a host, or ``ipc://PATH`` (a server's Unix socket on this host)."""
     if not isinstance(base_url, str):
         raise ValueError(f"base_url must be a URL string; got {base_url!r}")
     parts = urlsplit(base_url)
     check_choice("base_url scheme", parts.scheme, URL_SCHEMES)
+    if parts.scheme == "ipc":
+        ipc_path(base_url)  # a path, or `ValueError` saying what an ipc URL is
+        return
     if not parts.netloc:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
     if reason := route_in_url(base_url):
@@ -181,6 +186,7 @@ class ClientBase(Generic[TransportT]):
             openpi=getattr(transport, "endpoint", None) == "openpi",
             gr00t=gr00t,
             dialect=dialect.NAME if dialect else None,
+            ipc=isinstance(transport, FrameTransport),
         )
         self._session: Session
         """The server family's calls, as steps each client drives over its transport: GR00T's

@@ -60,6 +60,7 @@ from vla_client.protocol import (
 )
 from vla_client.protocol.endpoints import API_KEY_ENV as API_KEY_ENV
 from vla_client.protocol.gr00t import check_state_split
+from vla_client.protocol.ipc import encode_request_apart
 from vla_client.transports.drive import Offload, Steps
 from vla_client.validation import check_choice, check_positive
 
@@ -73,8 +74,8 @@ _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a
 timeout this close to the deadline is the deadline's."""
 
-TransportKind = Literal["http", "websocket", "zmq"]
-TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq")
+TransportKind = Literal["http", "websocket", "zmq", "ipc"]
+TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq", "ipc")
 
 
 @dataclass(frozen=True)
@@ -151,15 +152,30 @@ class ClientOptions:
             check_positive(name, getattr(self, name), allow_none=True)
 
     def for_transport(
-        self, *, websocket: bool, openpi: bool, gr00t: bool = False, dialect: str | None = None
+        self,
+        *,
+        websocket: bool,
+        openpi: bool,
+        gr00t: bool = False,
+        dialect: str | None = None,
+        ipc: bool = False,
     ) -> ClientOptions:
         """These options with the transport's defaults filled in: websockets carry msgpack,
         openpi's endpoint raw arrays in the flat layout (a layout name becomes its
         `OpenpiLayout`), GR00T's server and the servers with a `dialect` of their own (named)
-        raw arrays in their msgpack, and nothing else. Raises `ValueError` for what the
-        transport cannot carry."""
+        raw arrays in their msgpack, ``ipc://`` raw frames in shared memory beside msgpack, and
+        nothing else. Raises `ValueError` for what the transport cannot carry."""
         if self.state_split is not None and not gr00t:
             raise ValueError("state_split is for GR00T's server; pass endpoint='gr00t' as well")
+        if ipc:
+            if self.layout is not None:
+                raise ValueError("ipc:// speaks the action API; layout is for openpi's endpoint")
+            if self.encoding not in (None, "raw") or self.wire not in (None, "msgpack"):
+                raise ValueError(
+                    "ipc:// carries raw frames in shared memory and the rest as msgpack; leave "
+                    f"encoding and wire unset (got encoding={self.encoding!r}, wire={self.wire!r})"
+                )
+            return replace(self, encoding="raw", wire="msgpack")
         if gr00t or dialect:
             server = "GR00T's server" if gr00t else dialect
             given = [name for name in ("encoding", "wire", "layout") if getattr(self, name)]
@@ -255,6 +271,14 @@ def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> 
             f"GR00T's server is at tcp://host:port with endpoint='gr00t' over ZeroMQ; got a "
             f"{scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
         )
+    ipc = scheme == "ipc"
+    if ipc or transport == "ipc":
+        if not ipc or endpoint is not None or transport not in (None, "ipc"):
+            raise ValueError(
+                f"ipc is the action API over a Unix socket, an ipc://PATH URL with no endpoint; "
+                f"got a {scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
+            )
+        return "ipc"
     if transport is not None:
         check_choice("transport", transport, TRANSPORT_KINDS)
         if transport == "http" and endpoint is not None:
@@ -282,6 +306,8 @@ class PreparedRequest:
     sent_digests: dict[str, dict[str, Any]] | None = None
     """With ``return_digest``: the digest of each frame as sent, after the fit (renamed and
     resized), which is what the server's digests are of."""
+    frames: Mapping[str, np.ndarray] | None = None
+    """Over ``ipc://``: the fitted frames, which travel apart from `body` (in shared memory)."""
 
 
 @dataclass
@@ -343,10 +369,12 @@ class RequestBook:
         openpi: bool = False,
         gr00t: bool = False,
         dialect: str | None = None,
+        ipc: bool = False,
     ) -> None:
         self.options = options = options.for_transport(
-            websocket=websocket, openpi=openpi, gr00t=gr00t, dialect=dialect
+            websocket=websocket, openpi=openpi, gr00t=gr00t, dialect=dialect, ipc=ipc
         )
+        self._frames_apart = ipc
         self.stats = ClientStats()
         layout = options.layout
         assert options.encoding and options.wire and not isinstance(layout, str)  # resolved
@@ -426,6 +454,16 @@ class RequestBook:
         """
         encoding, wire, layout = self._encode_as
         request_id = request_id or new_request_id()
+        digested = runtime is not None and runtime.get("return_digest") is True
+        if self._frames_apart:
+            apart = partial(
+                encode_request_apart, request_id=request_id, parameters=parameters,
+                runtime=runtime,
+            )  # fmt: skip
+            return self.prepare_message(
+                observation, fitter, apart, request_id, deadline_at, digested=digested,
+                frames_apart=True,
+            )  # fmt: skip
         encode = partial(
             encode_request,
             encoding=encoding,
@@ -438,7 +476,6 @@ class RequestBook:
             jpeg_quality=self.options.jpeg_quality,
             openpi=layout,
         )
-        digested = runtime is not None and runtime.get("return_digest") is True
         return self.prepare_message(
             observation, fitter, encode, request_id, deadline_at, digested=digested
         )
@@ -452,11 +489,13 @@ class RequestBook:
         deadline_at: float | None,
         *,
         digested: bool = False,
+        frames_apart: bool = False,
     ) -> PreparedRequest:
         """`observation` fitted with `fitter` and made a request body by `encode` (which
         returns the body and its content type: the action API's `encode_request`, a server
         family's own message); the request gets `request_id` or a fresh id, and with
-        `digested` the digests of the frames as sent.
+        `digested` the digests of the frames as sent. With `frames_apart` the fitted frames
+        travel beside the body (``ipc://``: `encode` leaves them out).
 
         Raises `StaleObservationError` for an observation older than ``max_observation_age_s``
         (counted) and `ContractError` for one that does not fit, before anything is encoded.
@@ -478,6 +517,7 @@ class RequestBook:
                 if digested
                 else None
             ),
+            frames=observation.images if frames_apart else None,
         )
 
     def fitted(

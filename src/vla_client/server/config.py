@@ -102,6 +102,8 @@ class ServerConfig:
     openpi_layout: str = "flat"
     # Record every served request (None: no recording).
     record: RecordSettings | None = None
+    # A Unix socket to serve ipc:// clients on, beside the port (None: none).
+    ipc_path: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -136,6 +138,8 @@ class ServerConfig:
             )
         check_api_key_setting(self.api_key)
         openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
+        if self.ipc_path is not None and (not isinstance(self.ipc_path, str) or not self.ipc_path):
+            raise ValueError(f"ipc_path must be a socket path or None; got {self.ipc_path!r}")
         if self.record is not None and not isinstance(self.record, RecordSettings):
             raise ValueError(f"record must be a RecordSettings or None; got {self.record!r}")
 
