@@ -733,7 +733,8 @@ class RequestBook:
                 encode_ms=prepared.encode_ms,
                 round_trip_ms=round_trip_ms,
                 decode_ms=decode_ms,
-                bytes_sent=len(prepared.body),
+                bytes_sent=len(prepared.body)
+                + sum(frame.nbytes for frame in (prepared.frames or {}).values()),
                 bytes_received=bytes_received,
                 server=server or {},
             ),

@@ -343,4 +343,3 @@ async def _unlink_when_dead(pid: int, names: list[str]) -> None:
                 unlink_name(name)
             return
         await asyncio.sleep(0.05)
-
