@@ -26,6 +26,7 @@ from vla_client.protocol.ipc import Answer, FrameLayout, Infer, decode_answer, f
 from vla_client.segments import SEGMENT_PREFIX
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.worker import WorkerRunner
+from vla_client.transports import NO_RETRY
 
 RNG = np.random.default_rng(7)
 
@@ -218,9 +219,11 @@ def test_a_client_cannot_name_another_process_s_segment(served):
 
 def test_a_path_that_is_no_server_is_one_error_naming_it(tmp_path):
     missing = tmp_path / "none.sock"
-    with ActionClient(f"ipc://{missing}", retry=None, timeout_s=5) as client:
-        with pytest.raises(ConnectError, match=str(missing)):
-            client.metadata()
+    with (
+        ActionClient(f"ipc://{missing}", retry=NO_RETRY, timeout_s=5) as client,
+        pytest.raises(ConnectError, match=str(missing)),
+    ):
+        client.metadata()
     other = tmp_path / "other.sock"
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(str(other))
