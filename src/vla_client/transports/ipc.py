@@ -25,6 +25,7 @@ import select
 import socket
 import threading
 import time
+from abc import abstractmethod
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -71,7 +72,14 @@ class _IpcLink:
         self.max_reply_bytes = max_reply_bytes
         self._announced_reply_bytes = REPLY_SIZE_FLOOR
         self._socket: socket.socket | None = None
+        self._lock = self._new_lock()
         self.frames = FramePool()
+        """The segments its requests' frames are written into."""
+
+    @staticmethod
+    @abstractmethod
+    def _new_lock() -> Any:
+        """The lock that serves calls one at a time."""
 
     @property
     def reply_limit(self) -> int:
@@ -217,11 +225,15 @@ def _closed_by_peer(sock: socket.socket) -> bool:
 
 
 class IpcTransport(_IpcLink):
-    """Blocking ``ipc://`` transport. Calls from several threads are served one at a time."""
+    """Blocking ``ipc://`` transport. `timeout_s` bounds each exchange, `max_reply_bytes` each
+    reply (default: sized from the server's metadata); `api_key` goes with every request.
+    Calls from several threads are served one at a time."""
 
-    def __init__(self, url: str, **options: Any) -> None:
-        super().__init__(url, **options)
-        self._lock = threading.Lock()
+    _lock: threading.Lock
+
+    @staticmethod
+    def _new_lock() -> threading.Lock:
+        return threading.Lock()
 
     def metadata(self, *, timeout_s: float | None = None) -> Any:
         """The server's metadata document; `ServerError` for an error answer."""
@@ -246,9 +258,11 @@ class IpcTransport(_IpcLink):
 class AsyncIpcTransport(_IpcLink):
     """asyncio ``ipc://`` transport, as `IpcTransport`; concurrent calls take turns."""
 
-    def __init__(self, url: str, **options: Any) -> None:
-        super().__init__(url, **options)
-        self._lock = asyncio.Lock()
+    _lock: asyncio.Lock
+
+    @staticmethod
+    def _new_lock() -> asyncio.Lock:
+        return asyncio.Lock()
 
     async def _connect(self, sock: socket.socket, timeout_s: float) -> Any:
         sock.setblocking(False)
