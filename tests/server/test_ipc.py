@@ -271,6 +271,30 @@ def test_a_stale_socket_is_replaced_and_a_live_one_refused(tmp_path):
             assert client.infer(observation()).actions.shape == (16, 7)
         from vla_client.server.edge.ipc import bind_private
 
-        with pytest.raises(OSError, match="another server listens there"):
+        with pytest.raises(ValueError, match="another server listens there"):
             bind_private(str(path))
     assert not Path(path).exists()  # the server removes its socket when it stops
+
+
+@pytest.mark.parametrize("where", ["file", "missing/s.sock"])
+def test_serve_refuses_an_unusable_ipc_path_in_one_line(tmp_path, capsys, where):
+    from vla_client.cli import main
+
+    (tmp_path / "file").write_text("not a socket")
+    path = tmp_path / where
+    code = main(["serve", "--port", "18999", "--ipc", str(path)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("vla-client: error: --ipc ") and str(path) in lines[0]
+
+
+def test_the_in_process_layout_reads_the_frames_in_place_too(tmp_path):
+    path = str(tmp_path / "t.sock")
+    config = ServerConfig(port=0, ipc_path=path, in_process=True)
+    sent = observation()
+    with LocalServer(create_app(ReferencePolicy(), config)) as server:
+        with ActionClient(f"ipc://{path}") as ipc, ActionClient(server.url) as http:
+            over_ipc = ipc.infer(sent, return_digest=True)
+            np.testing.assert_array_equal(over_ipc.actions, http.infer(sent).actions)
+        assert over_ipc.digests == over_ipc.sent_digests
+    assert mine() == set()

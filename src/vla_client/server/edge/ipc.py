@@ -79,25 +79,30 @@ process closes its sockets a moment before it is gone)."""
 _UNAUTHORIZED = "missing or invalid API key"
 
 
-def bind_private(path: str) -> socket.socket:
-    """A listening Unix socket at `path`, mode 0600 from the moment it has that name.
-
-    A stale socket left by a server that was killed is replaced; a live server's, or anything
-    that is not a socket, is refused with `OSError` naming the path.
-    """
+def check_free(path: str) -> None:
+    """`ValueError` naming `path` unless a socket can be made there: its folder exists and
+    nothing is there but, at most, a stale socket (a killed server's, which is replaced)."""
     target = Path(path)
+    if not target.parent.is_dir():
+        raise ValueError(f"--ipc {path}: no folder {target.parent}; make it first")
     if target.exists() or target.is_symlink():
         if not target.is_socket():
-            raise OSError(f"--ipc {path}: the path exists and is not a socket; choose another")
+            raise ValueError(f"--ipc {path}: the path exists and is not a socket; choose another")
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             probe.connect(path)
         except ConnectionRefusedError:
-            pass  # stale: replaced below
+            pass  # stale
         else:
-            raise OSError(f"--ipc {path}: another server listens there")
+            raise ValueError(f"--ipc {path}: another server listens there")
         finally:
             probe.close()
+
+
+def bind_private(path: str) -> socket.socket:
+    """A listening Unix socket at `path`, mode 0600 from the moment it has that name; a stale
+    socket there is replaced, anything else refused (`check_free`)."""
+    check_free(path)
     temporary = f"{path}.{os.getpid()}.tmp"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
