@@ -211,6 +211,10 @@ def test_a_client_cannot_name_another_process_s_segment(served):
         for segment in (stolen, "vlac_1_abc_0_1", "../etc/passwd"):
             answer = raw_request(path, Infer(b"\x80", segment, (FrameLayout("a", (2, 2, 3), 0),)))
             assert answer.status in (400, 422), answer
+        # a name of its own that is not in the server's /dev/shm (another container's)
+        elsewhere = name.rsplit("_", 1)[0] + "_999"
+        answer = raw_request(path, Infer(b"\x80", elsewhere, (FrameLayout("a", (2, 2, 3), 0),)))
+        assert answer.status == 400 and b"--ipc=host" in answer.body
         # its own segment, but a frame that runs past its end
         body = client.transport.frames._idle[0].size
         answer = raw_request(path, Infer(b"\x80", name, (FrameLayout("a", (body, 2, 3), 0),)))
