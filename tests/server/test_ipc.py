@@ -8,6 +8,7 @@ import asyncio
 import os
 import socket
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from vla_client.protocol.ipc import Answer, FrameLayout, Infer, decode_answer, f
 from vla_client.segments import SEGMENT_PREFIX
 from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 from vla_client.server.worker import WorkerRunner
-from vla_client.transports import NO_RETRY
+from vla_client.transports import NO_RETRY, RetryPolicy
 
 RNG = np.random.default_rng(7)
 
@@ -302,3 +303,22 @@ def test_the_in_process_layout_reads_the_frames_in_place_too(tmp_path):
             np.testing.assert_array_equal(over_ipc.actions, http.infer(sent).actions)
         assert over_ipc.digests == over_ipc.sent_digests
     assert mine() == set()
+
+
+class SlowToLoad(ReferencePolicy):
+    """The reference policy, a second to load: the server answers 503 and Retry-After until."""
+
+    def load(self) -> None:
+        time.sleep(1.0)
+
+
+def test_a_loading_server_s_503s_are_retried_as_over_http(tmp_path):
+    path = str(tmp_path / "w.sock")
+    config = ServerConfig(port=0, ipc_path=path, in_process=True)
+    server = LocalServer(create_app(SlowToLoad(), config)).start(wait_ready=False)
+    try:
+        with ActionClient(f"ipc://{path}", retry=RetryPolicy(warm_up_s=30)) as client:
+            assert client.infer(observation()).actions.shape == (16, 7)
+            assert client.stats.retries >= 1  # the 503s while it loaded
+    finally:
+        server.stop()
