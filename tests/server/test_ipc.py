@@ -322,3 +322,39 @@ def test_a_loading_server_s_503s_are_retried_as_over_http(tmp_path):
             assert client.stats.retries >= 1  # the 503s while it loaded
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("how", ["reset", "closed"])
+def test_a_server_that_drops_the_connection_mid_exchange_is_a_connect_error(tmp_path, how):
+    """A server killed mid-request resets the connection: that is the client's `ConnectError`,
+    never the socket's own `ConnectionResetError`."""
+    import struct
+    import threading
+
+    from vla_client.protocol.ipc import GREETING, VERSION, Hello
+
+    path = str(tmp_path / "drop.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.sendall(framed(Hello(GREETING, VERSION)))
+        conn.recv(4)  # the request has begun
+        if how == "reset":
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with (
+            ActionClient(f"ipc://{path}", check_contract=False, retry=NO_RETRY) as client,
+            pytest.raises(ConnectError, match="ipc://"),
+        ):
+            client.infer(observation())
+        assert mine() == set()  # the failed call's segment is unlinked
+    finally:
+        thread.join(5)
+        listener.close()

@@ -135,9 +135,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = _config(args)
         if config.ipc_path is not None:
-            from vla_client.server.edge.ipc import check_free
+            from vla_client.server.config import check_ipc_path
 
-            check_free(config.ipc_path)
+            check_ipc_path(config.ipc_path)
         policy = build_policy(args)
         sock = _bind(args.host, args.port)
     except ValueError as exc:

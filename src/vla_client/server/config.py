@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import math
+import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vla_client.protocol import DecodeLimits, openpi_layout
@@ -178,3 +180,23 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
         "limit_concurrency": config.max_connections,
         "server_header": False,
     }
+
+
+def check_ipc_path(path: str) -> None:
+    """`ValueError` naming `path` unless a socket can be made there: its folder exists and
+    nothing is there but, at most, a stale socket (a killed server's, which is replaced)."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise ValueError(f"--ipc {path}: no folder {target.parent}; make it first")
+    if target.exists() or target.is_symlink():
+        if not target.is_socket():
+            raise ValueError(f"--ipc {path}: the path exists and is not a socket; choose another")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except ConnectionRefusedError:
+            pass  # stale
+        else:
+            raise ValueError(f"--ipc {path}: another server listens there")
+        finally:
+            probe.close()

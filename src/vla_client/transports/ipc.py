@@ -167,8 +167,19 @@ class _IpcLink:
     def _round(self, record: Metadata | Infer, end: float) -> Steps[Reply]:
         """Send `record` on the connection, read its answer as a `Reply`."""
         sock = yield from self._connected(end)
-        yield partial(self._sendall, sock, framed(record), self._left(end))
-        answer = decode_answer((yield from self._read_record(sock, end, self.reply_limit)))
+        try:
+            yield partial(self._sendall, sock, framed(record), self._left(end))
+            packed = yield from self._read_record(sock, end, self.reply_limit)
+        except (TimeoutError, asyncio.TimeoutError):  # distinct before Python 3.11
+            raise
+        except OSError as exc:  # reset, broken pipe: the server went away mid-exchange
+            raise ConnectError(
+                f"{self.url}: the server dropped the connection ({exc.strerror or exc}); no reply"
+            ) from None
+        try:
+            answer = decode_answer(packed)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ProtocolError(f"{self.url}: cannot read the server's answer: {exc}") from None
         return Reply(answer.status, answer.content_type, answer.body, answer.headers)
 
     def _steps(

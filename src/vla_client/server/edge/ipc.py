@@ -33,7 +33,6 @@ import socket
 import struct
 import time
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -62,6 +61,7 @@ from vla_client.segments import (
     sweep_dead_clients,
     unlink_name,
 )
+from vla_client.server.config import check_ipc_path
 from vla_client.server.edge.auth import REFUSALS
 from vla_client.server.engine.inference import RequestMemory
 from vla_client.server.engine.pipeline import Pipeline, failure
@@ -79,30 +79,10 @@ process closes its sockets a moment before it is gone)."""
 _UNAUTHORIZED = "missing or invalid API key"
 
 
-def check_free(path: str) -> None:
-    """`ValueError` naming `path` unless a socket can be made there: its folder exists and
-    nothing is there but, at most, a stale socket (a killed server's, which is replaced)."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise ValueError(f"--ipc {path}: no folder {target.parent}; make it first")
-    if target.exists() or target.is_symlink():
-        if not target.is_socket():
-            raise ValueError(f"--ipc {path}: the path exists and is not a socket; choose another")
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(path)
-        except ConnectionRefusedError:
-            pass  # stale
-        else:
-            raise ValueError(f"--ipc {path}: another server listens there")
-        finally:
-            probe.close()
-
-
 def bind_private(path: str) -> socket.socket:
     """A listening Unix socket at `path`, mode 0600 from the moment it has that name; a stale
-    socket there is replaced, anything else refused (`check_free`)."""
-    check_free(path)
+    socket there is replaced, anything else refused (`check_ipc_path`)."""
+    check_ipc_path(path)
     temporary = f"{path}.{os.getpid()}.tmp"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
