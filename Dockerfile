@@ -45,8 +45,10 @@ USER vla
 WORKDIR /home/vla
 
 EXPOSE 8000
+# The server writes the port it listens on to /home/vla/serve.port, so the health check probes
+# that port, also after `docker run IMAGE --port 9000`.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=120s \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health')"
+    CMD python -c "import pathlib, urllib.request; port = int(pathlib.Path('/home/vla/serve.port').read_text()); urllib.request.urlopen(f'http://127.0.0.1:{port}/health')"
 # Every interface, since the container's own is what the host forwards to; set an API key
 # (VLA_CLIENT_API_KEY) on any network other than your own machine (docs/security.md).
-ENTRYPOINT ["vla-client", "serve", "--host", "0.0.0.0"]
+ENTRYPOINT ["vla-client", "serve", "--host", "0.0.0.0", "--port-file", "/home/vla/serve.port"]

@@ -14,11 +14,12 @@ included by docs/install.md:
     python .ci/check_wheels.py           # resolve, and fail if docs/install-wheels.md differs
     python .ci/check_wheels.py --write   # resolve and write docs/install-wheels.md
 
-The heavy optional extras (``rerun``: rerun-sdk, a 170 MB wheel; ``ros``: rosbags) are checked
-on Linux x86-64 too and on every Python from 3.10 to 3.13, each as its own install, by pip's
-resolver in ``--dry-run --report`` mode: it reads the wheels' metadata files instead of
-downloading them. Their dependencies carry Python-version markers only (pip evaluates those
-for the target); `EXTRA_TABLE` (docs/install-wheels-extras.md) says which release each gets:
+The heavy optional extras (``rerun``: rerun-sdk, a 170 MB wheel; ``ros``: rosbags; ``ros2``:
+eclipse-zenoh, a compiled wheel, and rosbags) are checked on Linux x86-64 too and on every
+Python from 3.10 to 3.13, each as its own install, by pip's resolver in ``--dry-run --report``
+mode: it reads the wheels' metadata files instead of downloading them. Their dependencies carry
+Python-version markers only (pip evaluates those for the target); `EXTRA_TABLE`
+(docs/install-wheels-extras.md) says which release each gets:
 
     python .ci/check_wheels.py --extras            # resolve, fail if the extras' table differs
     python .ci/check_wheels.py --extras --write
@@ -49,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "install-wheels.md"
 EXTRA_TABLE = ROOT / "docs" / "install-wheels-extras.md"
 PYTHONS = ("3.10", "3.12")
-EXTRAS = ("rerun", "ros")
+EXTRAS = ("rerun", "ros", "ros2")
 EXTRA_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 FAST_PATHS = {
     "fpng": "fpng (PNG writes)",

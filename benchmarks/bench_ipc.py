@@ -33,6 +33,7 @@ import numpy as np
 
 from vla_client import ActionClient, Observation
 from vla_client.cameras.scene import synthetic_frames
+from vla_client.protocol.ipc import SharedFrames
 from vla_client.transports.ipc_memory import FramePool
 
 CAMERAS, HEIGHT, WIDTH = 3, 360, 640
@@ -94,7 +95,7 @@ def copy_ms(frames: list[np.ndarray], into: list[np.ndarray]) -> float:
 def write_ms(pool: FramePool, observation: Observation) -> float:
     """One `FramePool.write` of the frames into a reused segment (the client's only copy)."""
     start = time.perf_counter()
-    segment, _ = pool.write(observation.images)
+    segment, _, _ = pool.write(SharedFrames(observation.images))
     elapsed = (time.perf_counter() - start) * 1000
     pool.give_back(segment, reuse=True)
     return elapsed

@@ -54,6 +54,12 @@ def actions_for(
     for name in sorted(images):
         frame = np.asarray(images[name])
         pixels = frame.shape[0] * frame.shape[1]
+        if frame.ndim == 2:  # depth: the mean, least and greatest known distance in metres
+            scale = 1000.0 if frame.dtype == np.uint16 else 1.0
+            known = [float(v) / scale for v in frame.ravel().tolist()]
+            known = [v for v in known if math.isfinite(v) and v > 0]
+            values.extend([sum(known) / len(known), min(known), max(known)] if known else [0.0] * 3)
+            continue
         for channel in range(3):
             values.append(int(frame[:, :, channel].astype(np.int64).sum()) / pixels / 255.0)
     if state is not None:

@@ -11,7 +11,9 @@ sharing nothing with vla-client's RoboArena code (it packs and unpacks with open
 - a failure is answered with the traceback as a text frame, and the connection is closed with
   code 1011 (internal error).
 
-Every request's bytes are kept (`frames`), and the number of connections opened.
+Every request's bytes are kept (`frames`), and the number of connections opened. `hostile` makes
+it send more frames than it is asked for (tests/hostile_frames.py; a storm of tracebacks on a
+connection it keeps open); `quiet` is set while it has sent all it meant to.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from openpi_client import msgpack_numpy
 from websockets.frames import CloseCode
 from websockets.sync.server import ServerConnection, serve
 
+import hostile_frames
+
 Policy = Callable[[dict[str, Any]], Any]
 
 
@@ -39,9 +43,14 @@ def chunk_policy(obs: dict[str, Any]) -> np.ndarray:
 class ArenaServer:
     """The server on 127.0.0.1 (a free port) in a thread; use as a context manager."""
 
-    def __init__(self, config: dict[str, Any], policy: Policy = chunk_policy) -> None:
+    def __init__(
+        self, config: dict[str, Any], policy: Policy = chunk_policy, *, hostile: str | None = None
+    ) -> None:
         self.config = config
         self.policy = policy
+        self.hostile = hostile
+        self.quiet = threading.Event()
+        self.quiet.set()
         self.frames: list[bytes] = []
         self.connections = 0
         self._server = serve(self._handle, "127.0.0.1", 0, compression=None, max_size=None)
@@ -57,10 +66,17 @@ class ArenaServer:
         self._thread.join(timeout=5)
 
     def _handle(self, ws: ServerConnection) -> None:
+        try:
+            self._serve(ws)
+        finally:  # a client that dropped the connection mid-storm ends it
+            self.quiet.set()
+
+    def _serve(self, ws: ServerConnection) -> None:
         self.connections += 1
         ws.send(msgpack_numpy.packb(self.config))
         for frame in ws:
             assert isinstance(frame, bytes)
+            self.quiet.clear()
             self.frames.append(frame)
             try:
                 obs = msgpack_numpy.unpackb(frame)
@@ -68,7 +84,13 @@ class ArenaServer:
                 if endpoint == "reset":
                     ws.send("reset successful")
                 else:
-                    ws.send(msgpack_numpy.packb(self.policy(obs)))
+                    answer = msgpack_numpy.packb(self.policy(obs))
+                    config = msgpack_numpy.packb(self.config)
+                    index = len(self.frames) - 1
+                    error = "Traceback (most recent call last): a retry failed"
+                    for out in hostile_frames.frames(self.hostile, index, answer, error, config):
+                        ws.send(out)
+                self.quiet.set()
             except Exception:
                 ws.send(traceback.format_exc())
                 ws.close(CloseCode.INTERNAL_ERROR, "Internal server error. Traceback included.")

@@ -31,8 +31,9 @@ from vla_client.server import LocalServer, ServerConfig, create_app
 
 SRC = Path(vla_client.__file__).parent
 HEAVY = ("torch", "fastapi", "starlette", "uvicorn", "jupyter", "IPython", "matplotlib", "zmq")
-OPTIONAL_READERS = ("rerun", "rosbags", "pyarrow")
-"""Rerun and ROS bags load when a command logs to Rerun or reads a bag, never on import."""
+OPTIONAL_READERS = ("rerun", "rosbags", "pyarrow", "zenoh")
+"""Rerun, ROS bags and Zenoh load when a command logs to Rerun, reads a bag or joins a ROS 2
+graph, never on import."""
 HTTP_STACK = ("httpx", "fastapi", "starlette", "uvicorn", "websockets", "h11")
 SERVER_DECODERS = (
     "vla_client.codecs.image_decode",
@@ -78,7 +79,10 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
             "from vla_client import ActionClient, Observation, ActionResult, VLAClientError",
             (*HEAVY, "websockets", "vla_client.server", "vla_client.cli", *SERVER_HALVES),
         ),
-        ("import vla_client.control", (*HTTP_STACK, "vla_client.server", "vla_client.client.core")),
+        (
+            "import vla_client.control",
+            (*HTTP_STACK, "vla_client.server", "vla_client.client.request_book"),
+        ),
         ("from vla_client.control import ChunkExecutor, SafetyGate, Watchdog", HTTP_STACK),
         ("import vla_client.codecs", (*HTTP_STACK, "vla_client.protocol", "vla_client.client")),
         ("from vla_client.codecs import encode_png, packb", (*HTTP_STACK, "vla_client.client")),
@@ -105,7 +109,7 @@ def test_the_probe_sees_what_a_statement_loads() -> None:
         # The LeRobot adapter and export: LeRobot and torch load when an export runs, never here.
         (
             "from vla_client.lerobot import LeRobotRobot, export_lerobot_dataset",
-            (*HEAVY, *HTTP_STACK, "lerobot", "vla_client.server", "vla_client.client.core"),
+            (*HEAVY, *HTTP_STACK, "lerobot", "vla_client.server", "vla_client.client.request_book"),
         ),
         ("import vla_client.cli.export", ("lerobot", "torch", "vla_client.server")),
     ],
@@ -206,8 +210,10 @@ RULES: dict[str, tuple[str, ...]] = {
     "vla_client.tasks": ("vla_client.client", "vla_client.transports", "vla_client.server",
                          "vla_client.cli", "vla_client.sim"),
     # Robot-side: a LeRobot robot drives the loop and its recordings export; no server code.
-    "vla_client.lerobot": ("vla_client.server", "vla_client.cli", "vla_client.client.core",
+    "vla_client.lerobot": ("vla_client.server", "vla_client.cli", "vla_client.client.request_book",
                            "vla_client.transports"),
+    # A live ROS 2 node drives the loop with the client; it needs no server code.
+    "vla_client.ros2": ("vla_client.server", "vla_client.cli"),
     # Shared memory both sides map: no knowledge of requests, transports or either side.
     "vla_client.segments": ("vla_client.codecs", "vla_client.protocol", "vla_client.client",
                             "vla_client.transports", "vla_client.server", "vla_client.cli"),
@@ -282,6 +288,24 @@ def test_imports_point_one_way(module: str) -> None:
                 assert within(imported, (*ALWAYS_ALLOWED, package, *allowed)), imported
 
 
+def test_zenoh_is_imported_only_by_the_ros2_package() -> None:
+    """The ``ros2`` extra's session library stays behind vla_client.ros2 (and so out of every
+    other part's import time and requirements)."""
+    outside = []
+    for name, path in MODULES.items():
+        if within(name, ("vla_client.ros2",)):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported = [node.module or ""]
+            else:
+                continue
+            outside += [f"{name}: {m}" for m in imported if m.split(".")[0] == "zenoh"]
+    assert outside == []
+
+
 def test_no_import_circles() -> None:
     """Module-level imports between our modules form no loop (lazy faces excluded: they import
     nothing at run time)."""
@@ -330,6 +354,27 @@ def test_nothing_outside_the_server_imports_a_server_module(module: str) -> None
             assert kind in ("function", "type_checking"), f"{module} imports {imported} at once"
 
 
+FAMILY_MODULES = tuple(name for name in MODULES if name.startswith("vla_client.protocol.families."))
+"""The documents of the server families the client talks to (GR00T, vLLM-Omni, RoboArena)."""
+GENERIC = (
+    "vla_client.control",
+    "vla_client.client.request_book",
+    "vla_client.client.base",
+    "vla_client.client.session",
+    "vla_client.protocol.rtc",
+    "vla_client.protocol.models",
+)
+"""What works with every server family, and so names none."""
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if within(m, GENERIC)))
+def test_the_generic_parts_name_no_server_family(module: str) -> None:
+    """A family's documents are read by its own session and transport; the executor, the
+    client's options and its request book ask the families' package, never a family."""
+    for imported, _kind in MAP.imports(MODULES[module]):
+        assert not within(imported, FAMILY_MODULES), f"{module} imports {imported}"
+
+
 def test_the_map_in_the_architecture_page_is_drawn_from_todays_imports() -> None:
     """docs/architecture.md shows what tools/architecture.py draws; on a difference, run
     ``python tools/architecture.py --write`` and read the new map before committing it."""
@@ -350,6 +395,16 @@ def test_the_map_draws_each_kind_of_import_and_every_part() -> None:
     assert "server/" not in graph["client/"]
     parts = {MAP.part_of(name) for name in MODULES}
     assert set(graph) == parts
+
+
+def test_the_path_of_a_request_field_names_files_and_names_that_exist() -> None:
+    """docs/architecture.md's table of the path of `seed`: each file is there, with the name."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    table = page.split("<!-- the path of seed -->", 1)[1].split("<!-- end of the path -->", 1)[0]
+    rows = re.findall(r"^\| [^|]+ \| `([\w/]+\.py)` \| `([^`]+)` \|$", table, re.MULTILINE)
+    assert len(rows) >= 10
+    for file, name in rows:
+        assert name in (SRC / file).read_text(encoding="utf-8"), (file, name)
 
 
 # --- one error tree ---------------------------------------------------------------------------

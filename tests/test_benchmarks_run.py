@@ -14,7 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
-NEEDS = {"bench_lerobot.py": "lerobot"}  # runs in the LeRobot venv (.ci/lerobot_venv.sh)
+NEEDS = {
+    "bench_lerobot.py": "lerobot",  # runs in the LeRobot venv (.ci/lerobot_venv.sh)
+    "bench_ros2.py": "zenoh",  # the ros2 extra
+}
 
 
 @pytest.mark.timeout(120)

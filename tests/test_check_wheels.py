@@ -93,6 +93,8 @@ def test_the_install_page_shows_the_checked_table(tool: ModuleType) -> None:
 def test_the_extras_are_read_from_pyproject_and_checked_everywhere(tool: ModuleType) -> None:
     assert tool.extra_requirements("rerun") == ["rerun-sdk>=0.23"]
     assert tool.extra_requirements("ros") == ["rosbags>=0.10"]
+    assert tool.extra_requirements("ros2") == ["eclipse-zenoh>=1.10", "rosbags>=0.10.8"]
+    assert tool.EXTRAS == ("rerun", "ros", "ros2")
     machines = {p.platform_machine for p in tool.EXTRA_PLATFORMS}
     assert machines == {"x86_64", "aarch64", "arm64", "AMD64"}
     assert tool.EXTRA_PYTHONS == ("3.10", "3.11", "3.12", "3.13")
@@ -120,9 +122,15 @@ def test_a_report_gives_the_wheels_and_refuses_a_source_build(tool: ModuleType) 
 
 
 def test_the_extras_table_names_each_release_or_no(tool: ModuleType) -> None:
-    found = {("Windows x86-64", "3.10"): {"rerun": {"rerun-sdk": "0.39.0"}, "ros": {}}}
+    found = {
+        ("Windows x86-64", "3.10"): {
+            "rerun": {"rerun-sdk": "0.39.0"},
+            "ros": {},
+            "ros2": {"eclipse-zenoh": "1.10.2", "rosbags": "0.11.9"},
+        }
+    }
     row = tool.extra_table(found).splitlines()[-1]
-    assert row == "| Windows x86-64 | 3.10 | 0.39.0 | no |"
+    assert row == "| Windows x86-64 | 3.10 | 0.39.0 | no | 1.10.2 |"
     table = tool.EXTRA_TABLE.read_text(encoding="utf-8")
     assert '--8<-- "docs/install-wheels-extras.md"' in (ROOT / "docs" / "install.md").read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]

@@ -56,3 +56,43 @@ def test_capture_times_of_any_real_number_type_become_floats():
     assert obs.capture_times == {"a": 1.0, "b": 2.5, "c": 3.0}
     assert all(type(t) is float for t in obs.capture_times.values())
     assert obs.oldest_capture_time == 1.0
+
+
+def test_depth_frames_keep_their_dtype_and_values_apart_from_images():
+    """uint16 millimetres and float32 metres stay as given (NaN too), HxWx1 becomes HxW, big
+    endian becomes native; the colour frames are what they always were."""
+    millimetres = np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000
+    metres = np.full((3, 4, 1), np.nan, ">f4")
+    obs = Observation(
+        {"front": np.zeros((3, 4, 3), np.uint8)},
+        depth={"mm": millimetres, "m": metres},
+        capture_times={"front": 1.0, "mm": 2.0},
+    )
+    assert obs.depth["mm"].dtype == np.uint16 and obs.depth["mm"].tobytes() == millimetres.tobytes()
+    assert obs.depth["m"].shape == (3, 4) and obs.depth["m"].dtype.isnative
+    assert obs.depth["m"].tobytes() == metres[:, :, 0].astype("<f4").tobytes()
+    assert list(obs.images) == ["front"] and obs.capture_times == {"front": 1.0, "mm": 2.0}
+    assert Observation({}, depth={"mm": millimetres}).images == {}  # depth alone is a camera
+
+
+@pytest.mark.parametrize(
+    ("depth", "message"),
+    [
+        ({"d": np.zeros((4, 4), np.float64)},
+         "depth frames are uint16 (millimetres) or float32 (metres), got float64; convert it "
+         "yourself (a depth value is never rescaled here)"),
+        ({"d": np.zeros((4, 4), np.uint8)},
+         "depth frames are uint16 (millimetres) or float32 (metres), got uint8; convert it "
+         "yourself (a depth value is never rescaled here)"),
+        ({"d": np.zeros((4, 4, 3), np.uint16)},
+         "depth frame must be HxW (or HxWx1), got shape (4, 4, 3)"),
+        ({"d": np.zeros((0, 4), np.uint16)}, "depth frame has a zero-size dimension: (0, 4)"),
+        ({"front": np.zeros((4, 4), np.uint16)}, "cameras ['front'] are in both images and depth"),
+        ([np.zeros((4, 4), np.uint16)], "depth must be a dict of camera name to depth frame, "
+         "got list"),
+    ],
+)  # fmt: skip
+def test_depth_that_is_not_depth_is_refused_never_converted(depth, message):
+    with pytest.raises(InvalidObservationError) as refused:
+        Observation({"front": np.zeros((4, 4, 3), np.uint8)}, depth=depth)
+    assert str(refused.value).removeprefix("depth.d: ") == message

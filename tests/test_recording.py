@@ -42,6 +42,25 @@ def test_round_trip(tmp_path, frames, image_format):
     assert second.observation.state is None and list(second.observation.images) == ["wrist"]
 
 
+@pytest.mark.parametrize("image_format", ["png", "raw"])
+def test_depth_frames_round_trip_bit_for_bit(tmp_path, frames, image_format):
+    """uint16 depth as 16-bit PNG (or raw), float32 always raw: every bit back, dtype kept."""
+    rng = np.random.default_rng(3)
+    millimetres = rng.integers(0, 65536, (6, 5), dtype=np.uint16)
+    metres = rng.uniform(0, 9, (6, 5)).astype(np.float32)
+    metres[0, 0] = np.nan
+    path = tmp_path / "rgbd.vlaobs"
+    observation = Observation(frames, depth={"mm": millimetres, "m": metres})
+    with ObservationWriter(path, image_format=image_format) as writer:
+        writer.write(observation, wall_time=1.0)
+        writer.write(Observation(frames), wall_time=2.0)
+    first, second = (step.observation for step in load_observations(path))
+    for name, want in (("mm", millimetres), ("m", metres)):
+        assert first.depth[name].dtype == want.dtype
+        assert first.depth[name].tobytes() == want.tobytes()
+    assert second.depth == {}
+
+
 def test_truncated_file_is_reported(tmp_path, frames):
     path = tmp_path / "obs.vlaobs"
     with ObservationWriter(path) as writer:

@@ -12,24 +12,35 @@ openpi-client's own ``msgpack_numpy``, the format vLLM-Omni's frames follow):
   its ``session_id``, else the connection's, else ``"default"`` (a new one starts a new episode),
   answered with the policy's actions;
 - a failure answers ``{"type": "error", "message": ...}`` (with ``code`` where the policy
-  raises `Refusal`, as newer servers send one) and the connection stays open.
+  raises `Refusal`, as newer servers send one) and the connection stays open;
+- as its main branch does (late 2026): with `idle_timeout_s`, a connection idle that long is
+  closed (code 1000); with `policy=None`, no policy is loaded and each connection is refused
+  with the text frame ``{"type": "error", "error": ..., "code": "unsupported"}`` in place of
+  the config. `close_on_first_request` closes the first connection (code 1000) as the first
+  request arrives, unanswered: an idle close that crossed the request on the wire.
 
 Every request's bytes are kept (`frames`), and each observation with the session it ran in and
-whether it started one (`served`), for the tests to check.
+whether it started one (`served`), for the tests to check. `hostile` makes it send more frames
+than it is asked for (tests/hostile_frames.py); `quiet` is set while it has sent all it meant to.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from openpi_client import msgpack_numpy
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection, serve
 
+import hostile_frames
+
 PATH = "/v1/realtime/robot/openpi"
+NO_POLICY = "no robot policy is loaded on this server"
 Policy = Callable[[dict[str, Any]], Any]
 
 
@@ -60,9 +71,22 @@ def keyed_actions(keys: dict[str, int], horizon: int) -> Policy:
 class OmniServer:
     """The endpoint on 127.0.0.1 (a free port) in a thread; use as a context manager."""
 
-    def __init__(self, config: dict[str, Any], policy: Policy) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        policy: Policy | None,
+        *,
+        hostile: str | None = None,
+        idle_timeout_s: float | None = None,
+        close_on_first_request: bool = False,
+    ) -> None:
         self.config = config
         self.policy = policy
+        self.hostile = hostile
+        self.idle_timeout_s = idle_timeout_s
+        self.close_on_first_request = close_on_first_request
+        self.quiet = threading.Event()
+        self.quiet.set()
         self.frames: list[bytes] = []
         self.served: list[tuple[str, bool]] = []
         self.connections = 0
@@ -86,27 +110,50 @@ class OmniServer:
         return None
 
     def _handle(self, ws: ServerConnection) -> None:
+        try:
+            self._serve(ws)
+        finally:  # a client that dropped the connection mid-storm ends it
+            self.quiet.set()
+
+    def _serve(self, ws: ServerConnection) -> None:
         self.connections += 1
+        if self.policy is None:
+            refusal = {"type": "error", "error": NO_POLICY, "code": "unsupported"}
+            ws.send(json.dumps(refusal))
+            ws.close()
+            return
         ws.send(msgpack_numpy.packb(self.config))
         session: str | None = None
-        for frame in ws:
+        while True:
+            try:
+                frame = ws.recv(timeout=self.idle_timeout_s)
+            except TimeoutError:
+                ws.close()  # idle too long: a normal close, code 1000
+                return
+            except ConnectionClosed:
+                return
             assert isinstance(frame, bytes)
+            self.quiet.clear()
             self.frames.append(frame)
+            if self.close_on_first_request and len(self.frames) == 1:
+                ws.close()
+                return
             try:
                 obs = msgpack_numpy.unpackb(frame)
                 if obs.pop("endpoint", "infer") == "reset":
                     session = None
-                    ws.send(msgpack_numpy.packb({"status": "reset successful"}))
-                    continue
-                current = str(obs.get("session_id") or session or "default")
-                self.served.append((current, current != session))
-                session = current
-                ws.send(msgpack_numpy.packb(self.policy(obs)))
+                    answer: Any = {"status": "reset successful"}
+                else:
+                    current = str(obs.get("session_id") or session or "default")
+                    self.served.append((current, current != session))
+                    session = current
+                    answer = self.policy(obs)
             except Refusal as exc:
-                ws.send(
-                    msgpack_numpy.packb({"type": "error", "message": str(exc), "code": exc.code})
-                )
+                answer = {"type": "error", "message": str(exc), "code": exc.code}
             except Exception:
-                ws.send(
-                    msgpack_numpy.packb({"type": "error", "message": "Internal inference error"})
-                )
+                answer = {"type": "error", "message": "Internal inference error"}
+            error = {"type": "error", "message": "Internal inference error"}
+            index = len(self.frames) - 1
+            for out in hostile_frames.frames(self.hostile, index, answer, error, self.config):
+                ws.send(msgpack_numpy.packb(out))
+            self.quiet.set()

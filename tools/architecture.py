@@ -41,7 +41,7 @@ STRENGTH = {"import": 2, "deferred": 1, "types only": 0}
 
 
 def module_name(path: Path) -> str:
-    """``vla_client.client.core`` for ``src/vla_client/client/core.py``."""
+    """``vla_client.client.options`` for ``src/vla_client/client/options.py``."""
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()

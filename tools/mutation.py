@@ -91,14 +91,18 @@ MODULES: dict[str, list[str]] = {
     "protocol/metadata_fields": ["tests/protocol/test_metadata_bounds.py",
                                  "tests/protocol/test_metadata_agreement.py",
                                  "tests/protocol/test_reply_size_limit.py"],
-    "protocol/vllm_omni": ["tests/protocol/test_dialects.py"],
-    "protocol/roboarena": ["tests/protocol/test_dialects.py"],
-    "protocol/gr00t_rtc": ["tests/client/test_gr00t_rtc.py"],
+    "protocol/families/vllm_omni": ["tests/protocol/test_dialects.py"],
+    "protocol/families/roboarena": ["tests/protocol/test_dialects.py"],
+    "protocol/families/gr00t_rtc": ["tests/client/test_gr00t_rtc.py"],
     "cameras/ros_bag": ["tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
+    "cameras/ros_messages": ["tests/cameras/test_ros_messages.py",
+                             "tests/cameras/test_ros_bag.py", "tests/cli/test_bag.py"],
+    "cameras/bag_integrity": ["tests/cameras/test_bag_integrity.py"],
     "control/clocks": ["tests/control/test_clocks.py", "tests/control/test_one_clock.py",
                        "tests/control/test_stalls_and_clock_steps.py"],
     "transports/zmq": ["tests/transports/test_zmq.py", "tests/client/test_gr00t.py"],
-    "protocol/gr00t": ["tests/protocol/test_gr00t_messages.py", "tests/client/test_gr00t.py"],
+    "protocol/families/gr00t": ["tests/protocol/test_gr00t_messages.py",
+                                "tests/client/test_gr00t.py"],
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 

@@ -19,13 +19,14 @@ from vla_client._version import __version__ as __version__
 if TYPE_CHECKING:
     from vla_client.client.async_client import AsyncActionClient as AsyncActionClient
     from vla_client.client.checks import mismatched_cameras as mismatched_cameras
-    from vla_client.client.core import ClientOptions as ClientOptions
+    from vla_client.client.options import ClientOptions as ClientOptions
     from vla_client.client.result import ActionResult as ActionResult
     from vla_client.client.result import Timings as Timings
     from vla_client.client.sync_client import ActionClient as ActionClient
     from vla_client.errors import CameraError as CameraError
     from vla_client.errors import CameraSettingError as CameraSettingError
     from vla_client.errors import CameraTimeoutError as CameraTimeoutError
+    from vla_client.errors import ClockStoppedError as ClockStoppedError
     from vla_client.errors import CodecError as CodecError
     from vla_client.errors import ConnectError as ConnectError
     from vla_client.errors import ContractError as ContractError
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from vla_client.errors import PayloadTooLargeError as PayloadTooLargeError
     from vla_client.errors import ProtocolError as ProtocolError
     from vla_client.errors import RecordingError as RecordingError
+    from vla_client.errors import RefusalsError as RefusalsError
     from vla_client.errors import ReplyTooLargeError as ReplyTooLargeError
     from vla_client.errors import RequestTimeoutError as RequestTimeoutError
     from vla_client.errors import ServerError as ServerError
@@ -58,13 +60,14 @@ if TYPE_CHECKING:
 _FACE = {
     "AsyncActionClient": "vla_client.client.async_client",
     "mismatched_cameras": "vla_client.client.checks",
-    "ClientOptions": "vla_client.client.core",
+    "ClientOptions": "vla_client.client.options",
     "ActionResult": "vla_client.client.result",
     "Timings": "vla_client.client.result",
     "ActionClient": "vla_client.client.sync_client",
     "CameraError": "vla_client.errors",
     "CameraSettingError": "vla_client.errors",
     "CameraTimeoutError": "vla_client.errors",
+    "ClockStoppedError": "vla_client.errors",
     "CodecError": "vla_client.errors",
     "ConnectError": "vla_client.errors",
     "ContractError": "vla_client.errors",
@@ -74,6 +77,7 @@ _FACE = {
     "PayloadTooLargeError": "vla_client.errors",
     "ProtocolError": "vla_client.errors",
     "RecordingError": "vla_client.errors",
+    "RefusalsError": "vla_client.errors",
     "TruncatedRecordingError": "vla_client.errors",
     "RequestTimeoutError": "vla_client.errors",
     "ServerError": "vla_client.errors",

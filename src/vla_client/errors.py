@@ -17,7 +17,8 @@
     │   └── RequestTimeoutError                 no reply within the timeout
     │       └── DeadlineExceededError           no usable reply within the request's deadline
     ├── ServerError                             the server answered with an error status
-    │   └── ServerErrorFrame                    an error message on a connection kept open
+    │   ├── ServerErrorFrame                    an error message on a connection kept open
+    │   └── RefusalsError                       a control loop's requests refused, in a row
     ├── CameraError                             a camera cannot be opened or read
     │   ├── CameraSettingError (ValueError)     a camera or rig option out of range
     │   ├── CameraTimeoutError (TimeoutError)   no new frame in time
@@ -27,6 +28,7 @@
     ├── UnsafeActionError                       the safety gate stopped an action
     ├── ModeNotSupportedError (ValueError)      a chunk mode the server cannot do (rtc)
     ├── ServerSilentError                       the watchdog stopped the robot
+    ├── ClockStoppedError                       a loop's monotonic clock stood still
     ├── InferenceError                          server side: a request the runner could not serve
     ├── WorkerStartError (RuntimeError)         server side: the inference worker did not start
     │   └── PolicyStartError                    the policy's load() or warm_up() raised
@@ -248,9 +250,11 @@ class ServerError(VLAClientError):
 
 
 class ServerErrorFrame(ServerError):
-    """An error the server sent as a message on a connection it keeps open (vLLM-Omni's
-    ``{"type": "error", "message", "code"}``); `code` is the frame's code (such as
-    ``unsupported``), None when it sent none. The next request goes on the same connection."""
+    """An error the server sent as a message (vLLM-Omni's ``{"type": "error", "message",
+    "code"}``, or the text frame it sends in place of its config when no policy is loaded);
+    `code` is the frame's code (such as ``unsupported``), None when it sent none. Its replies
+    carry no request id, so the client opens a new connection for the next request: anything
+    else the server sends for this one would be read as the next one's reply."""
 
     def __init__(
         self,
@@ -265,6 +269,20 @@ class ServerErrorFrame(ServerError):
         )
         self.code = code
         self.detail = detail
+
+
+class RefusalsError(ServerError):
+    """The server refused a control loop's requests `refusals` times in a row (a 4xx each), so
+    the loop ends: one refusal is retried on the next tick while the watchdog holds the robot,
+    a run of them (``ChunkExecutor(max_refusals=)``) is a server that will not serve this
+    robot. `status_code`, `detail` and `request_id` are the last refusal's."""
+
+    def __init__(self, last: ServerError, refusals: int) -> None:
+        super().__init__(
+            last.status_code, last.detail, retry_after=last.retry_after, request_id=last.request_id
+        )
+        self.refusals = refusals
+        self.args = (f"the server refused {refusals} requests in a row; the last: {last}",)
 
 
 class CameraError(VLAClientError):
@@ -305,6 +323,11 @@ class ModeNotSupportedError(VLAClientError, ValueError):
 
 class ServerSilentError(VLAClientError):
     """The server sent no chunk within the watchdog timeout and the behaviour is ``stop``."""
+
+
+class ClockStoppedError(VLAClientError):
+    """A control loop's monotonic clock did not advance while the loop slept for real: a broken
+    clock source, on which the loop would sleep forever and its watchdog never trip."""
 
 
 class InferenceError(VLAClientError):

@@ -10,9 +10,11 @@ request's parameters, the actions returned, timings); in recordings a control lo
 (``ControlLoop(record=writer.record)``), the action the robot was given on that tick
 (``applied_action``) and the episode it belongs to (``episode``). Those two fields came after
 the format's first files and are optional, so files without them read as before (``None``) and
-readers that predate them skip them: the format's version is still 1. Frames are stored as
-lossless PNG bytes by default (smaller than raw pixels) or as raw arrays (``image_format="raw"``,
-fastest to write).
+readers that predate them skip them: the format's version is still 1. Depth frames
+(`Observation.depth`) came later too, in a ``depth`` map of their own beside ``images``, left
+out when there are none. Frames are stored as lossless PNG bytes by default (smaller than raw
+pixels) or as raw arrays (``image_format="raw"``, fastest to write); uint16 depth as 16-bit
+PNG or raw alike, float32 depth always raw (a float has no lossless PNG).
 Nothing is pickled, so reading a file from someone else runs no code.
 
 Writes are unbuffered and a failed write is cut back to the last complete step, so a file whose
@@ -35,6 +37,7 @@ from typing import Any, BinaryIO, Literal, TypeVar
 import numpy as np
 
 from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
+from vla_client.codecs.depth import as_depth_frame, decode_depth_png, encode_depth_png
 from vla_client.codecs.msgpack_numpy import packb, unpackb
 from vla_client.errors import (
     CodecError,
@@ -116,6 +119,30 @@ def encode_step(
     action = None if applied_action is None else _checked_action(applied_action)
     if episode is not None:
         check_at_least("episode", episode, 0, integer=True)
+    document: dict[str, Any] = {
+        "images": _stored_images(observation, image_format, parallel=parallel),
+        "state": observation.state,
+        "task": observation.task,
+        "capture_times": dict(observation.capture_times),
+        "wall_time": time.time() if wall_time is None else _checked_time(wall_time),
+    }
+    if served is not None:
+        document["served"] = _served_document(served)
+    if action is not None:
+        document["applied_action"] = action
+    if episode is not None:
+        document["episode"] = int(episode)
+    if observation.depth:
+        document["depth"] = _stored_depth(observation, image_format)
+    data = packb(document)
+    return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def _stored_images(
+    observation: Observation, image_format: ImageFormat, *, parallel: bool
+) -> dict[str, Any]:
+    """The frames as a recording stores them: PNG bytes (encoded in the codec threads when
+    `parallel` and the encoder gains by it), or the arrays as they are."""
     names = list(observation.images)
     values: list[Any]
     if image_format == "png":
@@ -124,26 +151,28 @@ def encode_step(
         values = map_frames(encode_png, frames) if threads else [encode_png(f) for f in frames]
     else:
         values = [observation.images[name] for name in names]
-    document: dict[str, Any] = {
-        "images": dict(zip(names, values, strict=True)),
-        "state": observation.state,
-        "task": observation.task,
-        "capture_times": dict(observation.capture_times),
-        "wall_time": time.time() if wall_time is None else _checked_time(wall_time),
+    return dict(zip(names, values, strict=True))
+
+
+def _stored_depth(observation: Observation, image_format: ImageFormat) -> dict[str, Any]:
+    """The depth frames as a recording stores them: uint16 as 16-bit PNG bytes with the
+    ``png`` format, everything else (float32 always) as the arrays."""
+    return {
+        name: encode_depth_png(frame)
+        if image_format == "png" and frame.dtype == np.uint16
+        else frame
+        for name, frame in observation.depth.items()
     }
-    if served is not None:
-        document["served"] = {
-            "actions": np.asarray(served.actions, dtype=np.float32),
-            "parameters": served.parameters,
-            "timings": served.timings,
-            "request_id": served.request_id,
-        }
-    if action is not None:
-        document["applied_action"] = action
-    if episode is not None:
-        document["episode"] = int(episode)
-    data = packb(document)
-    return EncodedStep(_LENGTH.pack(len(data)) + data, image_format)
+
+
+def _served_document(served: ServedRequest) -> dict[str, Any]:
+    """What a server answered, as a recording stores it beside the request."""
+    return {
+        "actions": np.asarray(served.actions, dtype=np.float32),
+        "parameters": served.parameters,
+        "timings": served.timings,
+        "request_id": served.request_id,
+    }
 
 
 def _checked_time(value: object, where: str = "wall_time") -> float:
@@ -449,6 +478,7 @@ def _to_recorded(document: Any, name: str, index: int, limits: DecodeLimits) -> 
             state=document.get("state"),
             task=document.get("task", ""),
             capture_times=document.get("capture_times"),
+            depth=_frames(document.get("depth") or {}, limits, "depth"),
         )
         served = document.get("served")
         applied = document.get("applied_action")
@@ -477,20 +507,24 @@ def _served(document: dict[str, Any]) -> ServedRequest:
     )
 
 
-def _frames(images: dict[str, Any], limits: DecodeLimits) -> dict[str, np.ndarray]:
-    """A step's frames, decoded within `limits`: the cameras counted before any is decoded,
-    each PNG/JPEG frame's size checked from its header first."""
+def _frames(
+    images: dict[str, Any], limits: DecodeLimits, kind: str = "images"
+) -> dict[str, np.ndarray]:
+    """A step's frames (`kind` ``images`` or ``depth``), decoded within `limits`: the cameras
+    counted before any is decoded, each PNG/JPEG frame's size checked from its header first."""
     if len(images) > limits.max_cameras:
         raise PayloadTooLargeError(
-            f"{len(images)} cameras, over the limit of {limits.max_cameras}", field="images"
+            f"{len(images)} cameras, over the limit of {limits.max_cameras}", field=kind
         )
-    return {key: _frame(value, f"images.{key}", limits) for key, value in images.items()}
+    return {key: _frame(value, f"{kind}.{key}", limits, kind) for key, value in images.items()}
 
 
-def _frame(value: Any, where: str, limits: DecodeLimits) -> np.ndarray:
+def _frame(value: Any, where: str, limits: DecodeLimits, kind: str) -> np.ndarray:
+    depth = kind == "depth"
     if isinstance(value, bytes):
-        return decode_image_bytes(value, max_pixels=limits.max_image_pixels, field=where)
-    frame = as_rgb_frame(np.array(value), field=where)
+        decode = decode_depth_png if depth else decode_image_bytes
+        return decode(value, max_pixels=limits.max_image_pixels, field=where)
+    frame = (as_depth_frame if depth else as_rgb_frame)(np.array(value), field=where)
     height, width = frame.shape[:2]
     if height * width > limits.max_image_pixels:
         raise PayloadTooLargeError(

@@ -239,6 +239,7 @@ def every_option() -> FramePreprocessor:
         aliases={"c": "a"},
         size_required=True,
         state_dim=7,
+        depth_cameras={"d": "uint16"},
     )
 
 
@@ -249,10 +250,13 @@ def test_metadata_fields_are_read() -> None:
         "image_size": [32, 48],
         "image_size_required": True,
         "state_dim": 7,
+        "depth_cameras": {"d": "uint16"},
     }
     pre = FramePreprocessor.from_metadata({"input": spec}, {"x": "b"}, fit="crop")
     assert pre == every_option()
     assert FramePreprocessor.from_metadata({"input": {"state_dim": 0}}).state_dim == 0
+    assert FramePreprocessor.from_metadata({"input": {}}).depth_cameras == {}  # takes none
+    assert FramePreprocessor().depth_cameras is None  # no metadata: not known, not checked
     for flag in [False, "true", 1, None]:
         spec = {"image_size": 16, "image_size_required": flag}
         assert FramePreprocessor.from_metadata({"input": spec}).size_required is False
@@ -437,6 +441,7 @@ def test_describe_lists_what_is_checked_and_changed() -> None:
         "image_size": [32, 48],
         "image_size_required": True,
         "resize": "crop",
+        "depth_cameras": {"d": "uint16"},
     }
     assert FramePreprocessor(fit="crop").describe() == {
         "cameras": "any",
@@ -500,3 +505,49 @@ def test_a_camera_map_onto_no_server_camera_names_the_servers_cameras() -> None:
     assert aliased.server_name("cam") == "wrist"
     # with no server keys known, any name passes, mapped or not
     assert FramePreprocessor(camera_map={"a": "b"}).server_name("a") == "b"
+
+
+def test_depth_is_resized_by_nearest_neighbour_never_blended():
+    """Every pixel of a resized depth frame is one of the camera's own values (or the padding's
+    0): a blend of a near edge and a far wall is a distance nothing was at."""
+    depth = np.repeat(np.array([[500, 9000]], np.uint16), 6, axis=0).repeat(4, axis=1)  # 6x8
+    observation = Observation({}, depth={"d": depth})
+    for fit in ("pad", "crop"):
+        fitted = FramePreprocessor(size=(12, 12), fit=fit, depth_cameras={"d": "uint16"})(
+            observation
+        )
+        frame = fitted.depth["d"]
+        assert frame.shape == (12, 12) and frame.dtype == np.uint16
+        assert set(np.unique(frame)) <= {0, 500, 9000}
+    metres = np.linspace(0.5, 3.0, 256, dtype=np.float32).reshape(16, 16)
+    halved = FramePreprocessor(size=(8, 8), fit="pad")(Observation({}, depth={"m": metres}))
+    np.testing.assert_array_equal(halved.depth["m"], metres[1::2, 1::2])  # the centres' pixels
+
+
+def test_depth_is_checked_against_the_announced_depth_cameras():
+    millimetres = np.zeros((8, 8), np.uint16)
+    fit = FramePreprocessor(camera_map={"cam": "d"}, depth_cameras={"d": "uint16"})
+    renamed = fit(Observation({}, depth={"cam": millimetres}, capture_times={"cam": 1.0}))
+    assert list(renamed.depth) == ["d"] and renamed.capture_times == {"d": 1.0}
+    cases = [
+        ({"d": np.zeros((8, 8), np.float32)},
+         "input.depth_cameras: the server expects {'d': 'uint16'}, the observation has depth of "
+         "dtype {'d': 'float32'}; depth is never converted: send uint16 millimetres or float32 "
+         "metres as asked"),
+        ({"e": millimetres},
+         "input.depth_cameras: the server expects {'d': 'uint16'}, the observation has depth "
+         "['e']; unknown ['e'], missing ['d']"),
+    ]  # fmt: skip
+    for depth, message in cases:
+        with pytest.raises(ContractError) as refused:
+            FramePreprocessor(depth_cameras={"d": "uint16"})(
+                Observation({"f": np.zeros((8, 8, 3), np.uint8)}, depth=depth)
+            )
+        assert str(refused.value) == message
+    with pytest.raises(ContractError, match=r"has no depth; unknown \[\], missing \['d'\]$"):
+        FramePreprocessor(depth_cameras={"d": "uint16"})(
+            Observation({"f": np.zeros((8, 8, 3), np.uint8)})
+        )
+    required = FramePreprocessor(size=(8, 8), fit="none", size_required=True)
+    with pytest.raises(ContractError, match=r"^input.image_size: .*'d' at \[4, 4\]"):
+        required(Observation({}, depth={"d": np.zeros((4, 4), np.uint16)}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ros_bags import frames, write_bag
+from ros_bags import STORAGES, depth_frames, frames, write_bag
 from vla_client.cameras.ros_bag import BagSource, _nearest
 from vla_client.errors import RecordingError
 
@@ -113,10 +113,56 @@ def test_topic_maps_without_a_camera_or_with_a_name_twice_are_refused(tmp_path):
 
 
 def test_an_unread_encoding_is_refused_naming_the_ones_read(tmp_path):
-    path = image_bag(tmp_path / "depth", encoding="16UC1", step=4, data=np.zeros(8, np.uint8))
-    source = BagSource(path, {"/cam": "depth"})
-    with pytest.raises(RecordingError, match="encoding '16UC1'; read are rgb8, bgr8, mono8"):
-        next(iter(source))
+    path = image_bag(tmp_path / "grey16", encoding="mono16", step=4, data=np.zeros(8, np.uint8))
+    assert refused_by(path, {"/cam": "grey"}) == (
+        f"bag {path}: /cam has encoding 'mono16'; read are rgb8, bgr8, mono8, rgba8, bgra8, "
+        "16UC1, 32FC1 (message 1 of /cam, stamped 1.000000000 s)"
+    )
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_depth_topics_become_depth_frames_bit_for_bit(tmp_path, storage):
+    """16UC1 and 32FC1 topics are `Observation.depth` frames of their own dtype, exactly (the
+    32FC1 NaN and infinities too), beside a colour topic, each with its header stamp."""
+    stamps = [1.0, 2.0]
+    colour, millimetres = frames(2, seed=1), depth_frames(2, "uint16", seed=2)
+    metres = depth_frames(2, "float32", seed=3)
+    bag = write_bag(
+        tmp_path / "rgbd", storage,
+        {"/color": ("rgb8", colour, stamps), "/depth/mm": ("16UC1", millimetres, stamps),
+         "/depth/m": ("32FC1", metres, [s + 0.01 for s in stamps])},
+        row_padding=3,
+    )  # fmt: skip
+    source = BagSource(bag, {"/color": "front", "/depth/mm": "mm", "/depth/m": "m"})
+    for k, observation in enumerate(source):
+        np.testing.assert_array_equal(observation.images["front"], colour[k])
+        assert set(observation.images) == {"front"} and set(observation.depth) == {"mm", "m"}
+        for name, want in (("mm", millimetres[k]), ("m", metres[k])):
+            got = observation.depth[name]
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+        assert observation.capture_times == {"front": k + 1.0, "mm": k + 1.0, "m": k + 1.01}
+
+
+def test_a_depth_only_bag_reads(tmp_path):
+    bag = write_bag(tmp_path / "d", "sqlite3", {"/d": ("16UC1", depth_frames(1, "uint16"), [1.0])})
+    (observation,) = BagSource(bag, {"/d": "d"})
+    assert observation.images == {} and observation.depth["d"].dtype == np.uint16
+
+
+@pytest.mark.parametrize(
+    ("encodings", "turn"),
+    [(["rgb8", "16UC1"], "colour to 16UC1"), (["32FC1", "16UC1"], "32FC1 to 16UC1")],
+)
+def test_a_topic_that_changes_kind_mid_bag_is_refused_before_a_step(tmp_path, encodings, turn):
+    shots = [
+        frames(1)[0] if e == "rgb8" else depth_frames(1, "uint16" if e == "16UC1" else "float32")[0]
+        for e in encodings
+    ]
+    bag = write_bag(tmp_path / "mixed", "sqlite3", {"/cam": (encodings, shots, [1.0, 2.0])})
+    assert refused_by(bag, {"/cam": "cam"}) == (
+        f"bag {bag}: /cam turns from {turn}; a camera topic keeps one kind of image "
+        "(message 2 of /cam, stamped 2.000000000 s)"
+    )
 
 
 def test_defaults_a_task_and_the_skew_bound_itself(tmp_path):
@@ -212,14 +258,23 @@ def test_without_rosbags_the_error_says_how_to_install_it(tmp_path, monkeypatch)
     )
 
 
-def test_a_compressed_image_opencv_cannot_decode_is_refused_by_topic(tmp_path):
-    bag = image_bag(tmp_path / "b", format="jpeg", data=np.frombuffer(b"not a jpeg", np.uint8))
+@pytest.mark.parametrize("data", [b"not a jpeg", b"\xff\xd8\xff but no JPEG after it"])
+def test_a_compressed_image_opencv_cannot_decode_is_refused_by_topic(tmp_path, data):
+    """Bytes that do not begin as a JPEG or PNG does are refused when the bag is read; bytes
+    that begin as one but do not decode, when their step is handed out."""
+    bag = image_bag(tmp_path / "b", format="jpeg", data=np.frombuffer(data, np.uint8))
+    reason = (
+        f"bag {bag}: a /cam CompressedImage ('jpeg') is not a JPEG or PNG that OpenCV can decode"
+    )
+    if not data.startswith(b"\xff\xd8\xff"):
+        assert refused_by(bag, {"/cam": "cam"}) == (
+            f"{reason} (message 1 of /cam, stamped 1.000000000 s)"
+        )
+        return
     source = BagSource(bag, {"/cam": "cam"})
     with pytest.raises(RecordingError) as refused:
         next(iter(source))
-    assert str(refused.value) == (
-        f"bag {bag}: a /cam CompressedImage ('jpeg') is not a JPEG or PNG that OpenCV can decode"
-    )
+    assert str(refused.value) == reason
 
 
 @pytest.mark.parametrize(
@@ -231,13 +286,83 @@ def test_a_compressed_image_opencv_cannot_decode_is_refused_by_topic(tmp_path):
 )
 def test_an_image_whose_rows_do_not_hold_its_pixels_is_refused(tmp_path, fields, holds):
     bag = image_bag(tmp_path / "b", **fields)
-    source = BagSource(bag, {"/cam": "cam"})
-    with pytest.raises(RecordingError) as refused:
-        next(iter(source))
-    assert str(refused.value) == f"bag {bag}: a /cam image of 2x2 rgb8 {holds}"
+    assert refused_by(bag, {"/cam": "cam"}) == (
+        f"bag {bag}: a /cam image of 2x2 rgb8 {holds} (message 1 of /cam, stamped 1.000000000 s)"
+    )
 
 
 def test_an_image_with_a_padded_row_step_keeps_its_pixels(tmp_path):
     data = np.array([1, 2, 3, 4, 5, 6, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0], np.uint8)
     (step,) = BagSource(image_bag(tmp_path / "b", step=8, data=data), {"/cam": "cam"})
     assert step.images["cam"].tolist() == [[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]]
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_memory_holds_a_few_frame_sets_whatever_the_bags_length(tmp_path, storage):
+    """60 steps of two 240x320 cameras and the joints (28 MB): building the source and replaying
+    it allocate at most four frame sets beyond what rosbags itself holds to read the bag's
+    messages one by one (its MCAP chunks of 1 MiB); the whole bag read at once is 60."""
+    import tracemalloc
+
+    from rosbags.highlevel import AnyReader
+
+    images, count = frames(2, height=240, width=320), 60
+    stamps = [1.0 + 0.1 * i for i in range(count)]
+    bag = write_bag(
+        tmp_path / "long", storage,
+        {"/a": ("rgb8", images[:1] * count, stamps), "/b": ("rgb8", images[1:] * count, stamps)},
+        ("/j", [np.zeros(7)] * count, stamps),
+    )  # fmt: skip
+    frame_set = 2 * images[0].nbytes
+    tracemalloc.start()
+    try:
+        with AnyReader([bag]) as reader:
+            for _ in reader.messages(connections=reader.connections):
+                pass
+        rosbags_alone = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        source = BagSource(bag, {"/a": "a", "/b": "b", "/j": "state"})
+        built = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        replayed = sum(1 for _ in source)
+        replaying = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert replayed == count
+    assert built < rosbags_alone + 4 * frame_set
+    assert replaying < rosbags_alone + 4 * frame_set
+
+
+def test_steps_wait_for_a_partner_stored_later_and_keep_their_order(tmp_path):
+    """A topic whose storage order strays from its stamp order (frames logged late, in reverse)
+    is still matched by stamp: each step waits for its partner, and the steps keep the leading
+    camera's stamp order."""
+    images = frames(4)
+    stamps = [1.0, 1.1, 1.2, 1.3]
+    bag = write_bag(
+        tmp_path / "b", "mcap",
+        {"/lead": ("rgb8", images, stamps), "/late": ("bgr8", images, stamps)},
+        logged={"/late": [2.3, 2.2, 2.1, 2.0]},
+    )  # fmt: skip
+    steps = list(BagSource(bag, {"/lead": "lead", "/late": "late"}))
+    assert [step.capture_times["late"] for step in steps] == pytest.approx(stamps)
+    for image, step in zip(images, steps, strict=True):
+        np.testing.assert_array_equal(step.images["late"], image)
+        np.testing.assert_array_equal(step.images["lead"], image)
+
+
+def test_a_topic_recorded_with_a_second_type_is_refused_naming_both(tmp_path):
+    """Two connections on one topic (two drivers publishing, a bag merged from two): every
+    type it holds must be one the role reads, checked before anything is read."""
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    other = tmp_path / "other"
+    with Writer(other, version=9) as writer:
+        writer.add_connection("/cam", "sensor_msgs/msg/Image", typestore=store)
+        writer.add_connection("/cam", "sensor_msgs/msg/JointState", typestore=store)
+    assert refused_by(other, {"/cam": "cam"}) == (
+        f"bag {other}: topic /cam is sensor_msgs/msg/Image and sensor_msgs/msg/JointState; a "
+        "camera takes sensor_msgs/msg/Image or sensor_msgs/msg/CompressedImage"
+    )

@@ -88,10 +88,10 @@ def test_one_variable_names_the_key_for_client_server_and_their_advice() -> None
     """The client, ``vla-client serve`` and the 401 advice all read one constant (issue 37),
     defined where both ends may import it: the server never imports the client."""
     from vla_client.cli import serve
-    from vla_client.client import core
+    from vla_client.client import addressing
     from vla_client.errors import KEY_ADVICE
     from vla_client.protocol.endpoints import API_KEY_ENV
 
     assert API_KEY_ENV == "VLA_CLIENT_API_KEY"
-    assert core.API_KEY_ENV is API_KEY_ENV and serve.API_KEY_ENV is API_KEY_ENV
+    assert addressing.API_KEY_ENV is API_KEY_ENV and serve.API_KEY_ENV is API_KEY_ENV
     assert API_KEY_ENV in KEY_ADVICE

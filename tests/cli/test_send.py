@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from oracles import oracle_actions
+from timing import paced
 from vla_client.cameras.scene import synthetic_frames
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter, load_action_chunks
@@ -189,12 +190,12 @@ def test_rate_recorded_keeps_the_recorded_timing(cli, counting_server, tmp_path)
     write_recording(recording, times)
     run = cli("send", counting_server.url, "--obs", str(recording), "--rate", "recorded", "--json")
     assert run.code == 0, run.err
-    assert json.loads(run.out)["duration_s"] == pytest.approx(2.0, rel=0.1)
+    assert paced(json.loads(run.out)["duration_s"], 2.0)
     arrivals = counting_server.policy.arrivals
     assert len(arrivals) == len(times)
-    assert arrivals[-1] - arrivals[0] == pytest.approx(2.0, rel=0.1)
-    assert arrivals[6] - arrivals[5] == pytest.approx(1.0, rel=0.1)  # the pause is kept
-    assert arrivals[5] - arrivals[0] == pytest.approx(0.5, rel=0.1)
+    assert paced(arrivals[-1] - arrivals[0], 2.0)
+    assert paced(arrivals[6] - arrivals[5], 1.0)  # the pause is kept
+    assert paced(arrivals[5] - arrivals[0], 0.5)
 
 
 def test_without_rate_a_recording_replays_as_fast_as_the_server_answers(
@@ -212,7 +213,7 @@ def test_rate_n_paces_any_source(cli, counting_server):
     run = cli("send", counting_server.url, *small("--repeat", "11", "--rate", "20", "--json"))
     assert run.code == 0, run.err
     arrivals = counting_server.policy.arrivals
-    assert arrivals[-1] - arrivals[0] == pytest.approx(0.5, rel=0.1)
+    assert paced(arrivals[-1] - arrivals[0], 0.5)
 
 
 def test_a_file_that_is_not_a_recording_is_refused(cli, server_url, tmp_path, error_line):

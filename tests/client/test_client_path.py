@@ -21,7 +21,7 @@ import client_path as tool  # noqa: E402
 
 from vla_client import ActionClient, AsyncActionClient, Observation  # noqa: E402
 
-SHARED = ["client/core.py", "client/fit.py", "transports/drive.py", "transports/retry.py",
+SHARED = ["client/request_book.py", "client/fit.py", "transports/drive.py", "transports/retry.py",
           "client/action_api.py"]  # fmt: skip
 SERVER_SIDE = ("server/wire/reply_build.py", "server/wire/decode.py", "codecs/png_read.py",
                "codecs/image_decode.py")  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,17 +19,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gr00t_server import Gr00tServer, from_bytes, to_bytes
+from gr00t_server import Gr00tServer, from_bytes, modality, to_bytes
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.control import ChunkExecutor, ControlLoop
 from vla_client.errors import (
     ConnectError,
     ContractError,
     DeadlineExceededError,
+    ProtocolError,
     ReplyTooLargeError,
     ServerError,
 )
-from vla_client.protocol.gr00t import flat_state
+from vla_client.protocol.families.gr00t import flat_state
 
 pytest.importorskip("zmq")
 
@@ -379,3 +381,84 @@ def test_a_control_loop_refuses_a_reset_it_cannot_call() -> None:
     with pytest.raises(ValueError, match="reset must be a callable"):
         ControlLoop(observe=observation, executor=executor, apply_action=lambda action: None,
                     rate_hz=10, reset="yes")  # type: ignore[arg-type]  # fmt: skip
+
+
+def restarted_with_horizon(server: Gr00tServer, horizon: int) -> Gr00tServer:
+    """`server` stopped, and another started on its port with a policy of `horizon` steps."""
+    server.__exit__(None, None, None)
+    port = int(server.url.rsplit(":", 1)[1])
+    return Gr00tServer(port=port, horizon=horizon).__enter__()
+
+
+@BOTH
+def test_a_server_restarted_with_another_policy_is_read_again(kind: str) -> None:
+    """GR00T's server restarted on the same port with another policy (horizon 4, then 8):
+    ZeroMQ reconnects silently, the monitor's drop is seen before the next call, and the
+    modality config is read again before it: the next call's actions are the new policy's."""
+    first = Gr00tServer(horizon=4).__enter__()
+    servers = [first]
+
+    def restart() -> None:
+        servers.append(restarted_with_horizon(first, 8))
+        time.sleep(0.3)  # ZeroMQ sees the drop and connects to the new server
+
+    def sync_body(client: Any) -> Any:
+        before = client.infer(observation())
+        restart()
+        return before, client.infer(observation())
+
+    async def async_body(client: Any) -> Any:
+        before = await client.infer(observation())
+        restart()
+        return before, await client.infer(observation())
+
+    try:
+        before, after = call(kind, first.url, sync_body if kind == "sync" else async_body)
+    finally:
+        servers[-1].__exit__(None, None, None)
+    assert before.actions.shape == (4, 7)
+    assert after.actions.shape == (8, 7)
+    assert servers[-1].endpoints == ["get_modality_config", "get_action"]
+
+
+@BOTH
+def test_a_reply_that_contradicts_the_config_has_it_read_again_once(kind: str) -> None:
+    """A policy changed with no reconnect to show it (the server's config changes in place):
+    the reply's horizon contradicts the config, which is read again, and the request sent
+    again under it; a reply that contradicts the config just read is refused."""
+
+    def sync_body(client: Any) -> Any:
+        before = client.infer(observation())
+        server.horizon = 8
+        server.config["action"] = modality(list(server.action_dims), 8)
+        return before, client.infer(observation())
+
+    async def async_body(client: Any) -> Any:
+        before = await client.infer(observation())
+        server.horizon = 8
+        server.config["action"] = modality(list(server.action_dims), 8)
+        return before, await client.infer(observation())
+
+    with Gr00tServer(horizon=4) as server:
+        before, after = call(kind, server.url, sync_body if kind == "sync" else async_body)
+    assert (before.actions.shape, after.actions.shape) == ((4, 7), (8, 7))
+    assert server.endpoints == [
+        "get_modality_config", "get_action", "get_action", "get_modality_config", "get_action"
+    ]  # fmt: skip
+
+
+@BOTH
+def test_a_reply_that_contradicts_a_config_read_again_is_refused(kind: str) -> None:
+    """A server whose replies never fit its own config: the config is read again once, then
+    the reply refused (`ProtocolError`), not asked again."""
+
+    def eight_steps(request: dict[str, Any]) -> Any:
+        return [{key: np.zeros((1, 8, dim), np.float32) for key, dim in SPLIT.items()}, {}]
+
+    refusal = r"must be a \(1, 4, D\) .*, got \(1, 8, 6\)"
+    with (
+        Gr00tServer(horizon=4, reply=eight_steps) as server,
+        pytest.raises(ProtocolError, match=refusal),
+    ):
+        infer(kind, server.url, observation())
+    assert server.endpoints == ["get_modality_config", "get_action", "get_modality_config"]

@@ -19,7 +19,7 @@ from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.client.result import ActionResult
 from vla_client.control import ChunkExecutor
 from vla_client.errors import ModeNotSupportedError
-from vla_client.protocol.gr00t_rtc import declare_rtc
+from vla_client.protocol.families.gr00t_rtc import declare_rtc
 from vla_client.protocol.models import ActionMetadata
 from vla_client.protocol.rtc import RTCRequest
 

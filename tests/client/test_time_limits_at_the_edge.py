@@ -3,7 +3,7 @@
 `max_observation_age_s`: an observation exactly that old is sent, a hair older is refused
 unsent. `deadline_s`: a reply that arrives exactly at the deadline is used, one a hair later is
 discarded; once no time is left before the deadline, nothing more is waited for. The client
-reads the time through its core module's `time`; the test swaps that for a fixed clock (only
+reads the time through its request book module's `time`; the test swaps that for a fixed clock (only
 there: servers and other threads keep the real one). Times are exact in binary, and "a hair"
 is `EPS`, the spacing of floats around 100 s.
 """
@@ -15,8 +15,9 @@ from types import SimpleNamespace
 import pytest
 
 from vla_client import ActionClient, Observation
-from vla_client.client import core
-from vla_client.client.core import ClientOptions, PreparedRequest, Received, RequestBook
+from vla_client.client import request_book
+from vla_client.client.options import ClientOptions
+from vla_client.client.request_book import PreparedRequest, Received, RequestBook
 from vla_client.errors import DeadlineExceededError, RequestTimeoutError, StaleObservationError
 from vla_client.protocol import Reply
 
@@ -27,12 +28,11 @@ EDGES = ["just-under", "at", "just-over"]
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
-    """The client core's clock, frozen at `now` until the test moves it."""
+    """The request book's clock, frozen at `now` until the test moves it."""
     fake = SimpleNamespace(now=NOW)
-    real = core.time
-    monkeypatch.setattr(
-        core, "time", SimpleNamespace(monotonic=lambda: fake.now, perf_counter=real.perf_counter)
-    )
+    real = request_book.time
+    clock = SimpleNamespace(monotonic=lambda: fake.now, perf_counter=real.perf_counter)
+    monkeypatch.setattr(request_book, "time", clock)
     return fake
 
 

@@ -6,7 +6,8 @@ Checked at the server: every request's bytes, bit for bit, against openpi-client
 the observation vLLM-Omni's pipelines read; the session id where the config asks for one; the
 reset. Checked at the client: the config read as metadata (image size, horizon), the per-key
 actions joined in the announced order whatever order the reply lists them in, and error frames
-as `ServerErrorFrame` with their code, on a connection that stays in use.
+as `ServerErrorFrame` with their code, after which the connection is replaced (its replies
+carry no id: a second frame for the refused request would be read as the next one's reply).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from openpi_client import msgpack_numpy
 
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.cli import main
-from vla_client.errors import DeadlineExceededError, ProtocolError, ServerErrorFrame
+from vla_client.errors import CodecError, DeadlineExceededError, ProtocolError, ServerErrorFrame
 from vla_client.protocol import websocket_url
 from vllm_omni_server import OmniServer, Refusal, keyed_actions
 
@@ -153,7 +154,7 @@ def test_reset_ends_the_session_and_the_next_request_starts_a_new_one(kind: str)
 
 
 @BOTH
-def test_an_error_frame_carries_its_code_and_the_connection_stays_in_use(kind: str) -> None:
+def test_an_error_frame_carries_its_code_and_the_connection_is_replaced(kind: str) -> None:
     calls = []
 
     def policy(obs: dict[str, Any]) -> Any:
@@ -171,17 +172,18 @@ def test_an_error_frame_carries_its_code_and_the_connection_stays_in_use(kind: s
                 client.infer(observation())
             except ServerErrorFrame as exc:
                 errors.append(exc)
-        return errors, client.infer(observation())
+        return errors, client.infer(observation()), client.stats.dropped_connections
 
     with server(policy=policy) as omni:
-        errors, result = call(kind, omni.url, three)
+        errors, result, dropped = call(kind, omni.url, three)
     assert [(e.code, e.detail) for e in errors] == [
         ("unsupported", "no robot policy is loaded"),
         (None, "Internal inference error"),
     ]
     assert "unsupported" in str(errors[0])
     assert result.actions.shape == (HORIZON, 17)
-    assert omni.connections == 1
+    assert omni.connections == 3
+    assert dropped == {"error frame": 2}
 
 
 @BOTH
@@ -285,11 +287,104 @@ def test_a_silent_server_ends_at_the_deadline_and_its_late_reply_is_never_read(k
         client.metadata()
         with pytest.raises(DeadlineExceededError):
             client.infer(observation())
-        return client.infer(observation(task="second")), client.stats.late_replies
+        second = client.infer(observation(task="second"))
+        return second, client.stats.late_replies, client.stats.dropped_connections
 
     with server(policy=slow_then_quick) as omni:
-        result, late = call(kind, omni.url, twice, deadline_s=0.3, timeout_s=5)
+        result, late, dropped = call(kind, omni.url, twice, deadline_s=0.3, timeout_s=5)
     assert result.actions.shape == (HORIZON, 17)
     assert late == 1
+    assert dropped == {"timeout": 1}
     assert omni.connections == 2
     assert msgpack_numpy.unpackb(omni.frames[-1])["prompt"] == "second"
+
+
+def state_sum(result: Any) -> float:
+    """The state's sum the server added to every action (`keyed_actions`): key 0, step 0,
+    column 0 is the sum itself."""
+    return float(result.actions[0, 0])
+
+
+def with_state(value: float) -> Observation:
+    base = observation()
+    return Observation(base.images, state=np.full(8, value), task=base.task)
+
+
+@BOTH
+def test_a_connection_the_server_closed_while_idle_is_opened_again_unseen(kind: str) -> None:
+    """vLLM-Omni's main branch closes a connection idle for 30 s (here 0.2 s): the next
+    request opens a new one and is answered; the drop is counted, never a failed request."""
+
+    def idle_between(client: Any) -> Any:
+        first = client.infer(with_state(1.0))
+        time.sleep(0.6)  # the server has closed the connection by now
+        return first, client.infer(with_state(2.0)), client.stats.dropped_connections
+
+    with OmniServer(CONFIG, keyed_actions(KEYS, HORIZON), idle_timeout_s=0.2) as omni:
+        first, second, dropped = call(kind, omni.url, idle_between)
+    assert (state_sum(first), state_sum(second)) == (8.0, 16.0)
+    assert dropped == {"closed by the server": 1}
+    assert omni.connections == 2
+
+
+@BOTH
+def test_an_idle_close_that_crosses_the_request_sends_it_again(kind: str) -> None:
+    """The server's idle close and the request cross on the wire: the request was never read
+    (the close is a normal one, code 1000), so it goes again on a new connection."""
+    with OmniServer(CONFIG, keyed_actions(KEYS, HORIZON), close_on_first_request=True) as omni:
+        result, dropped = call(
+            kind, omni.url, lambda c: (c.infer(with_state(3.0)), c.stats.dropped_connections)
+        )
+    assert state_sum(result) == 24.0
+    assert dropped == {"closed by the server": 1}
+    assert omni.connections == 2
+    assert omni.frames[0] == omni.frames[1]
+
+
+@BOTH
+def test_a_server_with_no_policy_refuses_the_connection_with_its_error_frame(kind: str) -> None:
+    """In place of its config, a text frame ``{"type": "error", "error", "code"}``: raised as
+    the `ServerErrorFrame` it is, with its code."""
+    with OmniServer(CONFIG, None) as omni, pytest.raises(ServerErrorFrame) as caught:
+        call(kind, omni.url, lambda client: client.infer(observation()))
+    assert caught.value.code == "unsupported"
+    assert caught.value.detail == "no robot policy is loaded on this server"
+
+
+@BOTH
+def test_a_reply_that_cannot_be_read_costs_the_connection(kind: str) -> None:
+    """A reply the client cannot read (not an action array): refused, and the connection
+    replaced, as a second frame for that request would be read as the next one's reply."""
+    answers = ["not actions"]
+
+    def garbage_first(obs: dict[str, Any]) -> Any:
+        return answers.pop() if answers else keyed_actions(KEYS, HORIZON)(obs)
+
+    def twice(client: Any) -> Any:
+        with pytest.raises(ProtocolError, match="not a number array"):
+            client.infer(with_state(1.0))
+        return client.infer(with_state(2.0)), client.stats.dropped_connections
+
+    with OmniServer(CONFIG, garbage_first) as omni:
+        result, dropped = call(kind, omni.url, twice)
+    assert state_sum(result) == 16.0
+    assert dropped == {"unreadable reply": 1}
+    assert omni.connections == 2
+
+
+@pytest.mark.parametrize("check_contract", [True, False])
+def test_depth_is_refused_in_one_line_and_nothing_is_sent(check_contract: bool) -> None:
+    """A family with messages of its own carries no depth: never dropped on the way."""
+    base = observation()
+    obs = Observation(base.images, base.state, base.task, depth={"d": np.zeros((4, 4), np.uint16)})
+    with (
+        server() as omni,
+        ActionClient(omni.url, check_contract=check_contract) as client,
+        pytest.raises(CodecError) as refused,
+    ):
+        client.infer(obs)
+    assert str(refused.value) == (
+        "this server family's messages carry no depth frames (d); depth travels on the action "
+        "API (HTTP, the /v1/actions/realtime websocket or ipc://)"
+    )
+    assert omni.frames == []

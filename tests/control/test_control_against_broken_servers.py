@@ -6,6 +6,10 @@
 - A server answering ``[16, 1]`` chunks to a gate built from metadata without `action_dim` but
   with 7-value limits: every action is refused, none reaches the robot (the gate once stretched
   ``[0.8]`` to ``[0.8] * 7`` and applied 59 of them).
+- A server that refuses a request (a 400) and then serves: the watchdog holds the robot, the
+  next tick asks again, the loop goes on (one 400 once ended it); refusals in a row end it, with
+  the reason. A server announcing ``"supported": "false"`` for RTC is refused when the executor
+  is built, not taken for one that does it.
 
 Unit tests of the same paths on a fake clock are in test_chunk.py and below.
 """
@@ -31,7 +35,7 @@ from vla_client.control import (
     UnsafeActionError,
     Watchdog,
 )
-from vla_client.errors import ProtocolError
+from vla_client.errors import ProtocolError, RefusalsError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import GENERATIONS_PATH, METADATA_PATH
 from vla_client.server import LocalServer
@@ -39,7 +43,8 @@ from vla_client.server import LocalServer
 pytestmark = pytest.mark.timeout(30)
 
 Reply = Callable[[int, Any], Any]
-"""Given the request number (from 0) and its request id, the JSON body to answer with."""
+"""Given the request number (from 0) and its request id, the JSON body to answer with (or a
+whole response: a refusal, say)."""
 
 
 def serve(reply: Reply, metadata: dict[str, Any] | None = None) -> LocalServer:
@@ -49,7 +54,8 @@ def serve(reply: Reply, metadata: dict[str, Any] | None = None) -> LocalServer:
     async def generations(request: Request) -> JSONResponse:
         body = await request.json()
         requests.append(body.get("request_id"))
-        return JSONResponse(reply(len(requests) - 1, body.get("request_id")))
+        answer = reply(len(requests) - 1, body.get("request_id"))
+        return answer if isinstance(answer, JSONResponse) else JSONResponse(answer)
 
     async def describe(request: Request) -> JSONResponse:
         return JSONResponse({"object": "action.metadata", "model": "broken", **(metadata or {})})
@@ -82,10 +88,37 @@ MALFORMED: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def run_on(
+    server: LocalServer, **options: Any
+) -> tuple[ChunkExecutor, list[tuple[np.ndarray, bool]]]:
+    """A 50 Hz loop with a holding watchdog against `server`, until 2 chunks came (a good
+    reply after the bad ones): the executor, and each applied action with whether it came from
+    a chunk (False: the watchdog held it)."""
+    applied: list[tuple[np.ndarray, bool]] = []
+    with ActionClient(server.url, check_contract=False, wire="json") as client:
+        executor = ChunkExecutor(client.infer, **options)
+
+        def apply_action(action: np.ndarray) -> None:
+            applied.append((action, executor.source is not None))
+            if executor.stats.chunks_received >= 2:
+                loop.stop()
+
+        loop = ControlLoop(
+            observe=lambda: Observation({"wrist": np.zeros((4, 4, 3), np.uint8)}),
+            executor=executor,
+            apply_action=apply_action,
+            rate_hz=50,
+            watchdog=Watchdog(5.0, "hold"),
+        )
+        try:
+            loop.run(ticks=500)  # 10 s at most
+        finally:
+            executor.close(5)
+    return executor, applied
+
+
 @pytest.mark.parametrize("malformed", list(MALFORMED))
-def test_malformed_replies_from_a_real_server_do_not_end_the_loop(
-    malformed: str, observe_untimed: Callable[[], Observation]
-) -> None:
+def test_malformed_replies_from_a_real_server_do_not_end_the_loop(malformed: str) -> None:
     """Replies 1-3 are malformed, the others good chunks whose values say which reply they are."""
 
     def reply(number: int, request_id: Any) -> Any:
@@ -93,37 +126,16 @@ def test_malformed_replies_from_a_real_server_do_not_end_the_loop(
             return MALFORMED[malformed](request_id)
         return {"request_id": request_id, "actions": chunk(float(number))}
 
-    with (
-        serve(reply) as server,
-        ActionClient(server.url, check_contract=False, wire="json") as client,
-    ):
-        executor = ChunkExecutor(client.infer)
-        applied: list[np.ndarray] = []
-
-        def apply_action(action: np.ndarray) -> None:
-            applied.append(action)
-            if executor.stats.chunks_received >= 2:
-                loop.stop()
-
-        loop = ControlLoop(
-            observe=observe_untimed,
-            executor=executor,
-            apply_action=apply_action,
-            rate_hz=50,
-            watchdog=Watchdog(5.0, "hold"),
-        )
-        try:
-            loop.run(ticks=500)  # 10 s at most; it stops once a good reply came after the bad
-        finally:
-            executor.close(5)
+    with serve(reply) as server:
+        executor, applied = run_on(server)
     assert executor.stats.malformed_replies == 3 and executor.stats.errors == 0
     assert executor.stats.chunks_received == 2
     assert isinstance(executor.last_error, ProtocolError)
     # The robot got the first chunk, held its last action through the bad replies, then the
     # chunk of reply 4: never anything from a malformed one.
-    values = [float(a[0]) for a in applied]
+    values = [float(a[0]) for a, _ in applied]
     assert values == sorted(values) and set(values) == {0.0, 4.0}
-    assert all(a.shape == (2,) for a in applied)
+    assert all(a.shape == (2,) for a, _ in applied)
 
 
 @pytest.mark.parametrize("validate", [False, True], ids=["gate on actions", "gate on chunks"])
@@ -239,3 +251,53 @@ def test_a_chunk_of_another_action_dim_is_a_malformed_reply(clock, observe) -> N
     assert all(a.tolist() == [12.0, 12.0] for a in applied[1:]) and len(applied) == 5
     assert str(executor.last_error) == "action dim changed from 2 to 3"
     assert executor.stats.malformed_replies >= 1 and executor.stats.chunks_received == 1
+
+
+def refusing(refused: range) -> Reply:
+    """Chunks of 4 rows whose value is the request's number, except a 400 for those in
+    `refused`."""
+
+    def reply(number: int, request_id: Any) -> Any:
+        if number in refused:
+            return JSONResponse({"detail": f"request {number}: not now"}, status_code=400)
+        return {"request_id": request_id, "actions": chunk(float(number))}
+
+    return reply
+
+
+@pytest.mark.parametrize("refused", [range(1, 2), range(1, 3)], ids=["one", "two in a row"])
+def test_a_refused_request_is_asked_again_while_the_watchdog_holds(refused: range) -> None:
+    """Before, the first 400 raised from `run()`: the robot was no longer commanded."""
+    with serve(refusing(refused)) as server:
+        executor, applied = run_on(server)
+    assert executor.stats.refused == len(refused) and executor.stats.chunks_received == 2
+    # Chunk 0, then the watchdog repeating its last row while the refused requests are asked
+    # again (a tick to ask, and one for each refusal), then the chunk of the request served.
+    values = [float(a[0]) for a, _ in applied]
+    assert values == sorted(values) and set(values) == {0.0, float(refused.stop)}
+    held = [float(a[0]) for a, fresh in applied if not fresh]
+    assert len(held) >= len(refused) + 1 and set(held) == {0.0}
+
+
+def test_refusals_in_a_row_end_the_loop_with_the_reason() -> None:
+    with serve(refusing(range(1, 100))) as server, pytest.raises(RefusalsError) as caught:
+        run_on(server, max_refusals=4)
+    assert str(caught.value) == (
+        "the server refused 4 requests in a row; the last: server answered 400: request 4: not now"
+    )
+    assert isinstance(caught.value, ServerError) and caught.value.status_code == 400
+
+
+def test_rtc_announced_as_a_string_is_refused_when_the_executor_is_built() -> None:
+    """``"supported": "false"`` once announced RTC: the refusal came with the first reply."""
+    metadata = {"output": {"action_horizon": 4}, "capabilities": {"rtc": {"supported": "false"}}}
+    with (
+        serve(refusing(range(0)), metadata=metadata) as server,
+        ActionClient(server.url, check_contract=False, wire="json") as client,
+    ):
+        server_metadata = client.metadata()
+        with pytest.raises(ProtocolError) as caught:
+            ChunkExecutor(client.infer, mode="rtc", server=server_metadata)
+    assert str(caught.value) == (
+        "the server's capabilities.rtc.supported must be true or false, got 'false'"
+    )

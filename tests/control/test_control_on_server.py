@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -43,6 +44,7 @@ from vla_client.control import (
 )
 from vla_client.observation import Observation
 from vla_client.server.policy import PolicyInput
+from vla_client.tasks.reach import ReachTask
 from vla_client.transports import Backoff, WebSocketTransport
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -62,18 +64,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class ServeProcess:
-    """``vla-client serve --in-process`` on a fixed port, startable again after a kill."""
+REFERENCE = ("--action-horizon", str(HORIZON), "--action-dim", str(ACTION_DIM))
+"""The reference policy these tests recompute the chunks of."""
 
-    def __init__(self, port: int) -> None:
+
+class ServeProcess:
+    """``vla-client serve --in-process`` on a fixed port, startable again after a kill; `args`
+    choose the policy (the reference policy's shape by default)."""
+
+    def __init__(self, port: int, args: tuple[str, ...] = REFERENCE) -> None:
         self.port = port
+        self.args = args
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ServeProcess:
         env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(self.port),
-             "--in-process", "--action-horizon", str(HORIZON), "--action-dim", str(ACTION_DIM)],
+             "--in-process", *self.args],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         wait_for(self._healthy, 15, "server never became healthy")
@@ -321,3 +329,73 @@ def test_loop_rides_out_a_server_kill_and_never_executes_a_stale_chunk(kind: str
     assert chain.executor.stats.errors >= 1
     if isinstance(chain.client.transport, WebSocketTransport):
         assert chain.client.transport.stats.connects >= 2
+
+
+STALL_S = 0.7
+"""Longer than a 16-row chunk at 50 Hz (0.32 s): a reply in flight is all past when it lands."""
+
+
+@pytest.mark.timeout(60)
+def test_an_rtc_loop_rides_out_a_stall_longer_than_its_chunk() -> None:
+    """``serve --policy reach-flow`` (16-row chunks) and a 50 Hz ``rtc`` loop whose
+    `apply_action` stalls 0.7 s once while a request is in flight. Before, the reply, dropped as
+    late, taught a delay of some 36 ticks; a later request carried it with an 8-row prefix, the
+    server rightly answered 400 and `run()` raised: the robot was no longer commanded. Now
+    every request's d is at most its prefix and its prefix at most the chunk, the server refuses
+    nothing, and the loop goes on commanding from chunks asked for after the stall."""
+    server = ServeProcess(free_port(), ("--policy", "reach-flow")).start()
+    world = ReachTask()
+    world.reset(3)
+    sent: list[dict[str, Any] | None] = []
+    stall: list[int] = []
+    """The tick the stall came on, and the chunks received by then."""
+    applied: list[tuple[int, str | None]] = []
+    try:
+        with ActionClient(f"http://127.0.0.1:{server.port}", timeout_s=TIMEOUT_S) as client:
+
+            def infer(observation: Observation, *, rtc: dict[str, Any] | None = None) -> Any:
+                sent.append(rtc)
+                return client.infer(observation, **({} if rtc is None else {"rtc": rtc}))
+
+            def observe() -> Observation:
+                return Observation(world.frames(), state=world.state(), task="reach")
+
+            def apply(action: np.ndarray) -> None:
+                source = executor.source
+                applied.append((loop.stats.ticks, None if source is None else source.request_id))
+                world.step(action)
+                received = executor.stats.chunks_received
+                if not stall and received >= 3 and executor.in_flight:
+                    stall.extend([loop.stats.ticks, received])
+                    time.sleep(STALL_S)
+                elif stall and received >= stall[1] + 4:
+                    loop.stop()
+
+            metadata = client.metadata()
+            assert metadata.output.action_horizon == 16
+            executor = ChunkExecutor(infer, mode="rtc", server=metadata)
+            loop = ControlLoop(
+                observe=observe,
+                executor=executor,
+                apply_action=apply,
+                rate_hz=50,
+                watchdog=Watchdog(0.5, "hold"),
+            )
+            try:
+                stats = loop.run(ticks=1000)  # 20 s at most; it stops 4 chunks after the stall
+            finally:
+                executor.close(TIMEOUT_S + 1)
+    finally:
+        server.kill()
+    assert stall, "the loop never stalled"
+    assert stats.skipped >= 30 and executor.stats.dropped_late >= 1
+    prefixes = [rtc for rtc in sent if rtc is not None]
+    assert prefixes, "no request continued a chunk"
+    for rtc in prefixes:
+        rows = len(rtc["prefix_actions"])
+        assert 0 <= rtc["inference_delay_steps"] <= rows <= 16, rtc["inference_delay_steps"]
+    assert executor.stats.refused == 0 and executor.stats.errors == 0
+    assert executor.last_error is None
+    before = {rid for tick, rid in applied if tick <= stall[0]}
+    after = [rid for tick, rid in applied if tick > stall[0] and rid is not None]
+    assert len(set(after) - before) >= 3, "no fresh chunks commanded after the stall"

@@ -219,8 +219,9 @@ def test_real_time_loop_keeps_its_schedule_and_drives_the_sim(policy_type):
     slots = [i + sum(n for at, n in skips if at <= i) for i in range(len(ticked))]
     lateness = [t - (started + slot * 0.01) for slot, t in zip(slots, ticked, strict=True)]
     assert len(ticked) == 40 and min(lateness) >= 0.0 and max(lateness) < 0.12 + restarts
-    # Lateness does not build up: the last ten ticks are on time as the first ten were.
-    assert np.median(lateness[-10:]) < 0.02 + restarts and np.median(jitter[-10:]) < 0.02
+    # Lateness does not build up: the last ten ticks are not the 180 to 234 ms late that
+    # drift would make them (a busy machine may make them tens of ms late).
+    assert np.median(lateness[-10:]) < 0.1 + restarts and np.median(jitter[-10:]) < 0.1
     assert executor.stats.chunks_received >= 2
     assert executor.stats.dropped_mismatched == executor.stats.dropped_late == 0
     assert robot.steps == len(applied)

@@ -11,7 +11,7 @@ import pytest
 
 from vla_client.client.result import ActionResult, Timings
 from vla_client.control import ChunkExecutor
-from vla_client.errors import ModeNotSupportedError
+from vla_client.errors import ModeNotSupportedError, ProtocolError
 from vla_client.observation import Observation
 from vla_client.protocol.models import ActionMetadata, MetadataOutput
 from vla_client.protocol.rtc import RTCRequest, rtc_openpi_keys
@@ -136,6 +136,103 @@ def test_the_delay_sent_is_the_largest_of_the_last_five_measured() -> None:
     executor.close(5)
 
 
+def test_the_delay_sent_is_at_most_the_prefix_it_describes() -> None:
+    """A 4-tick delay measured, then asked again at row 8 of 10: the prefix has 2 rows, and d
+    says that both will have run (before, d was 4: rows the prefix does not have)."""
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=8, server=metadata())
+    run_until_reply(executor, policy, 4)
+    for _ in range(5):  # the reply is taken from row 4; row 8 asks again
+        executor.tick(observe)
+    sent = policy.sent[1]
+    assert sent is not None
+    assert sent["prefix_actions"] == [[108, 1], [109, 1]]
+    assert sent["inference_delay_steps"] == 2
+    policy.release()
+    executor.close(5)
+
+
+def test_the_prefix_is_at_most_the_rows_the_server_announces() -> None:
+    """A server announcing 6-row chunks that sends 10: 7 rows are left at row 3, 6 are sent
+    (the server refuses a longer prefix)."""
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", server=metadata(horizon=6))
+    run_until_reply(executor, policy, 1)
+    for _ in range(3):  # rows 1, 2, 3: asked again at 6 // 2
+        executor.tick(observe)
+    sent = policy.sent[1]
+    assert sent is not None
+    assert sent["prefix_actions"] == [[100 + i, 1] for i in range(3, 9)]
+    assert (sent["inference_delay_steps"], sent["execution_horizon"]) == (1, 3)
+    policy.release()
+    executor.close(5)
+
+
+def test_ticks_skipped_in_a_stall_are_not_taught_as_delay() -> None:
+    """The loop skips 3 ticks while a request is in flight: its chunk is played from row 4 (time
+    passed), but the delay learned is the 1 tick that ran (before: 4, for the next five)."""
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=6, server=metadata())
+    executor.tick(observe)
+    executor.skip(3)
+    policy.release()
+    assert executor.join(5)
+    actions = [executor.tick(observe) for _ in range(3)]
+    assert [a[0] for a in actions] == [104, 105, 106]
+    sent = policy.sent[1]
+    assert sent is not None and sent["inference_delay_steps"] == 1
+    assert len(sent["prefix_actions"]) == 4
+    policy.release()
+    executor.close(5)
+
+
+def test_a_reply_dropped_as_late_teaches_no_delay() -> None:
+    """Request 2 is in flight for 10 ticks, the whole chunk: dropped as late. The delay sent
+    with request 4 is the 1 tick of the replies taken (before: 10, a prefix's worth)."""
+    policy = RTCPolicy()
+    executor = ChunkExecutor(policy, mode="rtc", execution_horizon=4, server=metadata())
+    run_until_reply(executor, policy, 1)  # request 1, taken on the next tick
+    run_until_reply(executor, policy, 13)  # row 4 asks again: request 2 out from tick 4 to 14
+    run_until_reply(executor, policy, 1)  # request 2 dropped; request 3 asks, prefix-less
+    for _ in range(4):  # request 3 taken from row 1; row 4 asks again
+        executor.tick(observe)
+    assert executor.stats.dropped_late == 1
+    delays = [None if rtc is None else rtc["inference_delay_steps"] for rtc in policy.sent]
+    assert delays == [None, 1, None, 1]
+    policy.release()
+    executor.close(5)
+
+
+@pytest.mark.parametrize(
+    ("rtc", "message"),
+    [({"supported": "false"},
+      "the server's capabilities.rtc.supported must be true or false, got 'false'"),
+     ({"supported": 1}, "the server's capabilities.rtc.supported must be true or false, got 1"),
+     ({"supported": True, "echo": "no"},
+      "the server's capabilities.rtc.echo must be true or false, got 'no'"),
+     ("yes", "the server's capabilities.rtc must be an object (or false), got 'yes'"),
+     (True, "the server's capabilities.rtc must be an object (or false), got True")],
+)  # fmt: skip
+def test_capabilities_are_read_strictly_when_the_executor_is_built(
+    rtc: object, message: str
+) -> None:
+    """Before, ``"supported": "false"`` announced RTC: the refusal came at the first reply, and
+    ended the loop mid-run."""
+    server = metadata()
+    server.capabilities["rtc"] = rtc
+    with pytest.raises(ProtocolError) as caught:
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=server)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("rtc", [False, None, {"supported": False}])
+def test_rtc_said_not_supported_is_refused_as_not_announced(rtc: object) -> None:
+    server = metadata()
+    server.capabilities["rtc"] = rtc
+    with pytest.raises(ModeNotSupportedError, match="announces no real-time chunking"):
+        ChunkExecutor(RTCPolicy(), mode="rtc", server=server)
+
+
 def test_a_reply_without_the_echo_stops_the_executor() -> None:
     policy = RTCPolicy(echo=False)
     executor = ChunkExecutor(policy, mode="rtc", execution_horizon=2, server=metadata())
@@ -224,7 +321,7 @@ def test_a_gr00t_server_is_refused_with_the_way_to_declare_it() -> None:
     assert str(caught.value).endswith(
         "supports modes naive, aligned, blended (GR00T's server announces nothing: if its policy "
         "applies GR00T's rtc_* options, pass "
-        "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
+        "server=vla_client.protocol.declare_rtc(client.metadata()))"
     )
     with pytest.raises(ModeNotSupportedError) as caught:
         ChunkExecutor(RTCPolicy(), mode="rtc", server=metadata(rtc=False))

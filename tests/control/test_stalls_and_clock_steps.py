@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 import time
 
@@ -18,6 +19,8 @@ import pytest
 
 from vla_client import Observation
 from vla_client.control import ChunkExecutor, ControlLoop, SafetyGate, Watchdog, WatchdogTrip
+from vla_client.control.pacing import STILL_S
+from vla_client.errors import ClockStoppedError
 
 RATE = 50.0
 PERIOD = 1 / RATE
@@ -252,3 +255,79 @@ def test_a_clock_must_be_callable() -> None:
         ChunkExecutor(lambda obs: None, clock=1.0)
     with pytest.raises(ValueError, match=r"^monotonic must be a callable giving seconds"):
         ChunkExecutor(lambda obs: None, monotonic=None)
+
+
+# A clock that stands still.
+
+
+def run_in_thread(loop: ControlLoop, seconds: float) -> BaseException | None:
+    """Run `loop` for up to `seconds` of real time and return what it raised; stop it and
+    fail if it is still running then (before, a loop on a still clock slept forever)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            loop.run(ticks=1000)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        loop.stop()
+        worker.join(5)
+        pytest.fail(f"the loop was still running after {seconds} s, having run {loop.stats.ticks}")
+    return outcome[0]
+
+
+@pytest.mark.parametrize("sleep", [None, lambda seconds: None], ids=["real sleep", "no sleep"])
+def test_a_clock_that_stands_still_ends_the_loop(clock, observe, policy_type, sleep) -> None:
+    """The (manual) clock reads 100.0 whatever happens; the loop sleeps for real (or not at
+    all, spinning) and the watchdog, on the same clock, never trips. About a second of real time
+    later (`STILL_S`), `run()` raises `ClockStoppedError` naming the clock."""
+    executor = ChunkExecutor(policy_type(), clock=clock, monotonic=clock)
+    loop = ControlLoop(
+        observe=observe,
+        executor=executor,
+        apply_action=lambda action: None,
+        rate_hz=RATE,
+        watchdog=Watchdog(0.1, "hold"),
+        sleep=sleep,
+    )
+    started = time.perf_counter()
+    error = run_in_thread(loop, 10)
+    executor.close(5)
+    assert isinstance(error, ClockStoppedError), error
+    assert time.perf_counter() - started >= STILL_S
+    assert loop.stats.ticks == 1  # the first tick is due at once; the second never came
+    assert str(error).startswith(
+        f"{clock!r} stood still at 100.0 for 1.0 s of real time while the control loop waited "
+        "for its next tick: the ticks, the reply deadlines and the watchdog all run on it; give "
+        "ChunkExecutor(monotonic=) a clock that advances (time.monotonic)"
+    )
+
+
+def test_a_coarse_clock_that_advances_is_not_taken_for_a_stopped_one(
+    observe_untimed, policy_type
+) -> None:
+    """A clock that moves in quarter seconds stands still across many 20 ms sleeps, never for
+    a second: 1.2 s of real time at 50 Hz run without an error (ticks bunch up and skip)."""
+
+    def coarse() -> float:
+        return math.floor(time.monotonic() * 4) / 4
+
+    executor = ChunkExecutor(policy_type(horizon=500), clock=coarse, monotonic=coarse)
+    loop = ControlLoop(
+        observe=observe_untimed,
+        executor=executor,
+        apply_action=lambda action: None,
+        rate_hz=RATE,
+    )
+    timer = threading.Timer(1.2, loop.stop)
+    timer.start()
+    error = run_in_thread(loop, 10)
+    timer.cancel()
+    executor.close(5)
+    assert error is None and loop.stats.ticks >= 4

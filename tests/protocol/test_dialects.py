@@ -10,7 +10,7 @@ import pytest
 
 from vla_client.errors import ContractError, ProtocolError, ServerErrorFrame
 from vla_client.observation import Observation
-from vla_client.protocol import roboarena, vllm_omni
+from vla_client.protocol.families import roboarena, vllm_omni
 from vla_client.protocol.metadata_fields import MAX_METADATA_CAMERAS, MAX_METADATA_DIM
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from vla_client.errors import ContractError, ProtocolError, ServerError
 from vla_client.observation import Observation
-from vla_client.protocol import gr00t
+from vla_client.protocol.families import gr00t
 from vla_client.protocol.metadata_fields import MAX_METADATA_CAMERAS, MAX_METADATA_DIM
 
 FRAME = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)

@@ -57,16 +57,27 @@ def policy_specs(draw: st.DrawFn) -> PolicySpec:
         extra_capabilities=draw(st.dictionaries(NAMES, st.booleans(), max_size=2)),
         camera_aliases=aliases,
         image_size_required=draw(st.booleans()),
+        depth_cameras=draw(
+            st.dictionaries(
+                NAMES.filter(lambda name: name not in cameras),
+                st.sampled_from(["uint16", "float32"]),
+                max_size=2,
+            )
+        ),
     )
 
 
 def test_the_servers_document_has_every_field_of_the_model_and_no_other() -> None:
     """A field added to the model is in the server's document with nothing more to edit: the
-    server dumps the model (a server field the model lacked would be a second definition)."""
-    document = metadata_document(PolicySpec("p", 4, 2), model="m")
+    server dumps the model (a server field the model lacked would be a second definition).
+    The one field left out when empty is ``input.depth_cameras``: a server without depth
+    announces what it announced before depth existed."""
+    document = metadata_document(PolicySpec("p", 4, 2, depth_cameras={"d": "uint16"}), model="m")
     assert set(document) == set(ActionMetadata.model_fields)
     assert set(document["input"]) == set(MetadataInput.model_fields)
     assert set(document["output"]) == set(MetadataOutput.model_fields)
+    plain = metadata_document(PolicySpec("p", 4, 2), model="m")
+    assert set(plain["input"]) == set(MetadataInput.model_fields) - {"depth_cameras"}
 
 
 @settings(max_examples=60, deadline=None)
@@ -93,6 +104,7 @@ def test_server_built_metadata_reads_back_as_itself_through_the_wire(
         aliases=spec.camera_aliases,
         size_required=spec.image_size_required,
         state_dim=spec.state_dim,
+        depth_cameras=spec.depth_cameras,
     )
     gate = SafetyGate.from_metadata(received)
     assert (gate.horizon, gate.action_dim) == (spec.action_horizon, spec.action_dim)

@@ -1,8 +1,11 @@
-"""Fixtures of the server tests: a policy plugin, installed the way a package installs one."""
+"""Fixtures of the server tests: a policy plugin, installed the way a package installs one, and
+a temporary folder of the test's own for the servers it starts."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,3 +39,18 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     sys.modules.pop("acme_policies", None)
+
+
+@pytest.fixture
+def runtime_dir() -> Iterator[Path]:
+    """A temporary folder of the test's own for the servers it starts (`start_serve`'s
+    ``runtime_dir``): `serve` keeps its private folder there and, when it starts, removes
+    the ones dead servers left there, so no other server on the machine, of this run or
+    another, touches what the test looks at. Made directly under the system's temporary
+    folder, not pytest's `tmp_path`: the worker's Unix socket lives in it, and a socket's
+    path is limited to about 100 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="vlat-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

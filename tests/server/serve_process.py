@@ -15,18 +15,27 @@ import vla_client
 
 
 def start_serve(
-    port: int, *args: str, timeout_s: float = 60.0, stdout: IO[bytes] | int = subprocess.DEVNULL
+    port: int,
+    *args: str,
+    timeout_s: float = 60.0,
+    stdout: IO[bytes] | int = subprocess.DEVNULL,
+    runtime_dir: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """``vla-client serve --port PORT ARGS``, once ``/health`` answers; stderr is piped, stdout
-    (where uvicorn writes its access log) goes to `stdout`.
+    (where uvicorn writes its access log) goes to `stdout`. `runtime_dir` is its temporary
+    folder (``TMPDIR``): where it keeps its private folder, and where its start removes those
+    that servers killed outright left (the ``runtime_dir`` fixture gives a test its own).
 
     It runs the `vla_client` this test imported, wherever that is.
     """
     source = str(Path(vla_client.__file__).resolve().parents[1])
     path = os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    if runtime_dir is not None:
+        env["TMPDIR"] = str(runtime_dir)
     server = subprocess.Popen(
         [sys.executable, "-m", "vla_client.cli", "serve", "--port", str(port), *args],
-        env={**os.environ, "PYTHONPATH": path},
+        env=env,
         stdout=stdout,
         stderr=subprocess.PIPE,
     )

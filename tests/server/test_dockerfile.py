@@ -50,8 +50,12 @@ def args() -> dict[str, str]:
     )
 
 
-def only(instruction: str) -> str:
-    (arguments,) = [a for i, a in instructions() if i == instruction]
+def only(instruction: str, *, last: bool = False) -> str:
+    """The arguments of the Dockerfile's one `instruction` (its last, given `last`)."""
+    found = [a for i, a in instructions() if i == instruction]
+    if last:
+        return found[-1]
+    (arguments,) = found
     return arguments
 
 
@@ -91,30 +95,43 @@ def test_what_the_image_copies_exists_and_is_not_ignored() -> None:
         assert (ROOT / source).exists() and source in kept, source
 
 
-def test_the_entrypoint_and_health_check_serve_as_in_the_image() -> None:
+PORT_FILE = "/home/vla/serve.port"
+"""Where the image's server writes the port it listens on, and its health check reads it."""
+
+
+def test_the_entrypoint_and_health_check_serve_as_in_the_image(tmp_path: Path) -> None:
+    """`docker run IMAGE --port N`: options after the image name follow the entrypoint's, and
+    the health check probes the port the server listens on (it reads the server's port file;
+    it probed 8000 whatever the port)."""
     entrypoint = json.loads(only("ENTRYPOINT"))  # exec form: signals reach the server
-    assert entrypoint == ["vla-client", "serve", "--host", "0.0.0.0"]
+    assert entrypoint == ["vla-client", "serve", "--host", "0.0.0.0", "--port-file", PORT_FILE]
     assert pyproject()["project"]["scripts"]["vla-client"] == "vla_client.cli:main"
     assert only("USER") != "root" and only("EXPOSE") == "8000"
-    # Run here: the same options, on loopback and a free port instead of every interface's 8000.
+    assert only("WORKDIR", last=True) == str(Path(PORT_FILE).parent), "the user can write there"
+    # Run here: the image's options with the port file in a private folder, then what a user
+    # adds after the image name: another port (and loopback for this test, not every interface).
+    port_file = str(tmp_path / "serve.port")
     port = free_port()
     source = str(Path(vla_client.__file__).resolve().parents[1])
     command = [sys.executable, "-m", "vla_client.cli", *entrypoint[1:]]
+    command[command.index(PORT_FILE)] = port_file
     server = subprocess.Popen(
-        [*command, "--host", "127.0.0.1", "--port", str(port)],
+        [*command, "--port", str(port), "--host", "127.0.0.1"],
         env={**os.environ, "PYTHONPATH": source},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     try:
         wait_until_healthy(port, server)
-        check = only("HEALTHCHECK").split(" CMD ", 1)[1].replace(":8000/", f":{port}/")
+        check = only("HEALTHCHECK").split(" CMD ", 1)[1]
+        assert PORT_FILE in check and ":8000" not in check
         probe = subprocess.run(
-            shlex.split(check),
+            shlex.split(check.replace(PORT_FILE, port_file)),
             env={**os.environ, "PATH": os.path.dirname(sys.executable)},
             timeout=30,
         )
         assert probe.returncode == 0, "the health check passes on a serving container"
+        assert Path(port_file).read_text() == f"{port}\n"
         assert httpx.get(f"http://127.0.0.1:{port}/v1/actions/metadata").status_code == 200
     finally:
         server.terminate()  # what `docker stop` sends

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vla_client import ActionClient, AsyncActionClient, Observation
+from vla_client import ActionClient, AsyncActionClient, ClientOptions, Observation
 from vla_client.control import ChunkExecutor, ControlLoop
 from vla_client.errors import (
     ConnectError,
@@ -134,6 +134,15 @@ def test_options_refused_over_ipc_name_what_is_valid(served):
         ActionClient(f"ipc://{path}", endpoint="openpi")
     with pytest.raises(ValueError, match="ipc://PATH"):
         ActionClient("ipc://")
+    with pytest.raises(ValueError, match="ipc://PATH URL with no endpoint"):
+        ActionClient(f"ipc://{path}", transport="http")
+    with pytest.raises(ValueError, match="ipc://PATH URL with no endpoint"):
+        ActionClient("http://127.0.0.1:8000", transport="ipc")
+    options = ClientOptions(layout="droid")
+    with pytest.raises(ValueError, match="layout is for openpi's endpoint"):
+        options.for_transport(websocket=False, openpi=False, ipc=True)
+    filled = ClientOptions().for_transport(websocket=False, openpi=False, ipc=True)
+    assert (filled.encoding, filled.wire) == ("raw", "msgpack")
 
 
 def test_a_deadline_bounds_the_call(served):

@@ -261,14 +261,15 @@ def test_stale_folders_of_dead_servers_are_removed_and_nothing_else(tmp_path: Pa
     assert [path for path in kept if not path.exists()] == []
 
 
-def test_a_later_start_removes_the_folder_of_a_server_killed_outright() -> None:
+def test_a_later_start_removes_the_folder_of_a_server_killed_outright(runtime_dir: Path) -> None:
     """``kill -9`` of ``serve --api-servers 2`` leaves its private folder with the worker's
-    socket; the next ``serve`` removes it."""
+    socket; the next ``serve`` removes it. Both run in the test's own temporary folder: a
+    server started meanwhile elsewhere on the machine would remove it first."""
     port = load_test.free_port()
-    server = start_serve(port, "--api-servers", "2")
+    server = start_serve(port, "--api-servers", "2", runtime_dir=runtime_dir)
     pattern = f"vla-client-{server.pid}-*"
     try:
-        (left,) = Path(tempfile.gettempdir()).glob(pattern)
+        (left,) = runtime_dir.glob(pattern)
         children = load_test.process_tree(server.pid)[1:]
         os.kill(server.pid, signal.SIGKILL)
         server.wait(10)
@@ -278,7 +279,7 @@ def test_a_later_start_removes_the_folder_of_a_server_killed_outright() -> None:
             server.kill()
             server.wait()
     assert (left / "worker.sock").exists()  # what kill -9 leaves
-    later = start_serve(load_test.free_port())
+    later = start_serve(load_test.free_port(), runtime_dir=runtime_dir)
     try:
         assert not left.exists()
     finally:

@@ -15,8 +15,10 @@ import pytest
 from serve_process import start_serve, wait_until_healthy
 
 import vla_client
+from oracles import oracle_actions
 from vla_client import ActionClient, ContractError, Observation, ServerError
 from vla_client.cli import main
+from vla_client.server.policy import PolicyInput
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import load_test
@@ -128,6 +130,14 @@ def refused(capsys: pytest.CaptureFixture[str], *args: str) -> str:
         (("--cameras", "a,b", "--camera-alias", "w=c"), "'c' is not one of --cameras"),
         (("--cameras", "a,b", "--camera-alias", "a=b"), "'a' is a camera name itself"),
         (("--camera-alias", "w=a", "--camera-alias", "w=b"), "gives 'w' twice"),
+        (("--depth-camera", "d"), r"--depth-camera takes NAME=uint16\|float32, got 'd'"),
+        (("--depth-camera", "d=float64"), r"--depth-camera takes NAME=uint16\|float32, got "),
+        (("--depth-camera", "d=uint16", "--depth-camera", "d=float32"), "gives 'd' twice"),
+        (("--cameras", "d", "--depth-camera", "d=uint16"), "'d' is one of --cameras \\(colour\\)"),
+        (
+            ("--policy", "reach", "--depth-camera", "d=uint16"),
+            r"--depth-camera does not apply to --policy reach \(only reference takes it\)",
+        ),
         (("--openpi-layout", "bridge"), "--openpi-layout must be one of flat, droid, libero, "),
         (("--record-max-files", "3"), "--record-max-files needs --record DIR"),
         (("--record", "r", "--record-max-mb", "0"), "--record-max-mb must allow 4 KiB per file"),
@@ -219,6 +229,29 @@ def test_the_contract_options_are_announced_and_enforced() -> None:
                 client.infer(Observation({"base_0_rgb": frame, "wrist": frame[:16]}, state=[0] * 3))
     finally:
         _stop(server)
+
+
+def test_a_depth_camera_is_served_to_the_reference_policy() -> None:
+    """``serve --depth-camera``: announced, taken in its dtype by the reference policy in the
+    worker, whose actions report the depth's mean, least and greatest distance (the oracle)."""
+    port = load_test.free_port()
+    server = start_serve(port, "--depth-camera", "mm=uint16", "--depth-camera", "m=float32")
+    millimetres = np.array([[0, 1200], [2500, 65535]], np.uint16)
+    metres = np.array([[np.nan, 0.75], [np.inf, 3.5]], np.float32)
+    try:
+        with ActionClient(f"http://127.0.0.1:{port}", encoding="raw", wire="msgpack") as client:
+            assert client.metadata().input.depth_cameras == {"mm": "uint16", "m": "float32"}
+            observation = Observation(
+                {"front": np.full((2, 2, 3), 90, np.uint8)},
+                depth={"mm": millimetres, "m": metres},
+            )
+            actions = client.infer(observation).actions
+    finally:
+        _stop(server)
+    seen = PolicyInput({**observation.images, **observation.depth})
+    np.testing.assert_allclose(
+        actions, oracle_actions(seen, horizon=16, action_dim=7), rtol=1e-5, atol=1e-6
+    )
 
 
 OWN_MODULE = '''

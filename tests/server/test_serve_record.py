@@ -128,23 +128,30 @@ def test_a_folder_that_cannot_be_written_stops_recording_not_serving(
 def test_the_recorder_is_handed_copies_of_what_may_be_reused() -> None:
     """Frames and state may view a shared-memory slot that the next request overwrites while
     the recorder's thread has not written them yet: the recorder must get copies."""
-    kept: list[tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray]] = []
+    kept: list[tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray, Any]] = []
 
     class Keeper:  # stands in for RequestRecorder, keeping what it is handed
         def record(self, frames: Any, state: Any, task: str, parameters: Any, actions: Any,
-                   timings: Any, *, request_id: str | None = None) -> None:  # fmt: skip
-            kept.append((frames, state, actions))
+                   timings: Any, *, request_id: str | None = None, depth: Any = None,
+                   ) -> None:  # fmt: skip
+            kept.append((frames, state, actions, depth))
 
     slot = np.full((2, 8, 8, 3), 200, np.uint8)  # two camera frames living in one buffer
+    depth_slot = np.full((8, 8), 1200, np.uint16)  # and a depth frame in it too
     decoded = decode_request(*encode_request(Observation({"a": slot[0], "b": slot[1]})))
-    decoded = replace(decoded, images={"a": slot[0], "b": slot[1]}, state=np.ones(3, np.float32))
+    decoded = replace(
+        decoded, images={"a": slot[0], "b": slot[1]}, state=np.ones(3, np.float32),
+        depth={"d": depth_slot},
+    )  # fmt: skip
     actions = np.ones((2, 2), np.float32)
     Pipeline.record(Keeper(), decoded, actions, {"total_ms": 1.0})  # type: ignore[arg-type]
     slot[...] = 0
+    depth_slot[...] = 0
     assert decoded.state is not None
     decoded.state[...] = 0
     actions[...] = 0
-    ((frames, state, recorded_actions),) = kept
+    ((frames, state, recorded_actions, depth),) = kept
     assert all(int(frame.min()) == 200 for frame in frames.values())
+    assert int(depth["d"].min()) == 1200
     assert state is not None and state.tolist() == [1.0, 1.0, 1.0]
     assert recorded_actions.tolist() == [[1.0, 1.0], [1.0, 1.0]]

@@ -109,6 +109,19 @@ def test_a_busy_port_is_one_line(capsys: pytest.CaptureFixture[str], busy_port: 
     assert "is already in use" in line
 
 
+def test_a_port_file_that_cannot_be_written_is_one_line_and_no_port_stays_bound(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    port = load_test.free_port()
+    path = tmp_path / "no such folder" / "serve.port"
+    line = refused(capsys, "--port", str(port), "--port-file", str(path))
+    assert line == (
+        f"vla-client: error: --port-file {path}: cannot write it (No such file or directory)\n"
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # closed again: the port is free
+
+
 def test_weights_that_are_not_a_state_dict_are_one_line(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     weights = tmp_path / "weights.pt"

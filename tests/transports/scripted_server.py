@@ -15,6 +15,9 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from vla_client.codecs import msgpack_numpy
 
+METADATA = {"object": "action.metadata", "model": "scripted"}
+"""The metadata frame the server sends first on each connection."""
+
 # Given the request number (from 0) and the request, the frames to send back (after a delay).
 Script = Callable[[int, dict[str, Any]], tuple[float, list[Any]]]
 
@@ -31,6 +34,9 @@ class ScriptedServer:
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.connections = 0
+        self.quiet = threading.Event()
+        """Set while the server has sent all it meant to."""
+        self.quiet.set()
         self._server: Server = serve(self._handle, "127.0.0.1", 0, compression=None)
         self.port = self._server.socket.getsockname()[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -41,9 +47,16 @@ class ScriptedServer:
         return f"ws://127.0.0.1:{self.port}/v1/actions/realtime"
 
     def _handle(self, conn: ServerConnection) -> None:
+        try:
+            self._serve(conn)
+        finally:  # a client that dropped the connection mid-answer ends it
+            self.quiet.set()
+
+    def _serve(self, conn: ServerConnection) -> None:
         self.connections += 1
-        conn.send(msgpack_numpy.packb({"object": "action.metadata", "model": "scripted"}))
+        conn.send(msgpack_numpy.packb(METADATA))
         for message in conn:
+            self.quiet.clear()
             request = msgpack_numpy.unpackb(message)
             index = len(self.requests)
             self.requests.append(request)
@@ -51,6 +64,7 @@ class ScriptedServer:
             time.sleep(delay)
             for frame in frames:
                 conn.send(frame if isinstance(frame, str) else msgpack_numpy.packb(frame))
+            self.quiet.set()
 
     def close(self) -> None:
         self._server.shutdown()

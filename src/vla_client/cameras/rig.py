@@ -81,12 +81,7 @@ class CameraRig:
         for camera in self.cameras.values():
             camera.grab()
         frames = {name: self._retrieve(name, camera) for name, camera in self.cameras.items()}
-        now = time.monotonic()
-        ages = {name: frame.age(now) for name, frame in frames.items()}
-        stale = {name: age for name, age in ages.items() if age > self.max_age_s}
-        if stale:
-            detail = ", ".join(f"{name} {age * 1000:.0f} ms" for name, age in stale.items())
-            raise StaleFrameError(f"frames older than {self.max_age_s * 1000:.0f} ms: {detail}")
+        ages = self._ages(frames)
         times = {name: frame.monotonic_time for name, frame in frames.items()}
         skew = max(times.values()) - min(times.values())
         logger.debug(
@@ -100,6 +95,16 @@ class CameraRig:
         if self.preprocessor is not None:
             observation = self.preprocessor(observation)
         return RigCapture(observation, frames, skew)
+
+    def _ages(self, frames: dict[str, Frame]) -> dict[str, float]:
+        """Each frame's age now; `StaleFrameError` naming those older than `max_age_s`."""
+        now = time.monotonic()
+        ages = {name: frame.age(now) for name, frame in frames.items()}
+        stale = {name: age for name, age in ages.items() if age > self.max_age_s}
+        if stale:
+            detail = ", ".join(f"{name} {age * 1000:.0f} ms" for name, age in stale.items())
+            raise StaleFrameError(f"frames older than {self.max_age_s * 1000:.0f} ms: {detail}")
+        return ages
 
     def stream(self, task: str = "") -> Iterator[RigCapture]:
         """Capture after capture, each as soon as every camera has a new frame."""

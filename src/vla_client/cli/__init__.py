@@ -1,5 +1,5 @@
 """The ``vla-client`` command: serve, send, record, view, export, bench, metadata, demo, cameras,
-eval.
+eval, ros2.
 
 Each subcommand lives in its own module with a `register(subparsers)` function; the module's
 docstring is the command's description in ``--help``. Heavy imports (FastAPI and uvicorn for the
@@ -24,14 +24,14 @@ from collections.abc import Callable, Iterator, Sequence
 import cv2
 from pydantic import ValidationError
 
-from vla_client.cli import bench, cameras, demo, export, metadata, record, send, serve, view
+from vla_client.cli import bench, cameras, demo, export, metadata, record, ros2, send, serve, view
 from vla_client.cli import eval as eval_command
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import USAGE_EXIT, CommandParser, usage_line
 from vla_client.errors import VLAClientError
 
-COMMANDS = (serve, send, record, view, export, bench, metadata, demo, cameras, eval_command)
+COMMANDS = (serve, send, record, view, export, bench, metadata, demo, cameras, eval_command, ros2)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
 
 

@@ -54,16 +54,21 @@ def check_bag_args(args: argparse.Namespace) -> None:
     """`--topic` goes with `--bag` and `--bag` needs one per camera; usage errors otherwise."""
     if args.topic and not args.bag:
         raise argparse.ArgumentError(None, "--topic names the topics of a --bag; add --bag PATH")
-    if not args.bag:
-        return
-    topics = [topic for topic, _ in args.topic]
+    if args.bag:
+        _check_topics(args.topic, state_given=args.state is not None)
+
+
+def _check_topics(pairs: list[tuple[str, str]], *, state_given: bool) -> None:
+    """The ``--topic TOPIC=NAME`` pairs of a bag: each topic once, at least one camera, and
+    the state from a topic or ``--state``, not both."""
+    topics = [topic for topic, _ in pairs]
     if len(set(topics)) != len(topics):
         raise argparse.ArgumentError(None, "--topic names a topic twice")
-    if not any(name != STATE for _, name in args.topic):
+    if not any(name != STATE for _, name in pairs):
         raise argparse.ArgumentError(
             None, f"--bag needs a camera topic: add --topic TOPIC=NAME (TOPIC={STATE} is the state)"
         )
-    if args.state is not None and any(name == STATE for _, name in args.topic):
+    if state_given and any(name == STATE for _, name in pairs):
         raise argparse.ArgumentError(None, f"give the state once: --state or --topic TOPIC={STATE}")
 
 

@@ -42,7 +42,7 @@ from vla_client.cli.parser import non_negative_int, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import SyntheticPlan, add_synthetic_options, synthetic_plan
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.base import DIALECTS
+from vla_client.client.families import DIALECTS
 from vla_client.control.stats import percentiles
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation

@@ -11,15 +11,14 @@ from urllib.parse import urlsplit
 from vla_client.cli.checks import require_module
 from vla_client.cli.parser import jpeg_quality, seconds
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.base import DIALECTS
-from vla_client.client.core import (
-    API_KEY_ENV,
-    RESIZES,
+from vla_client.client.addressing import (
     chosen_endpoint,
     resolve_api_key,
     route_in_url,
     transport_kind,
 )
+from vla_client.client.families import DIALECTS
+from vla_client.client.options import RESIZES
 from vla_client.control.stats import percentiles
 from vla_client.errors import ServerError
 from vla_client.observation import Observation
@@ -34,9 +33,11 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     dumps,
+    encode_depth_value,
     encode_image_value,
     websocket_url,
 )
+from vla_client.protocol.endpoints import API_KEY_ENV
 from vla_client.protocol.ipc import ipc_path
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -292,8 +293,12 @@ def stage_percentiles(results: Sequence[ActionResult]) -> list[tuple[str, float,
 def bytes_per_camera(
     observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
 ) -> dict[str, int]:
-    """Bytes each camera's frame takes in a request body with this encoding and wire."""
-    return {
+    """Bytes each camera's frame (a depth camera's too) takes in a request body with this
+    encoding and wire."""
+    sizes = {
         name: len(dumps(encode_image_value(frame, encoding, wire, jpeg_quality=jpeg_quality), wire))
         for name, frame in observation.images.items()
     }
+    for name, frame in observation.depth.items():
+        sizes[name] = len(dumps(encode_depth_value(frame, encoding, wire), wire))
+    return sizes

@@ -45,6 +45,7 @@ from vla_client.cli.common import (
     server_metadata,
     stage_percentiles,
 )
+from vla_client.cli.control_options import add_chunk_options, add_watchdog_options
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import print_json, print_table
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
@@ -52,15 +53,15 @@ from vla_client.cli.progress import Progress
 from vla_client.cli.rerun_option import add_rerun_option, check_rerun, rerun_log
 from vla_client.cli.send import human_bytes
 from vla_client.client import ActionClient, ActionResult
-from vla_client.client.core import TransportKind, chosen_endpoint, transport_kind
+from vla_client.client.addressing import TransportKind, chosen_endpoint, transport_kind
 from vla_client.control.chunk import CLIENT_MODES
 from vla_client.control.safety import SafetyGate
-from vla_client.control.watchdog import BEHAVIOURS, Watchdog
+from vla_client.control.watchdog import Watchdog
 from vla_client.errors import ContractError, ProtocolError, ServerError, VLAClientError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
-from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
-from vla_client.protocol.gr00t_rtc import declare_rtc
+from vla_client.protocol.families.gr00t import POLICY_FAMILY as GR00T_FAMILY
+from vla_client.protocol.families.gr00t_rtc import declare_rtc
 from vla_client.protocol.rtc import announced
 from vla_client.sim.episode import (
     MODES,
@@ -120,13 +121,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                            help="episodes per delay and mode")  # fmt: skip
     run_group.add_argument("--seed", type=non_negative_int, default=0,
                            help="the first episode's seed; episode i has seed + i")  # fmt: skip
-    run_group.add_argument(
-        "--prefetch-at", type=non_negative_int, default=None, metavar="N",
-        help="ask for the next chunk when N actions are left, below the server's action horizon "
-        "(default: half of it)",
-    )  # fmt: skip
-    run_group.add_argument("--blend-steps", type=positive_int, default=3, metavar="N",
-                           help="steps cross-faded in --mode blended")  # fmt: skip
+    add_chunk_options(run_group)
     run_group.add_argument(
         "--declare-rtc", action="store_true",
         help="with --mode rtc against GR00T's server, which announces nothing: your word that "
@@ -145,12 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--give-up-s", type=positive_float, default=1.0, metavar="SECONDS",
         help="mark an episode failed when its requests fail with no chunk for this long",
     )  # fmt: skip
-    run_group.add_argument(
-        "--watchdog", type=positive_float, default=None, metavar="SECONDS",
-        help="a Watchdog with this timeout between the executor and the robot",
-    )  # fmt: skip
-    run_group.add_argument("--watchdog-behaviour", choices=BEHAVIOURS, default="hold",
-                           help="what the watchdog does when it trips")  # fmt: skip
+    add_watchdog_options(run_group)
     env_group = parser.add_argument_group("the robot (default: the built-in reach task)")
     env_group.add_argument("--env", metavar="ID", help="a Gymnasium environment id instead")
     env_group.add_argument(
@@ -657,21 +647,7 @@ def _report(
             },
         })  # fmt: skip
         return
-    rows = []
-    for cell in cells:
-        episodes = cell.episodes
-        low, high = wilson_interval(sum(e.success for e in episodes), len(episodes))
-        rows.append((
-            cell.mode,
-            f"{cell.delay_ms:g}",
-            f"{100 * cell.success_rate:.0f}% ({100 * low:.0f}-{100 * high:.0f})",
-            _mean(e.episode_return for e in episodes),
-            _mean(e.steps for e in episodes),
-            _mean(e.staleness_ticks for e in episodes),
-            _mean(e.observation_to_action_ms for e in episodes),
-            cell.seams.ratio,
-            sum(e.error is not None for e in episodes),
-        ))  # fmt: skip
+    rows = [_row(cell) for cell in cells]
     charged = "" if round_trip_s is None else f", round trip charged {round_trip_s * 1e3:.1f} ms"
     print(f"{_title(args, options)}{charged}")
     print_table(
@@ -682,10 +658,7 @@ def _report(
     if stages:
         print()
         print_table(("stage (ms)", "p50", "p90", "p99"), stages)
-    for cell in cells:
-        for episode in cell.episodes:
-            if episode.error:
-                print(f"{cell.mode} {cell.delay_ms:g} ms seed {episode.seed}: {episode.error}")
+    _print_failures(cells)
     if args.record:
         every = "every tick" if args.record_every == 1 else f"every {args.record_every} ticks"
         hint = ""
@@ -695,6 +668,32 @@ def _report(
             f"recorded {len(recorded)} episode(s) in {args.record}, {every}: "
             f"{human_bytes(recorded_bytes)} (see 'vla-client view FILE'){hint}"
         )
+
+
+def _row(cell: Cell) -> tuple[object, ...]:
+    """A cell's row of the table: its mode and delay, success with its 95% interval, and the
+    means over its episodes."""
+    episodes = cell.episodes
+    low, high = wilson_interval(sum(e.success for e in episodes), len(episodes))
+    return (
+        cell.mode,
+        f"{cell.delay_ms:g}",
+        f"{100 * cell.success_rate:.0f}% ({100 * low:.0f}-{100 * high:.0f})",
+        _mean(e.episode_return for e in episodes),
+        _mean(e.steps for e in episodes),
+        _mean(e.staleness_ticks for e in episodes),
+        _mean(e.observation_to_action_ms for e in episodes),
+        cell.seams.ratio,
+        sum(e.error is not None for e in episodes),
+    )
+
+
+def _print_failures(cells: Sequence[Cell]) -> None:
+    """Why each episode that failed did, one line each."""
+    for cell in cells:
+        for episode in cell.episodes:
+            if episode.error:
+                print(f"{cell.mode} {cell.delay_ms:g} ms seed {episode.seed}: {episode.error}")
 
 
 def _mean(values: Iterable[float]) -> float:

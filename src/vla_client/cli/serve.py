@@ -48,6 +48,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback)")
     add("--port", type=int, default=8000, help="TCP port, 1..65535 (default: %(default)s)")
+    add(
+        "--port-file",
+        metavar="PATH",
+        help="write the port listened on to PATH once it is bound, for a container's health "
+        "check (default: none)",
+    )
     add_policy_options(parser)
     add(
         "--max-batch",
@@ -142,6 +148,13 @@ def run(args: argparse.Namespace) -> int:
         sock = _bind(args.host, args.port)
     except ValueError as exc:
         return fail(str(exc), USAGE_EXIT)
+    try:
+        _write_port_file(args.port_file, sock)
+    except OSError as exc:
+        sock.close()
+        return fail(
+            f"--port-file {args.port_file}: cannot write it ({exc.strerror or exc})", USAGE_EXIT
+        )
     if config.api_key is None and not is_loopback(config.host):
         print(
             f"WARNING: serving on {config.host} without an API key: anyone who can reach this "
@@ -262,6 +275,17 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
     if key == "":
         raise ValueError(f"{API_KEY_ENV} is set but empty; unset it to serve without a key")
     return key, API_KEY_ENV
+
+
+def _write_port_file(path: str | None, sock: socket.socket) -> None:
+    """``--port-file``: the port `sock` listens on, one line, written whole (renamed into
+    place, so a reader never sees half of it)."""
+    if path is None:
+        return
+    partial = f"{path}.{os.getpid()}.partial"
+    with open(partial, "w") as file:
+        file.write(f"{sock.getsockname()[1]}\n")
+    os.replace(partial, path)
 
 
 def _bind(host: str, port: int) -> socket.socket:

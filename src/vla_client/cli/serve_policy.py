@@ -36,6 +36,7 @@ POLICY_FLAGS = {
     "--action-dim": "action_dim",
     "--cameras": "camera_names",
     "--camera-alias": "camera_aliases",
+    "--depth-camera": "depth_cameras",
     "--image-size": "image_size",
     "--require-image-size": "image_size_required",
     "--state-dim": "state_dim",
@@ -88,6 +89,14 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ALIAS=NAME",
         help="another name a client may send camera NAME under; repeatable (default: none)",
+    )
+    add(
+        "--depth-camera",
+        action="append",
+        default=[],
+        metavar="NAME=DTYPE",
+        help="a depth camera the policy takes, its frames uint16 (millimetres) or float32 "
+        "(metres); repeatable (default: none, depth frames are refused)",
     )
     add(
         "--image-size",
@@ -216,6 +225,8 @@ def flag_options(args: argparse.Namespace) -> dict[str, tuple[str, Any]]:
         put("--cameras", cameras)
     if args.camera_alias:
         put("--camera-alias", camera_aliases(args.camera_alias, cameras))
+    if args.depth_camera:
+        put("--depth-camera", depth_cameras(args.depth_camera, cameras))
     if args.image_size is not None:
         put("--image-size", image_size(args.image_size))
     if args.require_image_size:
@@ -244,6 +255,24 @@ def camera_aliases(pairs: list[str], cameras: tuple[str, ...]) -> dict[str, str]
             raise ValueError(f"--camera-alias {pair}: {name!r} is not one of --cameras")
         aliases[alias] = name
     return aliases
+
+
+def depth_cameras(pairs: list[str], cameras: tuple[str, ...]) -> dict[str, str]:
+    """``NAME=DTYPE`` pairs as a map, DTYPE uint16 or float32; each name once and none of
+    `cameras` (a camera is colour or depth)."""
+    from vla_client.protocol.metadata_fields import DEPTH_DTYPES
+
+    depth: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, dtype = (part.strip() for part in pair.partition("="))
+        if not sep or not name or dtype not in DEPTH_DTYPES:
+            raise ValueError(f"--depth-camera takes NAME={'|'.join(DEPTH_DTYPES)}, got {pair!r}")
+        if name in depth:
+            raise ValueError(f"--depth-camera gives {name!r} twice")
+        if name in cameras:
+            raise ValueError(f"--depth-camera {pair}: {name!r} is one of --cameras (colour)")
+        depth[name] = dtype
+    return depth
 
 
 def image_size(text: str) -> tuple[int, int]:

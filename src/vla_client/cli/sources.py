@@ -24,6 +24,7 @@ from vla_client.cli.parser import positive_int
 from vla_client.errors import CameraError, InvalidObservationError, RecordingError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, OpenpiLayout
+from vla_client.protocol.models import MetadataInput
 from vla_client.recording import is_recording, load_observations
 
 CAMERAS_HINT = "`vla-client cameras`"
@@ -141,23 +142,40 @@ def synthetic_plan(
     cameras of 360x640, no state.
     """
     spec = metadata.input if metadata is not None else None
-    announced: tuple[str, ...] = ()
-    if layout is not None and layout.cameras:
-        announced = tuple(layout.cameras)
-    elif spec is not None and spec.image_keys:
-        announced = tuple(spec.image_keys)
-    names = _named(args.cameras, announced)
-    size = tuple(spec.image_size) if spec is not None and spec.image_size else None
-    if size is None and layout is not None:
-        size = layout.image_size  # what openpi's example client for the layout sends
+    names = _named(args.cameras, _announced_cameras(spec, layout))
+    size = _announced_size(spec, layout)
     height = args.height or (size[0] if size else 360)
     width = args.width or (size[1] if size else 640)
     state = parse_state(getattr(args, "state", None))
-    state_dim = layout.state_dim if layout is not None else None
-    state_dim = state_dim if state_dim is not None else (spec.state_dim if spec else None)
+    state_dim = _announced_state_dim(spec, layout)
     if state is None and state_dim:
         state = np.linspace(-0.5, 0.5, state_dim)  # float64, as a robot reports its joints
     return SyntheticPlan(names, height, width, state)
+
+
+def _announced_cameras(spec: MetadataInput | None, layout: OpenpiLayout | None) -> tuple[str, ...]:
+    """The camera names the layout, else the server, announced (none: empty)."""
+    if layout is not None and layout.cameras:
+        return tuple(layout.cameras)
+    if spec is not None and spec.image_keys:
+        return tuple(spec.image_keys)
+    return ()
+
+
+def _announced_size(
+    spec: MetadataInput | None, layout: OpenpiLayout | None
+) -> tuple[int, ...] | None:
+    """The image size the server announced, else the one openpi's example client for the
+    layout sends, else None."""
+    if spec is not None and spec.image_size:
+        return tuple(spec.image_size)
+    return layout.image_size if layout is not None else None
+
+
+def _announced_state_dim(spec: MetadataInput | None, layout: OpenpiLayout | None) -> int | None:
+    """The state length the layout, else the server, announced, or None."""
+    state_dim = layout.state_dim if layout is not None else None
+    return state_dim if state_dim is not None else (spec.state_dim if spec else None)
 
 
 def _named(count: int | None, announced: tuple[str, ...]) -> tuple[str, ...]:
@@ -178,14 +196,7 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
     kind = source_kind(args)
     state = parse_state(args.state)
     if kind == "obs":
-        steps = load_observations(args.obs)
-        if not steps:
-            raise RecordingError(f"recording {args.obs!r} holds no observations")
-        yield Source(
-            itertools.cycle([step.observation for step in steps]),
-            len(steps),
-            tuple(step.wall_time for step in steps),
-        )
+        yield _recording(args.obs)
     elif kind == "bag":
         bag = open_bag(args, state)
         yield Source(replay(bag), len(bag), bag.stamps)
@@ -195,16 +206,34 @@ def open_source(args: argparse.Namespace, plan: SyntheticPlan | None = None) -> 
                 rig.capture(state=state, task=args.task).observation for _ in itertools.count()
             )
     elif kind == "images":
-        frames: dict[str, np.ndarray] = {}
-        for spec in args.image:
-            name, frame = _load_image_file(spec)
-            if name in frames:
-                raise argparse.ArgumentError(None, f"--image names camera {name!r} twice")
-            frames[name] = frame
+        frames = _image_files(args.image)
         yield Source(itertools.repeat(Observation(frames, state=state, task=args.task)))
     else:
         plan = plan or synthetic_plan(args)
         yield Source(_synthetic(plan, args.task))
+
+
+def _recording(path: str) -> Source:
+    """The observations of the recording at `path`, looped, with their recorded wall times."""
+    steps = load_observations(path)
+    if not steps:
+        raise RecordingError(f"recording {path!r} holds no observations")
+    return Source(
+        itertools.cycle([step.observation for step in steps]),
+        len(steps),
+        tuple(step.wall_time for step in steps),
+    )
+
+
+def _image_files(specs: list[str]) -> dict[str, np.ndarray]:
+    """The ``--image [NAME=]FILE`` frames by camera name; a name given twice is refused."""
+    frames: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, frame = _load_image_file(spec)
+        if name in frames:
+            raise argparse.ArgumentError(None, f"--image names camera {name!r} twice")
+        frames[name] = frame
+    return frames
 
 
 def state_text(text: str) -> str:

@@ -77,21 +77,7 @@ def run(args: argparse.Namespace) -> int:
         times = reader.wall_times()
         if not times:
             return fail(f"{args.recording!r} holds no observations")
-        chosen = set(sample(len(times), args.frames))
-        rows: dict[int, dict[str, np.ndarray]] = {}
-        with ExitStack() as stack:
-            videos = None
-            if args.video:
-                videos = stack.enter_context(Videos(Path(args.video), step_rate(times)))
-            for index, step in reader.read(None if videos else chosen):
-                label = step_label(index, times)
-                if videos is not None:
-                    videos.add(step.observation.images, label)
-                if index in chosen:
-                    rows[index] = {
-                        name: fit_height(frame, args.tile_height)
-                        for name, frame in step.observation.images.items()
-                    }
+        rows, videos = _read_steps(args, reader, times)
     picture = contact_sheet(args.recording, rows, times)
     if not cv2.imwrite(out, cv2.cvtColor(picture, cv2.COLOR_RGB2BGR)):
         return fail(f"cannot write {out}")
@@ -101,6 +87,29 @@ def run(args: argparse.Namespace) -> int:
         for path, frames in videos.written:
             print(f"wrote {path}: {frames} frame(s) at {videos.fps:.1f} fps")
     return 0
+
+
+def _read_steps(
+    args: argparse.Namespace, reader: ObservationReader, times: list[float]
+) -> tuple[dict[int, dict[str, np.ndarray]], Videos | None]:
+    """The sheet's rows (the ``--frames`` steps sampled, each camera fitted to the tile
+    height) and, with ``--video``, every step written to the videos."""
+    chosen = set(sample(len(times), args.frames))
+    rows: dict[int, dict[str, np.ndarray]] = {}
+    with ExitStack() as stack:
+        videos = None
+        if args.video:
+            videos = stack.enter_context(Videos(Path(args.video), step_rate(times)))
+        for index, step in reader.read(None if videos else chosen):
+            label = step_label(index, times)
+            if videos is not None:
+                videos.add(step.observation.images, label)
+            if index in chosen:
+                rows[index] = {
+                    name: fit_height(frame, args.tile_height)
+                    for name, frame in step.observation.images.items()
+                }
+    return rows, videos
 
 
 def _to_rerun(args: argparse.Namespace) -> int:

@@ -13,6 +13,11 @@ The metadata to fit observations to comes from the connection: on a websocket it
 frame of the current connection (so a reconnect is checked afresh); over HTTP, which hides its
 connections, it is read once and read again after a connection failed or the server refused a
 request (a 4xx), since the server may have been replaced by one announcing something else.
+
+openpi's replies carry no request id, so on its websocket only their order says which request
+each answers: the transport is told so (it replaces a connection on which a frame arrived
+unasked), and a reply that cannot be read discards the connection, since whatever else the
+server sends for that request would be taken for the next one's reply.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from vla_client.client.core import PreparedRequest, Received, RequestBook
+from vla_client.client.request_book import PreparedRequest, Received, RequestBook
 from vla_client.client.result import ActionResult
-from vla_client.errors import ConnectError, ServerError
+from vla_client.errors import ConnectError, ProtocolError, ServerError
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata, Reply, read_metadata
 from vla_client.transports.drive import Offload, Steps, called
@@ -43,6 +48,11 @@ class ActionApiSession:
         self._transport = transport
         self._retry = retry
         self._stream = stream
+        self._without_ids = stream and book.options.layout is not None
+        """openpi's websocket: replies without request ids, told apart by order alone."""
+        if stream:
+            transport.on_drop = book.dropped
+            transport.replies_without_ids = self._without_ids
         self._http_metadata: ActionMetadata | None = None
         """The server's metadata as last read over HTTP; None: read it again."""
         self._contract_read: tuple[Any, ActionMetadata] | None = None
@@ -127,10 +137,21 @@ class ActionApiSession:
         )
         while True:
             round_trip_ms = (time.perf_counter() - start) * 1000
-            result = book.result_for(prepared, received, round_trip_ms, can_skip=self._stream)
+            try:
+                result = book.result_for(prepared, received, round_trip_ms, can_skip=self._stream)
+            except ProtocolError:
+                self._unreadable()
+                raise
             if result is not None:
                 return result
             received = yield from self._receive(prepared)
+
+    def _unreadable(self) -> None:
+        """After a reply that cannot be read on openpi's websocket: its connection carries no
+        other request (what else the server sends for this one would be taken for the next
+        one's reply)."""
+        if self._without_ids:
+            self._transport.discard("unreadable reply")
 
     def _attempt(self, prepared: PreparedRequest) -> Steps[Received]:
         """One try at `prepared`'s exchange."""
@@ -159,6 +180,9 @@ class ActionApiSession:
         server ends it) and, after a 4xx, the HTTP metadata read again."""
         try:
             return self._book.read(prepared, reply)
+        except ProtocolError:
+            self._unreadable()
+            raise
         except ServerError as exc:
             if self._stream:  # the server ends a websocket after an error
                 yield self._transport.reset

@@ -15,19 +15,16 @@ from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
 import vla_client.transports as transports
-from vla_client.client.action_api import ActionApiSession
-from vla_client.client.core import (
-    ClientOptions,
-    RequestBook,
-    Resize,
+from vla_client.client.addressing import (
     TransportKind,
     chosen_endpoint,
     resolve_api_key,
     route_in_url,
     transport_kind,
 )
-from vla_client.client.dialect import Dialect, DialectSession
-from vla_client.client.gr00t import Gr00tSession
+from vla_client.client.families import Opening, check_family_options, family_of
+from vla_client.client.options import ClientOptions, Resize
+from vla_client.client.request_book import RequestBook
 from vla_client.client.session import Session
 from vla_client.protocol import (
     ActionMetadata,
@@ -37,11 +34,9 @@ from vla_client.protocol import (
     OpenpiLayout,
     Wire,
     read_metadata,
-    roboarena,
-    vllm_omni,
 )
 from vla_client.protocol.ipc import ipc_path
-from vla_client.transports.base import FrameTransport, MessageTransport
+from vla_client.transports.base import FrameTransport
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive
 
@@ -49,8 +44,6 @@ TransportT = TypeVar("TransportT")
 
 
 URL_SCHEMES = ("http", "https", "ws", "wss", "tcp", "ipc")
-DIALECTS: dict[str, Dialect] = {"vllm_omni": vllm_omni, "roboarena": roboarena}
-"""The websocket endpoints whose server family has its own dialect, and its module."""
 TRANSPORT_CLASSES: dict[TransportKind, str] = {
     "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport",
     "ipc": "IpcTransport",
@@ -103,6 +96,27 @@ def options_in_one_place(init: InitT) -> InitT:
     return cast("InitT", checked)
 
 
+def _api_key(api_key: str | None) -> str | None:
+    """The key to send: `api_key`, else the environment's (`resolve_api_key`), else None; a
+    key given must be a non-empty string."""
+    api_key = resolve_api_key(api_key)
+    if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
+        raise ValueError("api_key must be a non-empty string, or None for no key")
+    return api_key
+
+
+def _check_transport_options(
+    retry: RetryPolicy | None, max_reply_bytes: int | None, transport: object
+) -> None:
+    """The retry policy and the reply cap, which is for a transport the client opens."""
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+    check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
+    if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
+        raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
+                         "the transport passed in")  # fmt: skip
+
+
 class ClientBase(Generic[TransportT]):
     """The constructor both clients share; see `ActionClient` for what each option does."""
 
@@ -138,9 +152,7 @@ class ClientBase(Generic[TransportT]):
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
-        api_key = resolve_api_key(api_key)
-        if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
-            raise ValueError("api_key must be a non-empty string, or None for no key")
+        api_key = _api_key(api_key)
         asked = ClientOptions(
             encoding=encoding,
             wire=wire,
@@ -159,47 +171,53 @@ class ClientBase(Generic[TransportT]):
                 raise TypeError(f"options must be a ClientOptions, got {type(options).__name__}")
             asked = options
         endpoint = chosen_endpoint(endpoint, asked.layout)
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
-        check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
-        if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
-            raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
-                             "the transport passed in")  # fmt: skip
+        _check_transport_options(retry, max_reply_bytes, transport)
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
             kind = transport_kind(urlsplit(base_url).scheme, transport, endpoint)
-            opener = getattr(transports, self._transport_prefix + TRANSPORT_CLASSES[kind])
-            given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
-            if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
-                given["api_key"] = api_key
-            if kind == "websocket":
-                given["endpoint"] = endpoint
-            transport = cast("TransportT", opener(base_url, **given))
+            transport = self._open(
+                kind, base_url, timeout_s=timeout_s, api_key=api_key,
+                max_reply_bytes=max_reply_bytes, endpoint=endpoint,
+            )  # fmt: skip
         self._transport: TransportT = transport
-        gr00t = isinstance(transport, MessageTransport)
-        dialect = DIALECTS.get(getattr(transport, "endpoint", None) or "")
+        family = family_of(transport)
+        check_family_options(asked, family)
         stream = isinstance(transport, self._stream_type)
         self._book = RequestBook(
             asked,
             websocket=stream,
             openpi=getattr(transport, "endpoint", None) == "openpi",
-            gr00t=gr00t,
-            dialect=dialect.NAME if dialect else None,
+            own_msgpack=family.label if family.own_msgpack else None,
             ipc=isinstance(transport, FrameTransport),
         )
-        self._session: Session
+        self._session: Session = family.open(
+            self._book, transport, Opening(api_key, self.retry, stream)
+        )
         """The server family's calls, as steps each client drives over its transport: GR00T's
         over ZeroMQ, vLLM-Omni's and RoboArena's on their websockets, the action API's (and
-        openpi's) over HTTP or a websocket."""
-        if gr00t:
-            self._session = Gr00tSession(self._book, transport, api_key)
-        elif dialect is not None:
-            self._session = DialectSession(self._book, transport, dialect)
-        else:
-            self._session = ActionApiSession(self._book, transport, self.retry, stream=stream)
+        openpi's) over HTTP, a websocket or ``ipc://`` (`vla_client.client.families`)."""
         self.options = self._book.options
         self.stats = self._book.stats
+
+    def _open(
+        self,
+        kind: TransportKind,
+        base_url: str,
+        *,
+        timeout_s: float,
+        api_key: str | None,
+        max_reply_bytes: int | None,
+        endpoint: Endpoint | None,
+    ) -> TransportT:
+        """A new transport of `kind` to `base_url`, of this client's own flavour."""
+        opener = getattr(transports, self._transport_prefix + TRANSPORT_CLASSES[kind])
+        given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
+        if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
+            given["api_key"] = api_key
+        if kind == "websocket":
+            given["endpoint"] = endpoint
+        return cast("TransportT", opener(base_url, **given))
 
     def checks(self, metadata: ActionMetadata | Mapping[str, Any]) -> dict[str, Any]:
         """What this client checks and fits before sending to a server announcing `metadata`

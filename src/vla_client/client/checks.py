@@ -12,7 +12,8 @@ def mismatched_cameras(observation: Observation, result: ActionResult) -> list[s
     """Cameras whose decoded pixels on the server differ from what was sent (needs digests).
 
     Send with ``return_digest=True``: the server then reports, per camera, the shape, dtype and
-    SHA-256 of the pixels it decoded, which lossless encodings must reproduce exactly. They are
+    SHA-256 of the pixels it decoded (depth frames' too), which lossless encodings must
+    reproduce exactly. They are
     compared with the frames as sent, after the client fitted them to the server (renamed to
     its cameras, resized to its image size: `ActionResult.sent_digests`), so the cameras are
     named as the server names them; a result without those (one made by hand) is compared
@@ -25,5 +26,6 @@ def mismatched_cameras(observation: Observation, result: ActionResult) -> list[s
         )
     sent = result.sent_digests
     if sent is None:
-        sent = {name: frame_digest(frame) for name, frame in observation.images.items()}
+        frames = {**observation.images, **observation.depth}
+        sent = {name: frame_digest(frame) for name, frame in frames.items()}
     return [name for name, digest in sent.items() if result.digests.get(name) != digest]

@@ -4,12 +4,16 @@ policy server) as steps: the client's fitting, limits and counters around their 
 `DialectSession` is written once for every such family and both clients, as generators of I/O
 steps (see `vla_client.transports.drive`), as `vla_client.client.gr00t` is: `ActionClient`
 drives them blocking, `AsyncActionClient` under asyncio, over the websocket transport. The
-messages are the family's module's (a `Dialect`: `vla_client.protocol.vllm_omni`,
-`vla_client.protocol.roboarena`); the fitting (camera map, resize), the age check, the
+messages are the family's module's (a `Dialect`: `vla_client.protocol.families.vllm_omni`,
+`vla_client.protocol.families.roboarena`); the fitting (camera map, resize), the age check, the
 deadline and the counters are the client's `RequestBook`, as on every endpoint.
 
 The server's config is the first frame of each connection, so it is read again whenever the
-transport has connected anew. The session id is the client's: made when the client is, and
+transport has connected anew. These replies carry no request id, so only their order on the
+connection says which request each answers: the transport is told so (it replaces a connection
+on which a frame arrived unasked), and after an error frame or a reply that cannot be read the
+connection is discarded, since what else the server sends for that request would be taken for
+the next one's reply. The session id is the client's: made when the client is, and
 made again by `reset`, so each episode is a new session at the server.
 """
 
@@ -19,22 +23,23 @@ import uuid
 import warnings
 from collections.abc import Mapping
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from vla_client.client.core import RequestBook, refuse_runtime
+from vla_client.client.request_book import RequestBook, refuse_runtime
 from vla_client.client.result import ActionResult
 from vla_client.codecs import msgpack_numpy
-from vla_client.errors import CodecError, ContractError, ProtocolError
+from vla_client.errors import CodecError, ContractError, ProtocolError, ServerErrorFrame
 from vla_client.observation import Observation
 from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata, Reply
 from vla_client.protocol.reply_read import read_reply
 from vla_client.transports.drive import Steps
 
 TEXT = "text/plain"
+T = TypeVar("T")
 
 
 class Dialect(Protocol):
-    """What a family's protocol module gives (see `vla_client.protocol.vllm_omni`): its
+    """What a family's protocol module gives (see `vla_client.protocol.families.vllm_omni`): its
     `NAME`, and functions that read its config, build its requests and read its answers."""
 
     NAME: str
@@ -71,6 +76,8 @@ class DialectSession:
         self._transport = transport
         self._dialect = dialect
         transport.text_answers = dialect.TEXT_ANSWERS
+        transport.replies_without_ids = True
+        transport.on_drop = book.dropped
         self.session_id = new_session_id()
         """The id sent with each request when the server asks for one; new after `reset`."""
         self._config: tuple[Any, Any, ActionMetadata] | None = None
@@ -120,9 +127,12 @@ class DialectSession:
         deadline_at = self._book.deadline_at()
         config, _ = yield from self.config(deadline_at)  # connected, its config read
         body = msgpack_numpy.packb(self._dialect.reset_document(config, self.session_id))
+        yield from self._guarded(self._reset_round(body, deadline_at))
+        self.session_id = new_session_id()
+
+    def _reset_round(self, body: bytes, deadline_at: float | None) -> Steps[None]:
         answer, _ = yield from self._exchange(body, self._book.wait_until(deadline_at))
         self._dialect.read_reset(answer)
-        self.session_id = new_session_id()
 
     def infer(
         self,
@@ -146,7 +156,20 @@ class DialectSession:
         steps = self._book.message_round(
             observation, metadata, request_id, deadline_at, encode, self._exchange, read
         )
-        return (yield from steps)
+        return (yield from self._guarded(steps))
+
+    def _guarded(self, steps: Steps[T]) -> Steps[T]:
+        """`steps`, the connection discarded when they end in an error frame or a reply that
+        cannot be read: whatever else the server sends for this request must not be taken
+        for the next one's reply."""
+        try:
+            return (yield from steps)
+        except ServerErrorFrame:
+            self._transport.discard("error frame")
+            raise
+        except (ProtocolError, CodecError):
+            self._transport.discard("unreadable reply")
+            raise
 
     def _asked_cameras(
         self, observation: Observation, asked: tuple[str, ...] | None

@@ -27,7 +27,7 @@ from vla_client.validation import check_choice, check_positive
 Fit = Literal["pad", "crop", "none"]
 
 
-_FITS: dict[str, Callable[[np.ndarray, int, int], np.ndarray] | None] = {
+_FITS: dict[str, Callable[..., np.ndarray] | None] = {
     "pad": resize_with_pad,
     "crop": center_crop_resize,
     "none": None,
@@ -49,6 +49,13 @@ class FramePreprocessor:
     with `state_dim`, so is a state of another length (or none). With no `server_keys` known,
     any camera names pass; whatever the server did not announce is not checked.
 
+    Depth frames (`Observation.depth`) are checked against `depth_cameras` (name -> dtype,
+    from the metadata's ``input.depth_cameras``; None: not known, so not checked): each must be
+    a depth camera the server announces (after `camera_map`), of the dtype it announces, and
+    every announced one must come; a server that announces none takes none. They are resized
+    as the colour frames are, by nearest neighbour (never blended: a depth value is a
+    measurement), or refused at another size with `size_required`.
+
     A mismatch raises `ContractError` naming the field, what the server expects and what the
     observation has.
     """
@@ -60,6 +67,7 @@ class FramePreprocessor:
     aliases: Mapping[str, str] = field(default_factory=dict)
     size_required: bool = False
     state_dim: int | None = None
+    depth_cameras: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         check_choice("fit", self.fit, _FITS)
@@ -100,11 +108,13 @@ class FramePreprocessor:
             aliases=dict(spec.camera_aliases),
             size_required=spec.image_size_required,
             state_dim=spec.state_dim,
+            depth_cameras=dict(spec.depth_cameras),
         )
 
     def describe(self) -> dict[str, Any]:
-        """What this preprocessor checks and changes, as plain values (for people to read)."""
-        return {
+        """What this preprocessor checks and changes, as plain values (for people to read);
+        ``depth_cameras`` only where the server announces some."""
+        described: dict[str, Any] = {
             "cameras": list(self.server_keys) or "any",
             "camera_aliases": dict(self.aliases),
             "camera_map": dict(self.camera_map),
@@ -113,6 +123,9 @@ class FramePreprocessor:
             "image_size_required": self.size_required,
             "resize": self.fit if self.size else "none",
         }
+        if self.depth_cameras:
+            described["depth_cameras"] = dict(self.depth_cameras)
+        return described
 
     def server_name(self, local: str, others: Collection[str] = ()) -> str:
         """The server key for camera `local`; `ContractError` when the server has none.
@@ -189,19 +202,13 @@ class FramePreprocessor:
     def __call__(self, observation: Observation) -> Observation:
         """`observation` renamed, resized and checked as the server announced."""
         names = self.check_names(list(observation.images))
-        resize = _FITS[self.fit]
-        images = {}
-        for local, frame in observation.images.items():
-            if self.size is not None and resize is not None:
-                frame = resize(frame, *self.size)
-            elif self.size_required and self.size is not None and frame.shape[:2] != self.size:
-                raise ContractError(
-                    "input.image_size", list(self.size), f"{local!r} at {list(frame.shape[:2])}",
-                    fix=OptionFix(
-                        "resize", ("pad", "crop"), "resize frames (", ") or send them at that size"
-                    ),
-                )  # fmt: skip
-            images[names[local]] = frame
+        depth_names = self.check_depth(observation.depth)
+        names.update(depth_names)
+        images = {names[local]: self._sized(local, f) for local, f in observation.images.items()}
+        depth = {
+            names[local]: self._sized(local, f, nearest=True)
+            for local, f in observation.depth.items()
+        }
         if self.state_dim is not None:
             given = None if observation.state is None else len(observation.state)
             if given != self.state_dim:
@@ -211,13 +218,56 @@ class FramePreprocessor:
                     "none" if given is None else given,
                 )
         unchanged = all(
-            images[names[local]] is frame and names[local] == local
-            for local, frame in observation.images.items()
+            {**images, **depth}[names[local]] is frame and names[local] == local
+            for local, frame in {**observation.images, **observation.depth}.items()
         )
         if unchanged:  # nothing renamed or resized: the observation was checked when it was made
             return observation
         times = {names[k]: t for k, t in observation.capture_times.items()}
-        return Observation(images, observation.state, observation.task, times)
+        return Observation(images, observation.state, observation.task, times, depth)
+
+    def _sized(self, local: str, frame: np.ndarray, *, nearest: bool = False) -> np.ndarray:
+        """`frame` resized to `size` as `fit` says, or refused at another size when the size is
+        required; as it is otherwise."""
+        resize = _FITS[self.fit]
+        if self.size is not None and resize is not None:
+            return resize(frame, *self.size, nearest=nearest)
+        if self.size_required and self.size is not None and frame.shape[:2] != self.size:
+            raise ContractError(
+                "input.image_size", list(self.size), f"{local!r} at {list(frame.shape[:2])}",
+                fix=OptionFix(
+                    "resize", ("pad", "crop"), "resize frames (", ") or send them at that size"
+                ),
+            )  # fmt: skip
+        return frame
+
+    def check_depth(self, depth: Mapping[str, np.ndarray]) -> dict[str, str]:
+        """Local name -> server name for every depth camera (renamed by `camera_map`);
+        `ContractError` for a depth camera the server does not announce, a frame of another
+        dtype than announced, or an announced depth camera with no frame. Unchecked when the
+        server's depth cameras are not known (`depth_cameras` None)."""
+        names = {local: self.camera_map.get(local, local) for local in depth}
+        announced = self.depth_cameras
+        if announced is None:
+            return names
+        unknown = sorted(local for local, name in names.items() if name not in announced)
+        missing = sorted(set(announced) - set(names.values()))
+        if unknown or missing:
+            given = f"depth {sorted(names.values())}" if names else "no depth"
+            hint = (
+                f"unknown {unknown}, missing {missing}"
+                if announced
+                else "this server takes no depth frames"
+            )
+            raise ContractError("input.depth_cameras", dict(announced) or "none", given, hint)
+        wrong = {n: depth[local].dtype.name for local, n in names.items()
+                 if depth[local].dtype.name != announced[n]}  # fmt: skip
+        if wrong:
+            raise ContractError(
+                "input.depth_cameras", dict(announced), f"depth of dtype {wrong}",
+                "depth is never converted: send uint16 millimetres or float32 metres as asked",
+            )  # fmt: skip
+        return names
 
 
 def check_camera_map(camera_map: Mapping[str, str]) -> None:

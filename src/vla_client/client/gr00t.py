@@ -2,15 +2,20 @@
 
 `Gr00tSession` is written once for both clients as generators of I/O steps (see
 `vla_client.transports.drive`): `ActionClient` drives them blocking, `AsyncActionClient` under
-asyncio. The messages are `vla_client.protocol.gr00t`'s; the fitting (camera map, resize), the
-age check, the deadline and the counters are the client's `RequestBook`, as on every endpoint.
+asyncio. The messages are `vla_client.protocol.families.gr00t`'s; the fitting (camera map,
+resize), the age check, the deadline and the counters are the client's `RequestBook`, as on
+every endpoint.
 
-The policy's modality config is read with the first call and kept; it is read again after the
-connection failed, since the server may have come back as another.
+The policy's modality config is read with the first call and kept; it is read again when the
+server may have changed: after the connection failed, after ZeroMQ reported the connection
+dropped (it reconnects by itself, silently, to whatever server is then on the address: one
+restarted with another policy, say), and once after a reply that contradicts it (its horizon
+or action keys), whose request is then sent again under the config read anew, if that changed;
+only a reply that contradicts the config just read is refused.
 
 An ``rtc`` call option (real-time chunking, as `ChunkExecutor` sends it) travels in GR00T's own
-terms (`vla_client.protocol.gr00t_rtc`), its prefix cut per action key by the sizes of the last
-reply.
+terms (`vla_client.protocol.families.gr00t_rtc`), its prefix cut per action key by the sizes of
+the last reply.
 """
 
 from __future__ import annotations
@@ -19,12 +24,12 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from vla_client.client.core import RequestBook, refuse_runtime
+from vla_client.client.request_book import RequestBook, refuse_runtime
 from vla_client.client.result import ActionResult
-from vla_client.errors import ReplyTooLargeError, TransportError
+from vla_client.errors import ProtocolError, ReplyTooLargeError, TransportError
 from vla_client.observation import Observation
 from vla_client.protocol import MSGPACK_CONTENT_TYPE, ActionMetadata
-from vla_client.protocol.gr00t import (
+from vla_client.protocol.families.gr00t import (
     Call,
     Gr00tConfig,
     message,
@@ -33,7 +38,7 @@ from vla_client.protocol.gr00t import (
     read_answer,
     read_modality_config,
 )
-from vla_client.protocol.gr00t_rtc import PREVIOUS_KEY, rtc_request
+from vla_client.protocol.families.gr00t_rtc import PREVIOUS_KEY, rtc_request
 from vla_client.protocol.rtc import PARAMETER
 from vla_client.transports.drive import Steps
 
@@ -47,6 +52,8 @@ class Gr00tSession:
         self._transport = transport
         self._api_token = api_key
         self._config: tuple[Gr00tConfig, ActionMetadata] | None = None
+        self._drops_seen = 0
+        """The transport's `connection_drops` when the config was read."""
         self._action_columns: dict[str, slice] | None = None
         """Each action key's columns in the last reply: GR00T's config does not size them."""
 
@@ -66,11 +73,22 @@ class Gr00tSession:
         return (yield from self._exchange(body, timeout_s))[0]
 
     def config(self) -> Steps[tuple[Gr00tConfig, ActionMetadata]]:
-        """The policy's modality config, and its metadata, read once per connection."""
-        if self._config is None:
+        """The policy's modality config, and its metadata: read once, and again when the
+        connection has dropped since (the server on the address may be another now)."""
+        drops = yield from self._connection_drops()
+        if self._config is None or drops != self._drops_seen:
             config = read_modality_config((yield from self._call("get_modality_config")))
             self._config = (config, config.metadata(self._book.options.state_split))
+            self._drops_seen = drops
         return self._config
+
+    def _connection_drops(self) -> Steps[int]:
+        """The transport's count of dropped connections (ZeroMQ's transports count them; a
+        transport of one's own that does not is taken at its word: 0)."""
+        count = getattr(self._transport, "connection_drops", None)
+        if count is None:
+            return 0
+        return int((yield count))
 
     def metadata(self) -> Steps[ActionMetadata]:
         """The server's description as the action API's metadata (cameras, horizon)."""
@@ -98,17 +116,37 @@ class Gr00tSession:
         joined as `read_actions` does. GR00T takes no `runtime` block."""
         refuse_runtime(runtime)
         deadline_at = self._book.deadline_at()
-        config, metadata = yield from self.config()
+        before = yield from self.config()
+        try:
+            return (yield from self._infer(observation, options, request_id, deadline_at, before))
+        except ProtocolError:
+            self._config = None  # the reply contradicts it: read it again, once
+            now = yield from self.config()
+            if now[0] == before[0]:
+                raise
+        return (yield from self._infer(observation, options, request_id, deadline_at, now))
+
+    def _infer(
+        self,
+        observation: Observation,
+        options: Mapping[str, Any],
+        request_id: str | None,
+        deadline_at: float | None,
+        read: tuple[Gr00tConfig, ActionMetadata],
+    ) -> Steps[ActionResult]:
+        """One ``get_action`` under the config `read` (and its metadata), within
+        `deadline_at`."""
+        config, metadata = read
         options = dict(options)
         previous = None
         if PARAMETER in options:
             rtc = options.pop(PARAMETER)
             previous, options = rtc_request(rtc, config, self._action_columns, options)
         encode = partial(self._encode, options or None, previous, config)
-        read = partial(self._read, config)
         steps = self._book.message_round(
-            observation, metadata, request_id, deadline_at, encode, self._exchange, read
-        )
+            observation, metadata, request_id, deadline_at, encode, self._exchange,
+            partial(self._read, config),
+        )  # fmt: skip
         return (yield from steps)
 
     def _encode(

@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any
 
 from vla_client.client.base import ClientBase
-from vla_client.client.core import runtime_block
+from vla_client.client.request_book import runtime_block
 from vla_client.client.result import ActionResult
 from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata

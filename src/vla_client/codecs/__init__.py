@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from vla_client.codecs.arrays import tensor_payload_to_array as tensor_payload_to_array
     from vla_client.codecs.b64 import b64decode_text as b64decode_text
     from vla_client.codecs.b64 import b64encode_text as b64encode_text
+    from vla_client.codecs.depth import as_depth_frame as as_depth_frame
     from vla_client.codecs.digest import frame_digest as frame_digest
     from vla_client.codecs.frames import as_rgb_frame as as_rgb_frame
     from vla_client.codecs.image_decode import DEFAULT_MAX_PIXELS as DEFAULT_MAX_PIXELS
@@ -30,6 +31,7 @@ _FACE = {
     "tensor_payload_to_array": "vla_client.codecs.arrays",
     "b64decode_text": "vla_client.codecs.b64",
     "b64encode_text": "vla_client.codecs.b64",
+    "as_depth_frame": "vla_client.codecs.depth",
     "frame_digest": "vla_client.codecs.digest",
     "as_rgb_frame": "vla_client.codecs.frames",
     "decode_image_bytes": "vla_client.codecs.image_decode",

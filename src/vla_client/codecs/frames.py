@@ -34,14 +34,19 @@ def as_rgb_frame(array: np.ndarray, *, field: str | None = None) -> np.ndarray:
         raise CodecError(f"image has a zero-size dimension: {tuple(array.shape)}", field=field)
     if channels not in (1, CHANNELS, 4):
         raise CodecError(f"image must have 1, 3 or 4 channels, got {channels}", field=field)
-    frame = _as_uint8(array, field)
+    return np.ascontiguousarray(_rgb(_as_uint8(array, field), channels))
+
+
+def _rgb(frame: np.ndarray, channels: int) -> np.ndarray:
+    """A uint8 frame of 1, 3 or 4 `channels` as its three RGB channels: grey repeated,
+    alpha dropped."""
     if frame.ndim == 2:
         frame = frame[:, :, None]
     if channels == 1:
-        frame = np.repeat(frame, CHANNELS, axis=2)
-    elif channels == 4:
-        frame = frame[:, :, :CHANNELS]
-    return np.ascontiguousarray(frame)
+        return np.repeat(frame, CHANNELS, axis=2)
+    if channels == 4:
+        return frame[:, :, :CHANNELS]
+    return frame
 
 
 def _as_uint8(array: np.ndarray, field: str | None) -> np.ndarray:

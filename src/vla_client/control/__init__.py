@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from vla_client.control.types import TickLog as TickLog
     from vla_client.control.watchdog import Watchdog as Watchdog
     from vla_client.control.watchdog import WatchdogTrip as WatchdogTrip
+    from vla_client.errors import ClockStoppedError as ClockStoppedError
     from vla_client.errors import ModeNotSupportedError as ModeNotSupportedError
+    from vla_client.errors import RefusalsError as RefusalsError
     from vla_client.errors import ServerSilentError as ServerSilentError
     from vla_client.errors import UnsafeActionError as UnsafeActionError
 
@@ -56,7 +58,9 @@ _FACE = {
     "TickLog": "vla_client.control.types",
     "Watchdog": "vla_client.control.watchdog",
     "WatchdogTrip": "vla_client.control.watchdog",
+    "ClockStoppedError": "vla_client.errors",
     "ModeNotSupportedError": "vla_client.errors",
+    "RefusalsError": "vla_client.errors",
     "ServerSilentError": "vla_client.errors",
     "UnsafeActionError": "vla_client.errors",
 }

@@ -22,17 +22,21 @@ world that has moved on.
 With ``mode="rtc"`` (real-time chunking, Black et al. 2025) the server continues the chunk
 being executed instead of starting afresh: the executor asks again every `execution_horizon`
 rows, and each request carries the prefix (the rows of the current chunk not yet executed when
-the observation is taken) and the inference delay d in ticks, the largest of the last few
-measured delays (ticks consumed while a request was in flight: an index difference, not a
-latency estimate). The server must announce RTC in its metadata and echo it in each reply
-(`vla_client.protocol.rtc`); otherwise `ModeNotSupportedError`, never a silent aligned run.
-GR00T's server announces and echoes nothing: there the user declares it
-(`vla_client.protocol.gr00t_rtc.declare_rtc`) and no echo is asked for.
+the observation is taken, at most the server's action horizon) and the inference delay d in
+ticks, the largest of the last few measured delays (ticks run while a request was in flight:
+an index difference, not a latency estimate) and never more than the prefix it describes. A
+tick skipped in a stall is not counted in a measured delay (the stall is not the inference's),
+and a reply dropped as late teaches nothing. The server must announce RTC in its metadata and
+echo it in each reply (`vla_client.protocol.rtc`); otherwise `ModeNotSupportedError`, never a
+silent aligned run. GR00T's server announces and echoes nothing: there the user declares it
+(`vla_client.protocol.declare_rtc`) and no echo is asked for.
 
 A reply that does not follow the action API (`ProtocolError`: ragged or empty actions, a chunk
 of another action dim than the last one) is dropped and counted like a lost reply: one broken
 reply does not end the loop, and the robot keeps doing what it does between chunks (the rest of
-the current chunk, then what the watchdog is configured for).
+the current chunk, then what the watchdog is configured for). So is a request the server
+refuses (a 4xx `ServerError`): the next tick asks again, and only `max_refusals` refusals in a
+row end the loop (`RefusalsError`, naming the last one's reason).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 import numpy as np
 
@@ -56,6 +60,7 @@ from vla_client.errors import (
     MismatchedReplyError,
     ModeNotSupportedError,
     ProtocolError,
+    RefusalsError,
     ServerError,
     StaleObservationError,
     TransportError,
@@ -74,6 +79,9 @@ SEEN_IDS = 1_000
 DELAY_WINDOW = 5
 """Measured inference delays remembered in ``rtc`` mode; the largest is sent as d (the paper's
 conservative choice: a delay underestimated leaves executed rows unguided)."""
+MAX_REFUSALS = 3
+"""Requests refused in a row (4xx) that end a loop, by default: one may be the request's own
+fault, three in a row are a server that will not serve this robot."""
 
 ExecutionMode = Literal["naive", "aligned", "blended", "rtc"]
 EXECUTION_MODES: tuple[ExecutionMode, ...] = ("naive", "aligned", "blended", "rtc")
@@ -105,6 +113,8 @@ class _Request:
     """One inference in flight; the worker thread fills in the outcome, then sets `done`."""
 
     tick: int
+    skipped: int
+    """The executor's count of skipped ticks when it was sent."""
     age_s: float
     sent_at: float
     rtc: RTCRequest | None = None
@@ -119,10 +129,11 @@ class ChunkExecutor:
 
     `tick()` must be called once per control tick from one thread (the control loop); it never
     blocks on the network. At most one inference is in flight. Failures a fresh request may not
-    hit (a mismatched, stale, late or malformed reply, a `TransportError`, a 429 or 5xx
-    `ServerError`) are counted in `stats`, kept in `last_error` and retried on the next tick;
-    any other exception from `infer` is a bug to fix and is re-raised by `tick()`, and so is
-    one from `validate`.
+    hit (a mismatched, stale, late or malformed reply, a `TransportError`, a `ServerError`)
+    are counted in `stats`, kept in `last_error` and retried on the next tick, except that the
+    `max_refusals`-th refusal (a `ServerError` other than a 429 or 5xx) in a row raises
+    `RefusalsError`; any other exception from `infer` is a bug to fix and is re-raised by
+    `tick()`, and so is one from `validate`.
     """
 
     def __init__(
@@ -140,6 +151,7 @@ class ChunkExecutor:
         mode: ExecutionMode | None = None,
         execution_horizon: int | None = None,
         server: ActionMetadata | None = None,
+        max_refusals: int = MAX_REFUSALS,
     ) -> None:
         """Configure the executor.
 
@@ -169,12 +181,18 @@ class ChunkExecutor:
         and `infer` is called with an ``rtc=`` keyword (`ActionClient.infer` puts it in the
         request's parameters). Each reply must echo it, unless the announcement says
         ``"echo": false`` (a GR00T server declared with
-        `vla_client.protocol.gr00t_rtc.declare_rtc`).
+        `vla_client.protocol.declare_rtc`). Its capabilities are read strictly: a
+        ``supported`` or ``echo`` that is not true or false is a `ProtocolError`.
+
+        `max_refusals` (an integer >= 1): how many requests in a row the server may refuse (a
+        4xx other than 429) before `tick()` raises `RefusalsError`, naming the last reason;
+        until then each refusal is counted in ``stats.refused`` and the next tick asks again.
         """
         check_at_least("prefetch_at", prefetch_at, 0, integer=True)
         check_at_least("blend_steps", blend_steps, 0, integer=True)
         check_positive("max_observation_age_s", max_observation_age_s, allow_none=True, finite=True)
         check_positive("reply_deadline_s", reply_deadline_s, allow_none=True, finite=True)
+        check_at_least("max_refusals", max_refusals, 1, integer=True)
         if not isinstance(align, bool):
             raise ValueError(f"align must be True or False; got {align!r}")
         if not callable(clock):
@@ -187,6 +205,8 @@ class ChunkExecutor:
             self._execution_horizon = _rtc_horizon(server, execution_horizon)
         elif execution_horizon is not None or server is not None:
             raise ValueError("execution_horizon and server are for mode='rtc'")
+        # The most rows a prefix may have: the server's chunk (None outside rtc mode).
+        self._rtc_rows = None if server is None else server.output.action_horizon
         self._rtc_echoed = _rtc_echoed(server)  # False outside rtc mode: there is no server
         self._delays: deque[int] = deque(maxlen=DELAY_WINDOW)
         self._infer = infer
@@ -201,6 +221,9 @@ class ChunkExecutor:
         self._align = align
         self._seen_ids: deque[str] = deque(maxlen=SEEN_IDS)
         self._tick = 0
+        self._skipped = 0
+        self._max_refusals = max_refusals
+        self._refusals_in_row = 0
         self._chunk: Action | None = None
         self._chunk_start = 0
         self._chunk_offset = 0
@@ -238,6 +261,13 @@ class ChunkExecutor:
             return 0
         return max(0, len(self._chunk) - (self._tick - self._chunk_start))
 
+    @property
+    def upcoming(self) -> Action:
+        """The rows of the current chunk still to run (a copy, ``[0, 0]`` before the first
+        chunk): after a `tick()`, the actions of the ticks after the one it gave, in order."""
+        rows: Action = self._upcoming().copy()
+        return rows
+
     def tick(self, observe: Observe) -> Action | None:
         """The action for this tick, or None when there is none yet (or any more).
 
@@ -262,6 +292,7 @@ class ChunkExecutor:
         >= 0), so that the tick count, which chunks are aligned by, keeps up with time."""
         check_at_least("ticks", ticks, 0, integer=True)
         self._tick += ticks
+        self._skipped += ticks
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the inference in flight to finish; False if it is still running."""
@@ -282,12 +313,17 @@ class ChunkExecutor:
 
     def _rtc_request(self) -> RTCRequest | None:
         """The prefix, d and s for a request built now; None outside ``rtc`` mode or with no
-        chunk left to continue (nothing to inpaint)."""
+        chunk left to continue (nothing to inpaint).
+
+        Bounded by what they describe: the prefix is the rest of the chunk, at most the rows
+        the server announces, and d at most the prefix (rows it will have executed)."""
         if self._execution_horizon is None or not self.remaining or not self._delays:
             return None
         from vla_client.protocol.rtc import RTCRequest  # deferred: rtc mode only
 
-        return RTCRequest(self._upcoming().copy(), max(self._delays), self._execution_horizon)
+        prefix = self._upcoming()[: self._rtc_rows].copy()
+        delay = min(max(self._delays), len(prefix))
+        return RTCRequest(prefix, delay, self._execution_horizon)
 
     def _upcoming(self) -> Action:
         if self._chunk is None:
@@ -303,7 +339,7 @@ class ChunkExecutor:
             self.stats.stale_observations += 1
             log.debug("observation %.1f ms old, not sent", age_s * 1e3)
             return
-        request = _Request(self._tick, age_s, self._monotonic(), self._rtc_request())
+        request = _Request(self._tick, self._skipped, age_s, self._monotonic(), self._rtc_request())
         self._pending = request
         self.stats.requests_sent += 1
         threading.Thread(
@@ -328,6 +364,8 @@ class ChunkExecutor:
         if request is None or not request.done.is_set():
             return
         self._pending = None
+        if not _refused(request.error):
+            self._refusals_in_row = 0  # any other outcome ends a run of refusals
         if request.error is not None:
             self._count_failure(request.error)
             return
@@ -344,10 +382,8 @@ class ChunkExecutor:
             log.warning("dropped reply %r: that chunk was already taken", result.request_id)
             return
         elapsed = self._tick - request.tick
-        if self._execution_horizon is not None:
-            self._delays.append(elapsed)
-            if request.rtc is not None and self._rtc_echoed:
-                _check_applied(request.rtc, result)
+        if request.rtc is not None and self._rtc_echoed:
+            _check_applied(request.rtc, result)
         skip = elapsed if self._align else 0
         actions = _as_chunk(result.actions, None if self._chunk is None else self._chunk.shape[1])
         took = request.finished_at - request.sent_at
@@ -363,6 +399,8 @@ class ChunkExecutor:
             )
             log.warning("dropped late reply %s (%d ticks old; %s)", result.request_id, elapsed, why)
             return
+        if self._execution_horizon is not None:  # the ticks run while it was in flight
+            self._delays.append(elapsed - (self._skipped - request.skipped))
         if self._validate is not None:
             self._validate(actions)
         self._chunk = cross_fade(self._upcoming(), actions[skip:], self._blend_steps)
@@ -389,6 +427,8 @@ class ChunkExecutor:
             self.stats.dropped_late += 1
         elif _retryable(error):
             self.stats.errors += 1
+        elif _refused(error):
+            self._count_refusal(error)
         else:
             raise error
         self.last_error = error
@@ -396,6 +436,14 @@ class ChunkExecutor:
         # A server that is down fails every tick: say so once, not at the control rate.
         level = logging.WARNING if self._failures_in_row == 1 else logging.DEBUG
         log.log(level, "inference failed, trying again: %s", error)
+
+    def _count_refusal(self, error: ServerError) -> None:
+        """Count a request the server refused; `RefusalsError` once `max_refusals` came in a
+        row, with no other outcome in between."""
+        self.stats.refused += 1
+        self._refusals_in_row += 1
+        if self._refusals_in_row >= self._max_refusals:
+            raise RefusalsError(error, self._refusals_in_row) from error
 
 
 def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -> bool:
@@ -414,7 +462,7 @@ def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -
 
 def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
     """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
-    from vla_client.protocol.gr00t import POLICY_FAMILY as GR00T_FAMILY
+    from vla_client.protocol.families import rtc_declaration_hint
     from vla_client.protocol.rtc import announced
 
     if server is None:
@@ -422,15 +470,9 @@ def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -
             "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"
         )
     if announced(server.capabilities) is None:
-        declare = (
-            " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
-            "server=vla_client.protocol.gr00t_rtc.declare_rtc(client.metadata()))"
-            if server.policy_family == GR00T_FAMILY
-            else ""
-        )
         raise ModeNotSupportedError(
             f"mode 'rtc': the server ({server.model or 'unnamed'}) announces no real-time "
-            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{declare}"
+            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{rtc_declaration_hint(server)}"
         )
     horizon = server.output.action_horizon
     if execution_horizon is None:
@@ -506,10 +548,16 @@ def cross_fade(old: Action, new: Action, steps: int) -> Action:
 
 
 def _retryable(exc: Exception) -> bool:
-    """Failures a later request may not hit; anything else is a bug to surface."""
+    """Failures of the network or of a busy or broken server, which a later request may not
+    hit: counted as errors however many come (a refusal is counted apart, and bounded)."""
     if isinstance(exc, TransportError):
         return True
     return isinstance(exc, ServerError) and (exc.status_code >= 500 or exc.status_code == 429)
+
+
+def _refused(exc: Exception | None) -> TypeGuard[ServerError]:
+    """A request the server refused: an error status other than busy or broken (a 400, say)."""
+    return isinstance(exc, ServerError) and not _retryable(exc)
 
 
 def _latency(request: _Request, result: ActionResult, elapsed: int) -> LatencySample:

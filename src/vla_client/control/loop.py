@@ -63,24 +63,8 @@ class ControlLoop:
         log: TickLog | None = None,
     ) -> None:
         check_positive("rate_hz", rate_hz, finite=True)
-        if reset is not None and not callable(reset):
-            raise ValueError(f"reset must be a callable taking nothing, or None; got {reset!r}")
-        if record is not None and not callable(record):
-            raise ValueError(
-                f"record must be a callable taking (observation, action), or None; got {record!r}"
-            )
-        if log is not None and not callable(getattr(log, "tick", None)):
-            raise ValueError(
-                f"log must be a TickLog (vla_client.viz.RerunLog, say), or None; got {log!r}"
-            )
-        if clock is None:
-            clock = executor.clock
-        elif clock != executor.clock:
-            raise ValueError(
-                f"the loop's clock {clock_name(clock)} is not the executor's "
-                f"{clock_name(executor.clock)}: frames are stamped on one clock; give "
-                "ChunkExecutor the clock and leave ControlLoop's out"
-            )
+        _check_hooks(reset, record, log)
+        clock = _executor_clock(clock, executor)
         if watchdog is not None:
             watchdog.use_clock(executor.monotonic)
         if gate is not None:
@@ -166,3 +150,38 @@ class ControlLoop:
         self._apply(action)
         self.stats.applied += 1
         return action
+
+
+def _check_hooks(
+    reset: Callable[[], object] | None,
+    record: Callable[[Observation, Action], object] | None,
+    log: TickLog | None,
+) -> None:
+    """`ValueError` for a `reset`, `record` or `log` given that cannot be called as the loop
+    calls it."""
+    if reset is not None and not callable(reset):
+        raise ValueError(f"reset must be a callable taking nothing, or None; got {reset!r}")
+    if record is not None and not callable(record):
+        raise ValueError(
+            f"record must be a callable taking (observation, action), or None; got {record!r}"
+        )
+    if log is not None and not callable(getattr(log, "tick", None)):
+        raise ValueError(
+            f"log must be a TickLog (vla_client.viz.RerunLog, say), or None; got {log!r}"
+        )
+
+
+def _executor_clock(
+    clock: Callable[[], float] | None, executor: ChunkExecutor
+) -> Callable[[], float]:
+    """The loop's clock: the executor's, which a `clock` given must be (frames are stamped on
+    one clock)."""
+    if clock is None:
+        return executor.clock
+    if clock != executor.clock:
+        raise ValueError(
+            f"the loop's clock {clock_name(clock)} is not the executor's "
+            f"{clock_name(executor.clock)}: frames are stamped on one clock; give "
+            "ChunkExecutor the clock and leave ControlLoop's out"
+        )
+    return clock

@@ -30,6 +30,13 @@ ON_VIOLATION: tuple[OnViolation, ...] = ("clip", "reject")
 Limit = float | npt.ArrayLike
 
 
+def _check_sizes(action_dim: int | None, horizon: int | None) -> None:
+    """`ValueError` unless `action_dim` and `horizon` are positive integers or None."""
+    for option, size in (("action_dim", action_dim), ("horizon", horizon)):
+        if size is not None and (not isinstance(size, numbers.Integral) or size < 1):
+            raise ValueError(f"{option} must be a positive integer or None; got {size!r}")
+
+
 class SafetyGate:
     """Finite values, shape and dims always; bounds, step and rate limits when configured.
 
@@ -76,9 +83,7 @@ class SafetyGate:
         check_choice("on_delta", on_delta, ON_VIOLATION)
         if clock is not None:
             check_monotonic("the gate's clock", clock)
-        for option, size in (("action_dim", action_dim), ("horizon", horizon)):
-            if size is not None and (not isinstance(size, numbers.Integral) or size < 1):
-                raise ValueError(f"{option} must be a positive integer or None; got {size!r}")
+        _check_sizes(action_dim, horizon)
         self._dim: int | None = None if action_dim is None else int(action_dim)
         self._dim_origin = "action_dim"
         self.horizon = horizon
@@ -91,13 +96,7 @@ class SafetyGate:
         self._high = self._limit("high", high)
         self._max_delta = self._limit("max_delta", max_delta)
         self._max_rate = self._limit("max_rate", max_rate)
-        if self._low is not None and self._high is not None and (self._low > self._high).any():
-            raise ValueError("low must not exceed high")
-        for option, limit in (("max_delta", self._max_delta), ("max_rate", self._max_rate)):
-            if limit is not None and (limit < 0).any():
-                raise ValueError(f"{option} must be >= 0")
-        if self._max_rate is not None and not np.isfinite(self._max_rate).all():
-            raise ValueError("max_rate must be finite (units per second; leave it out for none)")
+        self._check_limits()
         self._on_bounds = on_bounds
         self._on_delta = on_delta
         self._clock = clock
@@ -105,6 +104,16 @@ class SafetyGate:
         self._last_at: float | None = None
         self.clipped = 0
         self.rejected = 0
+
+    def _check_limits(self) -> None:
+        """`ValueError` unless low <= high, the step limits are >= 0 and the rate is finite."""
+        if self._low is not None and self._high is not None and (self._low > self._high).any():
+            raise ValueError("low must not exceed high")
+        for option, limit in (("max_delta", self._max_delta), ("max_rate", self._max_rate)):
+            if limit is not None and (limit < 0).any():
+                raise ValueError(f"{option} must be >= 0")
+        if self._max_rate is not None and not np.isfinite(self._max_rate).all():
+            raise ValueError("max_rate must be finite (units per second; leave it out for none)")
 
     @classmethod
     def from_metadata(
@@ -138,11 +147,7 @@ class SafetyGate:
         limit = np.asarray(value, dtype=np.float32)
         if np.isnan(limit).any():
             raise ValueError(f"{option} must not contain NaN")
-        if (
-            limit.ndim > 1
-            or limit.size == 0
-            or (limit.ndim == 1 and self._dim not in (None, limit.size))
-        ):
+        if not self._fits(limit):
             raise ValueError(
                 f"{option} must be a number or one value per dimension "
                 f"({self._dim or 'any'}); got shape {limit.shape}"
@@ -150,6 +155,13 @@ class SafetyGate:
         if limit.ndim == 1 and self._dim is None:
             self._fix_dim(limit.size, f"the length of {option}")
         return limit if limit.ndim == 1 or self._dim is None else np.full(self._dim, limit)
+
+    def _fits(self, limit: np.ndarray) -> bool:
+        """Whether `limit` is a number, or a vector of one value per dimension (any length
+        while the dimension is not known yet)."""
+        if limit.ndim > 1 or limit.size == 0:
+            return False
+        return limit.ndim == 0 or self._dim in (None, limit.size)
 
     def _fix_dim(self, size: int, origin: str) -> None:
         """Fix the action dimension at `size`, and spread the scalar limits given so far."""

@@ -89,7 +89,10 @@ class ExecutorStats:
     """Replies that do not follow the action API (`ProtocolError`: a ragged or empty chunk, a
     chunk of another action dim); dropped, and the next tick tries again."""
     errors: int = 0
-    """Other retryable transport or server errors; the next tick tries again."""
+    """Other retryable transport or server errors (a 429 or 5xx); the next tick tries again."""
+    refused: int = 0
+    """Requests the server refused (any other `ServerError`: a 400, say); the next tick tries
+    again, and `ChunkExecutor(max_refusals=)` of them in a row end the loop."""
     starved_ticks: int = 0
     """Ticks with no action to give: before the first chunk, or after one ran out."""
     latencies: deque[LatencySample] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))

@@ -109,15 +109,21 @@ class Watchdog:
             self._started_at = now
         silent_s = now - (self._started_at if last_chunk_at is None else last_chunk_at)
         self._update(silent_s)
+        action = self._chosen(action, silent_s)
+        self._last = action
+        return action
+
+    def _chosen(self, action: Action | None, silent_s: float) -> Action | None:
+        """This tick's action: the chunk's, or once tripped what `behaviour` says (the stop
+        action, zeros, or the last action held); the last action when the chunk has none."""
         if self.tripped and self.behaviour == "stop":
             if self._stop_action is None:
                 raise ServerSilentError(f"no action chunk for {silent_s:.3f} s")
-            action = self._stop_action
-        elif self.tripped and self.behaviour == "zero":
-            action = None if self._last is None else np.zeros_like(self._last)
-        elif action is None or (self.tripped and self.behaviour == "hold"):
-            action = self._last
-        self._last = action
+            return self._stop_action
+        if self.tripped and self.behaviour == "zero":
+            return None if self._last is None else np.zeros_like(self._last)
+        if action is None or (self.tripped and self.behaviour == "hold"):
+            return self._last
         return action
 
     def _update(self, silent_s: float) -> None:

@@ -108,13 +108,7 @@ def export_lerobot_dataset(
     """
     target = Path(root)
     repo = _checked_repo_id(repo_id, target)
-    if fps is not None:
-        check_positive("fps", fps, integer=True)
-        _check_fps_bound(fps, "fps")
-    if task is not None and (not isinstance(task, str) or not task):
-        raise ValueError(f"task must be a non-empty string or None; got {task!r}")
-    if videos is not None and not isinstance(videos, bool):
-        raise ValueError(f"videos must be True, False or None; got {videos!r}")
+    _check_export_options(fps, task, videos)
     _check_root(target)
     with ObservationReader(recording) as reader:
         dropped: list[str] = []
@@ -152,6 +146,17 @@ def export_lerobot_dataset(
         target, repo, rate, *summary, videos=videos, images_because=images_because,
         dropped=dropped[0] if dropped else None,
     )  # fmt: skip
+
+
+def _check_export_options(fps: int | None, task: str | None, videos: bool | None) -> None:
+    """`ValueError` for an export's `fps`, `task` or `videos` given out of its range."""
+    if fps is not None:
+        check_positive("fps", fps, integer=True)
+        _check_fps_bound(fps, "fps")
+    if task is not None and (not isinstance(task, str) or not task):
+        raise ValueError(f"task must be a non-empty string or None; got {task!r}")
+    if videos is not None and not isinstance(videos, bool):
+        raise ValueError(f"videos must be True, False or None; got {videos!r}")
 
 
 MAX_FPS = 1000
@@ -357,17 +362,19 @@ def _names(given: object, size: int, what: str) -> list[str]:
     if given is None:
         return [f"{what}_{i}" for i in range(size)]
     names = list(given) if isinstance(given, list | tuple) else None
-    if (
-        names is None
-        or len(names) != size
-        or len(set(names)) != size
-        or not all(isinstance(n, str) and n and "/" not in n for n in names)
-    ):
+    if names is None or not _distinct_names(names, size):
         raise ValueError(
             f"the recording's {what}_names must be {size} distinct names without '/' (one per "
             f"{what} value); got {given!r}"
         )
     return names
+
+
+def _distinct_names(names: list[object], size: int) -> bool:
+    """Whether `names` are `size` distinct non-empty texts without ``/``."""
+    if len(names) != size or len(set(names)) != size:
+        return False
+    return all(isinstance(n, str) and n and "/" not in n for n in names)
 
 
 def _rate(fps: int | None, recorded: object) -> int:

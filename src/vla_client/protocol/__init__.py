@@ -11,7 +11,10 @@ writes (decoding requests, building replies) is `vla_client.server.wire`.
 - `reply_read`: reading replies (the server builds them in `vla_client.server.wire`);
 - `status`: failures as HTTP statuses and websocket close codes, both ways;
 - `models`: typed request and metadata documents;
-- `metadata_fields`: how each metadata field is read and bounded, for the metadata model.
+- `metadata_fields`: how each metadata field is read and bounded, for the metadata model;
+- `families`: the documents of the server families the client talks to but the reference
+  server does not speak (GR00T, vLLM-Omni, RoboArena); their two names a robot's code calls,
+  `flat_state` and `declare_rtc`, are offered here too.
 """
 
 from typing import TYPE_CHECKING
@@ -29,8 +32,11 @@ if TYPE_CHECKING:
     from vla_client.protocol.endpoints import auth_headers as auth_headers
     from vla_client.protocol.endpoints import check_endpoint as check_endpoint
     from vla_client.protocol.endpoints import websocket_url as websocket_url
+    from vla_client.protocol.families.gr00t import flat_state as flat_state
+    from vla_client.protocol.families.gr00t_rtc import declare_rtc as declare_rtc
     from vla_client.protocol.image_forms import ENCODINGS as ENCODINGS
     from vla_client.protocol.image_forms import Encoding as Encoding
+    from vla_client.protocol.image_forms import encode_depth_value as encode_depth_value
     from vla_client.protocol.image_forms import encode_image_value as encode_image_value
     from vla_client.protocol.layouts import ALOHA as ALOHA
     from vla_client.protocol.layouts import DROID as DROID
@@ -85,8 +91,11 @@ _FACE = {
     "auth_headers": "vla_client.protocol.endpoints",
     "check_endpoint": "vla_client.protocol.endpoints",
     "websocket_url": "vla_client.protocol.endpoints",
+    "flat_state": "vla_client.protocol.families.gr00t",
+    "declare_rtc": "vla_client.protocol.families.gr00t_rtc",
     "ENCODINGS": "vla_client.protocol.image_forms",
     "Encoding": "vla_client.protocol.image_forms",
+    "encode_depth_value": "vla_client.protocol.image_forms",
     "encode_image_value": "vla_client.protocol.image_forms",
     "ALOHA": "vla_client.protocol.layouts",
     "DROID": "vla_client.protocol.layouts",

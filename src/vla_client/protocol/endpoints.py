@@ -7,10 +7,11 @@ documents as HTTP, and ``/openpi/policy`` takes openpi's flat observation dicts.
 client connects to ``/`` unless given a path, so a server speaking openpi answers there too.
 
 Two endpoints are not the action API's: ``gr00t``, NVIDIA Isaac GR00T's policy server, which
-listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.gr00t`), and
+listens for ZeroMQ requests at ``tcp://host:5555`` (`vla_client.protocol.families.gr00t`), and
 ``vllm_omni``, vLLM-Omni's robot websocket at ``/v1/realtime/robot/openpi``
-(`vla_client.protocol.vllm_omni`); and ``roboarena``, RoboArena's policy server, which takes
-its requests on any path (`vla_client.protocol.roboarena`): name it with ``endpoint``.
+(`vla_client.protocol.families.vllm_omni`); and ``roboarena``, RoboArena's policy server, which
+takes its requests on any path (`vla_client.protocol.families.roboarena`): name it with
+``endpoint``.
 """
 
 from __future__ import annotations
@@ -51,20 +52,35 @@ def websocket_url(base_url: str, endpoint: Endpoint | None = None) -> tuple[str,
     if endpoint == "gr00t":
         raise ValueError("GR00T's server speaks ZeroMQ, not websockets: use tcp://host:5555")
     parts = urlsplit(base_url)
-    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
-    if scheme not in ("ws", "wss"):
-        raise ValueError(f"a websocket URL needs ws(s):// or http(s)://, got {base_url!r}")
+    scheme = _websocket_scheme(parts.scheme, base_url)
     path = parts.path.rstrip("/")
-    named = [name for name, known in ENDPOINT_PATHS.items() if path.endswith(known)]
-    if named:
-        if endpoint is not None and endpoint != named[0]:
-            raise ValueError(f"URL path {path!r} is the {named[0]} endpoint, not {endpoint}")
-        return urlunsplit((scheme, parts.netloc, path, parts.query, "")), named[0]
+    named = _endpoint_in_path(path, endpoint)
+    if named is not None:
+        return urlunsplit((scheme, parts.netloc, path, parts.query, "")), named
     chosen: Endpoint = endpoint or "realtime"
     if chosen == "roboarena":  # any path: the URL as given
         return urlunsplit((scheme, parts.netloc, path or "/", parts.query, "")), chosen
     url = urlunsplit((scheme, parts.netloc, path + ENDPOINT_PATHS[chosen], parts.query, ""))
     return url, chosen
+
+
+def _endpoint_in_path(path: str, endpoint: Endpoint | None) -> Endpoint | None:
+    """The endpoint whose path `path` ends in (None: none), which must be `endpoint` if one
+    is given."""
+    named = [name for name, known in ENDPOINT_PATHS.items() if path.endswith(known)]
+    if not named:
+        return None
+    if endpoint is not None and endpoint != named[0]:
+        raise ValueError(f"URL path {path!r} is the {named[0]} endpoint, not {endpoint}")
+    return named[0]
+
+
+def _websocket_scheme(scheme: str, base_url: str) -> str:
+    """``ws`` or ``wss`` for a URL's `scheme` (``http(s)`` becomes ``ws(s)``)."""
+    scheme = {"http": "ws", "https": "wss"}.get(scheme, scheme)
+    if scheme not in ("ws", "wss"):
+        raise ValueError(f"a websocket URL needs ws(s):// or http(s)://, got {base_url!r}")
+    return scheme
 
 
 API_KEY_ENV = "VLA_CLIENT_API_KEY"

@@ -6,6 +6,9 @@ or anything Pillow reads, optionally as a ``data:`` URL; nested pixel lists; ten
 extension). This module writes them on the robot; the server reads every one of them with
 `vla_client.server.wire.decode.decode_image_value`, in a module of its own so that a robot never
 loads the decoders.
+
+Depth frames (`vla_client.codecs.depth`) have forms of their own, `encode_depth_value`: only the
+encodings that carry them exactly.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vla_client.codecs.b64 import b64encode_text
+from vla_client.codecs.depth import encode_depth_png
 from vla_client.codecs.image_encode import DEFAULT_JPEG_QUALITY, encode_jpeg, encode_png
 from vla_client.codecs.pixel_msgpack import nested_list_msgpack
 from vla_client.codecs.pixel_text import flat_list_text, nested_list_text
@@ -25,6 +29,8 @@ from vla_client.protocol.wire import Wire
 
 Encoding = Literal["png", "jpeg", "raw", "pixels"]
 ENCODINGS: tuple[Encoding, ...] = ("png", "jpeg", "raw", "pixels")
+DEPTH_ENCODINGS = {"uint16": ("raw", "png"), "float32": ("raw",)}
+"""The encodings that carry a depth frame of each dtype exactly."""
 
 
 def encode_image_value(
@@ -55,6 +61,37 @@ def encode_image_value(
             return PreEncoded(nested_list_msgpack(frame), "msgpack")
         return PreEncoded(nested_list_text(frame), "json")
     raise CodecError(f"unknown image encoding {encoding!r}; choose one of {', '.join(ENCODINGS)}")
+
+
+def encode_depth_value(frame: np.ndarray, encoding: Encoding, wire: Wire) -> Any:
+    """The wire value for one depth frame (HxW uint16 or float32), carried exactly or refused.
+
+    - ``raw``: the ndarray itself on msgpack; on JSON a tensor payload ``{values, dtype,
+      shape}`` for uint16 (float32 is refused there: JSON has no NaN, which depth cameras use
+      for unknown pixels).
+    - ``png``: uint16 as a 16-bit grey PNG, ``{"b64_json": <base64>}``; float32 is refused.
+    - ``jpeg``, ``pixels``: refused (JPEG is lossy and 8-bit, a pixel list has no dtype).
+
+    A refusal is a `CodecError` naming the encodings that carry the frame: a depth frame is
+    never converted to fit an encoding.
+    """
+    dtype = frame.dtype.name
+    carried = DEPTH_ENCODINGS.get(dtype, ())
+    if encoding not in carried:
+        names = " or ".join(f'encoding="{name}"' for name in carried)
+        raise CodecError(
+            f"a {dtype} depth frame cannot travel as {encoding!r}; send it with {names}"
+        )
+    if encoding == "png":
+        return {"b64_json": b64encode_text(encode_depth_png(frame))}
+    if wire == "msgpack":
+        return frame
+    if dtype == "float32":
+        raise CodecError(
+            'float32 depth travels raw on wire="msgpack" only (JSON has no NaN); '
+            "or send uint16 millimetres"
+        )
+    return {"values": frame.reshape(-1), "dtype": dtype, "shape": list(frame.shape)}
 
 
 def encodes_in_parallel(encoding: Encoding, wire: Wire) -> bool:

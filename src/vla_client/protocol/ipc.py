@@ -8,8 +8,9 @@ the stream socket is a 4-byte big-endian length and a msgpack record of this mod
 - the server speaks first, `Hello` (which says it is a server of this package: a socket that
   says anything else is not one);
 - the client sends `Metadata` (the metadata document) or `Infer`: an action API request
-  (the same document as over HTTP, `encode_request_apart`, with no images in it), the
-  segment's name and where each frame lies in it (`FrameLayout`);
+  (the same document as over HTTP, `encode_request_apart`, with no images and no depth in it),
+  the segment's name and where each frame lies in it (`FrameLayout`): the colour frames, HxWx3
+  uint8, and the depth frames, HxW uint16 or float32, each as its own raw array;
 - the server answers each with one `Answer`: a status, its content type, the body and the
   headers that matter (``Retry-After``), which the client reads exactly as an HTTP reply
   (`vla_client.protocol.read_reply`).
@@ -20,6 +21,7 @@ The API key, when the server has one, travels in every request (`Infer.api_key`)
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -45,12 +47,13 @@ class Hello(msgspec.Struct, frozen=True, array_like=True, tag=True):
 
 
 class FrameLayout(msgspec.Struct, frozen=True, array_like=True):
-    """Where one camera's frame lies in the client's segment: an HxWx3 uint8 array at
-    `offset`."""
+    """Where one camera's frame lies in the client's segment: an array of `shape` and `dtype`
+    at `offset` (a colour frame HxWx3 uint8, a depth frame HxW uint16 or float32)."""
 
     camera: str
     shape: tuple[int, ...]
     offset: int
+    dtype: str = "uint8"
 
 
 class Metadata(msgspec.Struct, frozen=True, array_like=True, tag=True):
@@ -60,13 +63,15 @@ class Metadata(msgspec.Struct, frozen=True, array_like=True, tag=True):
 
 
 class Infer(msgspec.Struct, frozen=True, array_like=True, tag=True):
-    """One action request: `body` is its document without images (msgpack), its frames are in
-    the segment `segment` where `frames` say."""
+    """One action request: `body` is its document without images or depth (msgpack), its
+    colour frames are in the segment `segment` where `frames` say, its depth frames where
+    `depth` says."""
 
     body: bytes
     segment: str
     frames: tuple[FrameLayout, ...]
     api_key: str | None = None
+    depth: tuple[FrameLayout, ...] = ()
 
 
 class Answer(msgspec.Struct, frozen=True, array_like=True, tag=True):
@@ -76,6 +81,20 @@ class Answer(msgspec.Struct, frozen=True, array_like=True, tag=True):
     content_type: str
     body: bytes
     headers: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class SharedFrames:
+    """The frames of one ``ipc://`` request, which travel in shared memory apart from its body:
+    colour `images` (HxWx3 uint8) and `depth` frames (HxW uint16 or float32) by camera name."""
+
+    images: Mapping[str, np.ndarray]
+    depth: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the frames take."""
+        return sum(frame.nbytes for frame in (*self.images.values(), *self.depth.values()))
 
 
 Request = Metadata | Infer
@@ -107,8 +126,9 @@ def encode_request_apart(
     parameters: Mapping[str, Any] | None = None,
     runtime: Mapping[str, Any] | None = None,
 ) -> tuple[bytes, str]:
-    """The action request for `observation` as msgpack, without its frames (they travel in
-    shared memory), and its content type: everything else as `encode_request` writes it."""
+    """The action request for `observation` as msgpack, without its frames, colour or depth
+    (they travel in shared memory), and its content type: everything else as `encode_request`
+    writes it."""
     payload = build_request(
         observation,
         encoding="raw",  # the frames themselves (no copy), taken out below
@@ -117,15 +137,20 @@ def encode_request_apart(
         parameters=parameters,
         runtime=runtime,
     ).to_payload()
-    payload["input"]["observation"]["images"] = {}
+    observation_block = payload["input"]["observation"]
+    observation_block["images"] = {}
+    observation_block.pop("depth", None)
     return dumps(payload, "msgpack"), CONTENT_TYPES["msgpack"]
 
 
-def with_frames(payload: Any, frames: Mapping[str, np.ndarray]) -> Any:
+def with_frames(payload: Any, frames: SharedFrames) -> Any:
     """The server's side of `encode_request_apart`: `payload` (the parsed document) with the
-    `frames` put back as its images, where the decoder reads them."""
+    `frames` put back as its images and depth, where the decoder reads them (no depth key when
+    there is none, as over HTTP)."""
     if isinstance(payload, dict) and isinstance(payload.get("input"), dict):
         observation = payload["input"].get("observation")
         if isinstance(observation, dict):
-            observation["images"] = dict(frames)
+            observation["images"] = dict(frames.images)
+            if frames.depth:
+                observation["depth"] = dict(frames.depth)
     return payload

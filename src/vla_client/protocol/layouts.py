@@ -111,7 +111,17 @@ class OpenpiLayout:
 
     def check(self, observation: Observation) -> None:
         """`ContractError` naming what the observation lacks for this layout."""
-        names = sorted(observation.images)
+        self._check_cameras(sorted(observation.images))
+        expected = self.state_dim
+        given = None if observation.state is None else len(observation.state)
+        if expected is not None and given != expected:
+            split = " + ".join(f"{p.key} ({p.size})" for p in self.state)
+            raise ContractError(
+                f"openpi layout {self.name!r} state", f"{expected} values ({split})", given
+            )
+
+    def _check_cameras(self, names: list[str]) -> None:
+        """`ContractError` unless the observation's camera `names` are the layout's."""
         where = f"openpi layout {self.name!r} cameras"
         if self.cameras and names != sorted(self.cameras):
             unknown = [name for name in names if name not in self.cameras]
@@ -125,18 +135,19 @@ class OpenpiLayout:
                 names,
                 fix=OptionFix("camera_map", ({unknown[0]: missing[0]},), f"{hint}, for example "),
             )
-        expected = self.state_dim
-        given = None if observation.state is None else len(observation.state)
-        if expected is not None and given != expected:
-            split = " + ".join(f"{p.key} ({p.size})" for p in self.state)
-            raise ContractError(
-                f"openpi layout {self.name!r} state", f"{expected} values ({split})", given
-            )
 
     def to_flat(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """A request in this layout, rewritten into the flat form (``observation.images.*``,
         ``observation.state``, ``prompt``); other keys are kept. Raises `CodecError`."""
         flat = {k: v for k, v in request.items() if k != self.prompt_key}
+        self._flatten_images(flat)
+        self._flatten_state(flat)
+        if self.prompt_key in request:
+            flat["prompt"] = request[self.prompt_key]
+        return flat
+
+    def _flatten_images(self, flat: dict[str, Any]) -> None:
+        """Move the layout's camera images in `flat` to their flat keys, channels last."""
         source: Any = flat
         if self.images_field is not None:
             source = flat.pop(self.images_field, None)
@@ -151,15 +162,15 @@ class OpenpiLayout:
                 raise CodecError(f"openpi layout {self.name!r} needs the image {key!r}")
             value = source.pop(key)
             flat[FLAT_IMAGE_PREFIX + name] = _channels_last(value) if self.channels_first else value
+
+    def _flatten_state(self, flat: dict[str, Any]) -> None:
+        """Join the layout's state parts in `flat` into the flat state (all of them, or none)."""
         parts = [flat.pop(part.key, None) for part in self.state]
         if any(part is not None for part in parts):
             if any(part is None for part in parts):
                 keys = [part.key for part in self.state]
                 raise CodecError(f"openpi layout {self.name!r} needs all of the state keys {keys}")
             flat[FLAT_STATE_KEY] = _concatenate(parts)
-        if self.prompt_key in request:
-            flat["prompt"] = request[self.prompt_key]
-        return flat
 
 
 def _channels_first(value: Any) -> Any:

@@ -96,6 +96,28 @@ def read_camera_aliases(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+DEPTH_DTYPES = ("uint16", "float32")
+"""The dtypes a depth camera may announce (`vla_client.codecs.depth.DEPTH_DTYPES`: codecs
+are not imported here)."""
+
+
+def read_depth_cameras(value: Any) -> dict[str, str]:
+    """``input.depth_cameras``: each depth camera's name -> the dtype of its frames,
+    ``"uint16"`` (millimetres) or ``"float32"`` (metres); absent or null: none (a server that
+    predates depth takes none). At most `MAX_METADATA_CAMERAS`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and v in DEPTH_DTYPES for k, v in value.items()
+    ):
+        raise ProtocolError(
+            "metadata input.depth_cameras must map camera names to "
+            f"{' or '.join(DEPTH_DTYPES)}, got {value!r}"
+        )
+    _check_camera_count(list(value))
+    return dict(value)
+
+
 def read_image_size_required(value: Any) -> bool:
     """``input.image_size_required``: true only when it is JSON ``true``; anything else
     (absent, null, ``"true"``, ``1``) announces a size without requiring it."""
@@ -112,12 +134,7 @@ def parse_image_size(value: object) -> tuple[int, int] | None:
     """
     if value is None:
         return None
-    if isinstance(value, Mapping):
-        entries: list[Any] = [value.get("height"), value.get("width")]
-    elif isinstance(value, list | tuple):
-        entries = list(value)
-    else:
-        entries = [value, value]
+    entries = _size_entries(value)
     if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in entries):
         raise ProtocolError(f"metadata image_size {value!r} must be positive whole numbers")
     if len(entries) == 3:
@@ -130,6 +147,16 @@ def parse_image_size(value: object) -> tuple[int, int] | None:
             f"metadata image_size {value!r} is over the limit of {MAX_METADATA_PIXELS} pixels"
         )
     return height, width
+
+
+def _size_entries(value: object) -> list[Any]:
+    """An image size's entries as a list: a map's height and width, a list's items, or one
+    number twice (a square)."""
+    if isinstance(value, Mapping):
+        return [value.get("height"), value.get("width")]
+    if isinstance(value, list | tuple):
+        return list(value)
+    return [value, value]
 
 
 def check_metadata_bounds(metadata: Mapping[str, Any]) -> None:

@@ -26,9 +26,11 @@ from pydantic import (
     ConfigDict,
     Field,
     FiniteFloat,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -38,6 +40,7 @@ from vla_client.protocol.metadata_fields import (
     check_chunk,
     parse_image_size,
     read_camera_aliases,
+    read_depth_cameras,
     read_dim,
     read_image_keys,
     read_image_size_required,
@@ -93,13 +96,18 @@ class SamplingParameters(_Open):
 
 
 class ObservationPayload(_Open):
-    """``input.observation``: per-camera image values, state, and capture times (an extension)."""
+    """``input.observation``: per-camera image values, state, and capture times and depth
+    frames (extensions)."""
 
     images: dict[str, Any] = Field(default_factory=dict)
     state: Any = None
     capture_times: dict[str, FiniteFloat] | None = None
     """Seconds each camera's frame was taken, finite (an age from NaN or infinity means
     nothing; the server's decoder refuses them on every wire too)."""
+    depth: dict[str, Any] = Field(default_factory=dict)
+    """Depth cameras' frames by name, in the forms of
+    `vla_client.protocol.image_forms.encode_depth_value`; for servers that announce them
+    (``input.depth_cameras``)."""
 
 
 class ActionInput(_Open):
@@ -131,6 +139,8 @@ class ActionRequest(_Open):
             obs["state"] = observation.state
         if observation.capture_times:
             obs["capture_times"] = observation.capture_times
+        if observation.depth:
+            obs["depth"] = dict(observation.depth)
         obs.update(observation.model_extra or {})
         payload: dict[str, Any] = {
             "input": {"task": self.input.task or "", "observation": obs},
@@ -150,7 +160,9 @@ class MetadataInput(_Open):
     `image_keys` are the camera names it reads (empty: any), `camera_aliases` other names it
     takes for them, `image_size` its frame size ``[height, width]``, refused when different if
     `image_size_required`; `state_dim` its state length; `openpi_layout` the request layout of
-    its openpi websocket.
+    its openpi websocket; `depth_cameras` the depth cameras it reads (name -> ``"uint16"`` or
+    ``"float32"``, the dtype their frames must have; empty: it takes no depth), apart from
+    `image_keys`, which name colour cameras only (an extension SGLang's clients ignore).
 
     Each field is read by its function in `vla_client.protocol.metadata_fields`, which raises
     `ProtocolError` for a wrong form or a size out of bounds. `image_size` may come in any of
@@ -164,11 +176,26 @@ class MetadataInput(_Open):
     camera_aliases: dict[str, str] = Field(default_factory=dict)
     state_dim: int | None = None
     openpi_layout: str | None = None
+    depth_cameras: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("image_keys", mode="before")
     @classmethod
     def _image_keys(cls, value: Any) -> list[str]:
         return read_image_keys(value)
+
+    @field_validator("depth_cameras", mode="before")
+    @classmethod
+    def _depth_cameras(cls, value: Any) -> dict[str, str]:
+        return read_depth_cameras(value)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_depth(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The block as dumped, ``depth_cameras`` left out when there are none: a server
+        without depth announces what servers announced before depth existed."""
+        document: dict[str, Any] = dump(self)
+        if not self.depth_cameras:
+            document.pop("depth_cameras", None)
+        return document
 
     @field_validator("image_size", mode="before")
     @classmethod

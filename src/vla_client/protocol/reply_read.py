@@ -148,17 +148,7 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
     if not isinstance(reply, dict):
         raise ProtocolError(f"reply must be an object, got {type(reply).__name__}")
     if "data" in reply:
-        data = reply["data"]
-        if not isinstance(data, list) or not data:
-            raise ProtocolError("envelope has no data entries")
-        try:
-            chunks = [_as_float32(entry["action"]["values"]) for entry in data]
-        except (KeyError, TypeError) as exc:
-            raise ProtocolError(f"envelope entry lacks action values: {exc}") from None
-        shapes = sorted({chunk.shape for chunk in chunks})
-        if len(shapes) > 1:
-            raise ProtocolError(f"envelope entries differ in shape: {shapes}")
-        actions = chunks[0] if len(chunks) == 1 else np.stack(chunks)
+        actions = _envelope_actions(reply["data"])
         request_id = reply.get("id")
     elif "actions" in reply:
         actions = _as_float32(reply["actions"])
@@ -170,6 +160,21 @@ def read_actions(reply: Any) -> tuple[np.ndarray, str | None]:
     if actions.ndim not in (2, 3) or 0 in actions.shape:
         raise ProtocolError(f"actions must be [H, D] or [B, H, D], got shape {actions.shape}")
     return actions, None if request_id is None else str(request_id)
+
+
+def _envelope_actions(data: Any) -> np.ndarray:
+    """The actions of an envelope's ``data`` entries: one chunk, or a batch of chunks of one
+    shape."""
+    if not isinstance(data, list) or not data:
+        raise ProtocolError("envelope has no data entries")
+    try:
+        chunks = [_as_float32(entry["action"]["values"]) for entry in data]
+    except (KeyError, TypeError) as exc:
+        raise ProtocolError(f"envelope entry lacks action values: {exc}") from None
+    shapes = sorted({chunk.shape for chunk in chunks})
+    if len(shapes) > 1:
+        raise ProtocolError(f"envelope entries differ in shape: {shapes}")
+    return chunks[0] if len(chunks) == 1 else np.stack(chunks)
 
 
 _NUMERIC_KINDS = "iuf"

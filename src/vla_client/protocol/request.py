@@ -5,13 +5,16 @@ every frame of the realtime websocket)::
 
     {"request_id": "act_...",
      "input": {"task": "...", "observation": {"images": {camera: <image value>},
-                                              "state": [...], "capture_times": {camera: s}}},
+                                              "state": [...], "capture_times": {camera: s},
+                                              "depth": {camera: <depth value>}}},
      "parameters": {"action_horizon": 16, ...}, "runtime": {"return_timing": true, ...}}
 
 and an openpi request (the ``/openpi/policy`` websocket), a flat dict whose keys an openpi
 layout names (``observation.images.<cam>``, ``observation.state`` and ``prompt`` by default), the
 sampling parameters at its top level. Image values take the form `encoding` gives them on `wire`
-(see `vla_client.protocol.image_forms`).
+(see `vla_client.protocol.image_forms`). Depth frames (`Observation.depth`) travel in the
+action request only, under ``depth`` beside ``images`` (left out when there are none, so a
+request without depth is what it always was); an openpi request refuses them.
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ from typing import Any
 import numpy as np
 
 from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
+from vla_client.errors import CodecError
 from vla_client.observation import Observation
-from vla_client.protocol.image_forms import Encoding, encode_image_value, encodes_in_parallel
+from vla_client.protocol.image_forms import (
+    Encoding,
+    encode_depth_value,
+    encode_image_value,
+    encodes_in_parallel,
+)
 from vla_client.protocol.layouts import FLAT, LayoutFunction, OpenpiLayout
 from vla_client.protocol.models import (
     ActionInput,
@@ -49,11 +58,14 @@ def build_request(
 ) -> ActionRequest:
     """The typed request for `observation`, with each frame encoded as `encoding` for `wire`.
 
-    Raises `CodecError` for a `runtime` block the API does not allow, or a `request_id` that
-    is not a string.
+    Raises `CodecError` for a `runtime` block the API does not allow, a `request_id` that is
+    not a string, or a depth frame `encoding` cannot carry exactly (`encode_depth_value`).
     """
     check_request_id(request_id)
     runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
+    depth = {  # first: a depth frame the encoding cannot carry is refused before any work
+        name: encode_depth_value(frame, encoding, wire) for name, frame in observation.depth.items()
+    }
     images = encode_images(observation, encoding, wire, jpeg_quality)
     state: Any = observation.state
     if state is not None:
@@ -68,6 +80,7 @@ def build_request(
                 images=images,
                 state=state,
                 capture_times=dict(observation.capture_times) or None,
+                depth=depth,
             ),
         ),
         parameters=dict(parameters or {}),
@@ -95,6 +108,11 @@ def build_openpi_request(
     gets the observation and returns the dict; parameters and the request id are added to it.
     """
     check_request_id(request_id)
+    if observation.depth:
+        raise CodecError(
+            f"openpi requests carry no depth frames ({', '.join(observation.depth)}); send them "
+            "on the action API (HTTP, the /v1/actions/realtime websocket or ipc://)"
+        )
     if isinstance(layout, OpenpiLayout):
         request = layout.encode(
             observation, encode_images(observation, encoding, "msgpack", jpeg_quality)

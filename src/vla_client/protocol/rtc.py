@@ -21,8 +21,9 @@ metadata (``capabilities.rtc``) and echoes what it applied in each reply (a top-
 object), so a client can tell RTC done from RTC dropped.
 
 NVIDIA Isaac GR00T takes the same request in its own terms (the previous chunk per action key
-and ``rtc_*`` options, `vla_client.protocol.gr00t_rtc.rtc_request`) but announces and echoes
-nothing, so RTC against it is the user's declaration (`vla_client.protocol.gr00t_rtc.declare_rtc`).
+and ``rtc_*`` options, `vla_client.protocol.families.gr00t_rtc.rtc_request`) but announces and
+echoes nothing, so RTC against it is the user's declaration
+(`vla_client.protocol.declare_rtc`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.errors import CodecError
+from vla_client.errors import CodecError, ProtocolError
 
 CAPABILITY = "rtc"
 """The metadata's ``capabilities`` key a server announces RTC under, and the reply's echo key."""
@@ -184,18 +185,36 @@ def _count(value: Any, field: str, least: int, most: int) -> int:
 
 def announced(capabilities: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """What a server's metadata ``capabilities`` say of RTC: its object, or None when it does
-    not announce RTC (absent, false or not an object)."""
+    not announce RTC (absent, null, false, or an object whose ``supported`` is false).
+
+    Read strictly, since a robot's motion depends on it: ``capabilities.rtc`` must be an object
+    (or false or null), and its ``supported`` and ``echo``, where given, true or false; anything
+    else (``"supported": "false"``, a string that Python would take as true) is a
+    `ProtocolError` naming the field."""
     value = capabilities.get(CAPABILITY)
-    return value if isinstance(value, Mapping) and value.get("supported", True) else None
+    if value is None or value is False:
+        return None
+    if not isinstance(value, Mapping):
+        raise ProtocolError(
+            f"the server's capabilities.{CAPABILITY} must be an object (or false), got {value!r}"
+        )
+    for name in ("supported", "echo"):
+        if name in value and not isinstance(value[name], bool):
+            raise ProtocolError(
+                f"the server's capabilities.{CAPABILITY}.{name} must be true or false, "
+                f"got {value[name]!r}"
+            )
+    return value if value.get("supported", True) else None
 
 
 def echoed(capabilities: Mapping[str, Any]) -> bool:
     """Whether a server that announces RTC says in each reply what it applied. Every server
     that announces RTC itself does; an announcement with ``"echo": false`` is one the robot's
     side made for a server that says nothing either way (GR00T's: see
-    `vla_client.protocol.gr00t.declare_rtc`), whose replies cannot be checked."""
+    `vla_client.protocol.declare_rtc`), whose replies cannot be checked. Read as
+    strictly as `announced`."""
     value = announced(capabilities)
-    return value is not None and value.get("echo", True) is not False
+    return value is not None and value.get("echo", True) is True
 
 
 def applied(document: Mapping[str, Any]) -> Mapping[str, Any] | None:

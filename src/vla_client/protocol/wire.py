@@ -111,11 +111,17 @@ def _non_finite_field(body: bytes) -> str | None:
             stack.extend((f"{path}.{key}" if path else str(key), v) for key, v in value.items())
         elif isinstance(value, list):
             stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in enumerate(value))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            try:
-                finite = math.isfinite(value)
-            except OverflowError:  # an integer beyond a double's range
-                finite = False
-            if not finite:
-                return path
+        elif _non_finite_number(value):
+            return path
     return None
+
+
+def _non_finite_number(value: Any) -> bool:
+    """Whether `value` is a number but not a finite double (an integer beyond a double's
+    range is not one either)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return not math.isfinite(value)
+    except OverflowError:  # an integer beyond a double's range
+        return True

@@ -89,16 +89,23 @@ class LocalServer:
                 raise RuntimeError("local server failed to start")
             time.sleep(0.01)
         pipeline = getattr(self.app.state, "pipeline", None)  # None: an app of another kind
-        startup: Startup | None = pipeline.startup if pipeline is not None else None
-        while wait_ready and startup is not None and startup.state == "loading":
+        if pipeline is not None:
+            self._wait_for_policy(pipeline.startup, deadline, timeout, wait_ready=wait_ready)
+        return self
+
+    def _wait_for_policy(
+        self, startup: Startup, deadline: float, timeout: float, *, wait_ready: bool
+    ) -> None:
+        """With `wait_ready`, until the policy has loaded (by `deadline`); then, whether or
+        not it waited, `RuntimeError` if the policy failed to start."""
+        while wait_ready and startup.state == "loading":
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"local server failed to start: no policy after {timeout:g} s")
             time.sleep(0.01)
-        if startup is not None and startup.state == "failed":
+        if startup.state == "failed":
             self.stop()
             raise RuntimeError(f"local server failed to start: {startup.error}")
-        return self
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop serving and wait for the server thread."""

@@ -1,9 +1,10 @@
 """The boundary between serving and inference: a `Policy` sees arrays, never wire formats.
 
 By the time a policy runs, the entrypoint has decoded every image to an HxWx3 uint8 RGB array
-and validated the state and parameters. A policy declares what it expects (`PolicySpec`, which
-becomes the metadata document) and maps a batch of `PolicyInput`s to action chunks, which the
-server checks (`check_actions`) before any client sees them.
+(and, for a policy that declares depth cameras, each depth frame to an HxW array of the dtype
+it declares) and validated the state and parameters. A policy declares what it expects
+(`PolicySpec`, which becomes the metadata document) and maps a batch of `PolicyInput`s to
+action chunks, which the server checks (`check_actions`) before any client sees them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from vla_client._version import __version__
 from vla_client.errors import PolicyOutputError, PolicyStartError
+from vla_client.protocol.metadata_fields import DEPTH_DTYPES
 from vla_client.protocol.rtc import RTCRequest
 
 WARM_UP_IMAGE_SIZE = (224, 224)
@@ -27,7 +29,11 @@ WARM_UP_CAMERA = "camera"
 
 @dataclass(frozen=True)
 class PolicyInput:
-    """One observation as a policy receives it: arrays and plain values only."""
+    """One observation as a policy receives it: arrays and plain values only.
+
+    `images` holds every camera by name: colour frames HxWx3 uint8 RGB, and the depth cameras
+    the policy declares (`PolicySpec.depth_cameras`) as HxW arrays of the dtype declared for
+    them, exactly as the robot sent them."""
 
     images: dict[str, np.ndarray]
     state: np.ndarray | None = None
@@ -56,6 +62,12 @@ class PolicySpec:
     `max_inference_steps` (None: `num_inference_steps`; a policy announcing neither takes no
     steps). Past those the request is refused (400) before the policy runs: both size the
     policy's work and the reply, which an 850-byte request could otherwise make gigabytes.
+
+    `depth_cameras` names the depth cameras the policy reads, each with the dtype its frames
+    must have: ``"uint16"`` (millimetres) or ``"float32"`` (metres). Every one must come in
+    each request (``input.observation.depth``); a depth frame for another camera, or of the
+    other dtype, is refused (400), and so is any depth frame when there are none. They are
+    announced as ``input.depth_cameras``, apart from `camera_names`, which are colour only.
     """
 
     family: str
@@ -72,6 +84,18 @@ class PolicySpec:
     about: dict[str, Any] = field(default_factory=dict)
     max_action_horizon: int | None = None
     max_inference_steps: int | None = None
+    depth_cameras: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        wrong = {k: v for k, v in self.depth_cameras.items() if v not in DEPTH_DTYPES}
+        if wrong:
+            raise ValueError(
+                f"depth_cameras gives {wrong}; a depth camera's dtype is "
+                f"{' or '.join(DEPTH_DTYPES)}"
+            )
+        both = sorted(set(self.depth_cameras) & set(self.camera_names))
+        if both:
+            raise ValueError(f"cameras {both} are both colour (camera_names) and depth")
 
 
 class Policy(ABC):
@@ -129,14 +153,17 @@ class Policy(ABC):
 
 def warm_up_input(spec: PolicySpec) -> PolicyInput:
     """The warm-up observation for `spec`: a black frame for each announced camera (one named
-    `WARM_UP_CAMERA` if any names go) at the announced `image_size` (else
-    `WARM_UP_IMAGE_SIZE`), a zero state of `state_dim` values when one is announced."""
+    `WARM_UP_CAMERA` if any names go) and a zero frame of its dtype for each depth camera, at
+    the announced `image_size` (else `WARM_UP_IMAGE_SIZE`), a zero state of `state_dim` values
+    when one is announced."""
     height, width = spec.image_size or WARM_UP_IMAGE_SIZE
     names = spec.camera_names or (WARM_UP_CAMERA,)
     state = np.zeros(spec.state_dim, np.float32) if spec.state_dim is not None else None
-    return PolicyInput(
-        images={name: np.zeros((height, width, 3), np.uint8) for name in names}, state=state
+    images = {name: np.zeros((height, width, 3), np.uint8) for name in names}
+    images.update(
+        {name: np.zeros((height, width), dtype) for name, dtype in spec.depth_cameras.items()}
     )
+    return PolicyInput(images=images, state=state)
 
 
 def start_policy(policy: Policy) -> None:
@@ -209,6 +236,7 @@ def metadata_document(
             camera_aliases=dict(spec.camera_aliases),
             state_dim=spec.state_dim,
             openpi_layout=openpi_layout,
+            depth_cameras=dict(spec.depth_cameras),
         ),
         output=MetadataOutput.model_validate(
             {

@@ -92,6 +92,7 @@ class _Request:
     task: str
     served: ServedRequest
     wall_time: float
+    depth: Mapping[str, np.ndarray]
 
 
 class RequestRecorder:
@@ -158,8 +159,10 @@ class RequestRecorder:
         timings: Mapping[str, float],
         *,
         request_id: str | None = None,
+        depth: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         """Queue one served request for writing; returns at once and never raises for I/O.
+        `depth` holds its depth frames, stored as `vla_client.recording` stores them.
 
         Does nothing once the recorder is closed or recording has stopped.
         """
@@ -167,7 +170,9 @@ class RequestRecorder:
             return
         served = ServedRequest(actions, dict(parameters), dict(timings), request_id)
         try:
-            self._queue.put_nowait(_Request(frames, state, task, served, time.time()))
+            self._queue.put_nowait(
+                _Request(frames, state, task, served, time.time(), dict(depth or {}))
+            )
         except queue.Full:
             with self._lock:
                 self._dropped += 1
@@ -253,7 +258,9 @@ class RequestRecorder:
 
     def _write(self, request: _Request) -> None:
         try:
-            observation = Observation(dict(request.frames), state=request.state, task=request.task)
+            observation = Observation(
+                dict(request.frames), state=request.state, task=request.task, depth=request.depth
+            )
             step = encode_step(
                 observation,
                 image_format=self.image_format,

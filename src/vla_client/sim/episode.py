@@ -190,122 +190,175 @@ def run_episode(
     so rtc asks as often as the others.
     """
     check_at_least("record_every", record_every, 1, integer=True)
-    results: list[ActionResult] = []
+    episode = _Episode(
+        world, infer, seed, config, round_trip_s=round_trip_s, gate=gate,
+        make_watchdog=make_watchdog, record=record, log=log, server=server,
+    )  # fmt: skip
+    error = episode.play(reset, record_every)
+    return episode.result(error)
 
-    def collecting(observation: Observation, **parameters: Any) -> ActionResult:
-        result = infer(observation, **parameters)
-        results.append(result)
+
+class _Episode:
+    """One episode's parts and what happens to them: the clock (simulated or real) and the
+    executor that fetches through it, the gate, watchdog, log and recording around it, and the
+    counts its result reports."""
+
+    def __init__(
+        self,
+        world: World,
+        infer: InferFn,
+        seed: int,
+        config: EvalConfig,
+        *,
+        round_trip_s: float,
+        gate: SafetyGate | None,
+        make_watchdog: Callable[[Callable[[], float]], Watchdog] | None,
+        record: Path | None,
+        log: RerunLog | None,
+        server: ActionMetadata | None,
+    ) -> None:
+        self.world, self.seed, self.config, self.gate, self.log = world, seed, config, gate, log
+        self._infer = infer
+        self.results: list[ActionResult] = []
+        self.simulated: SimulatedTime | None = None
+        self.clock: Callable[[], float] = time.monotonic
+        fetch: InferFn = self._collecting if log is None else log.infer(self._collecting)
+        if not config.realtime:
+            self.simulated = SimulatedTime(round_trip_s, config.delay.sampler(seed))
+            self.clock, fetch = self.simulated.clock, self.simulated.link(fetch)
+        self.executor = ChunkExecutor(
+            fetch,
+            prefetch_at=config.prefetch_at if config.mode != "rtc" else 0,
+            blend_steps=config.blend_steps if config.mode == "blended" else 0,
+            validate=gate.check_chunk if gate is not None else None,
+            clock=self.clock,
+            monotonic=self.clock,
+            mode=config.mode,
+            **_rtc_options(config, server),
+        )
+        self.seams = SeamMeter()
+        if gate is not None:
+            gate.reset()
+        self.watchdog = make_watchdog(self.clock) if make_watchdog is not None else None
+        if log is not None:
+            name = f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}"
+            log.start(name, gate=gate, watchdog=self.watchdog)
+            log.use_clock(self.clock, config.period_s)
+        self.writer = _writer(record, world, seed, config)
+        self.wall_start = time.time()
+        self.started = self.clock()
+        self.current: Observation | None = None
+        self.in_world = _WorldCalls()
+        self.patience = _Patience(self.executor, self.started, config.give_up_s)
+        self.schedule = TickSchedule(config.period_s, self.clock, time.sleep)
+        self.skipped = 0
+        self.world_reset = False
+
+    def _collecting(self, observation: Observation, **parameters: Any) -> ActionResult:
+        result = self._infer(observation, **parameters)
+        self.results.append(result)
         return result
 
-    simulated = None
-    clock: Callable[[], float] = time.monotonic
-    fetch: InferFn = collecting if log is None else log.infer(collecting)
-    if not config.realtime:
-        simulated = SimulatedTime(round_trip_s, config.delay.sampler(seed))
-        clock, fetch = simulated.clock, simulated.link(fetch)
-    executor = ChunkExecutor(
-        fetch,
-        prefetch_at=config.prefetch_at if config.mode != "rtc" else 0,
-        blend_steps=config.blend_steps if config.mode == "blended" else 0,
-        validate=gate.check_chunk if gate is not None else None,
-        clock=clock,
-        monotonic=clock,
-        mode=config.mode,
-        **_rtc_options(config, server),
-    )
-    seams = SeamMeter()
-    if gate is not None:
-        gate.reset()
-    watchdog = make_watchdog(clock) if make_watchdog is not None else None
-    if log is not None:
-        name = f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}"
-        log.start(name, gate=gate, watchdog=watchdog)
-        log.use_clock(clock, config.period_s)
-    writer = _writer(record, world, seed, config)
-    wall_start = time.time()
-    started = clock()
-    current: Observation | None = None
-    in_world = _WorldCalls()
-    patience = _Patience(executor, started, config.give_up_s)
-    schedule = TickSchedule(config.period_s, clock, time.sleep)
-    skipped = 0
-
-    def observe() -> Observation:
-        nonlocal current
-        if current is None:
-            images = in_world(world.frames)
-            current = Observation(
+    def observe(self) -> Observation:
+        """This tick's observation, read from the world once (the first time it is asked)."""
+        if self.current is None:
+            images = self.in_world(self.world.frames)
+            self.current = Observation(
                 images,
-                state=in_world(world.state),
-                task=world.task,
-                capture_times=dict.fromkeys(images, clock()),
+                state=self.in_world(self.world.state),
+                task=self.world.task,
+                capture_times=dict.fromkeys(images, self.clock()),
             )
-        return current
+        return self.current
 
-    error = None
-    world_reset = False
-    try:
-        in_world(world.reset, seed)
-        world_reset = True
-        if reset is not None:
-            reset()
-        for tick in range(config.max_steps):
-            if simulated is not None:
-                if tick and simulated.advance(config.period_s, in_flight=executor.in_flight):
-                    executor.join(JOIN_TIMEOUT_S)
-            else:
-                due = schedule.wait(lambda: False)
-                assert due is not None  # None only once stopping, which it never is here
-                if due.skipped:
-                    skipped += due.skipped
-                    executor.skip(due.skipped)
-            current = None
-            if writer is not None and tick % record_every == 0:
-                writer.write(observe(), wall_time=wall_start + clock() - started)
-            action = _action(executor, observe, watchdog, gate)
-            if log is not None:  # the tick's reading, before the action moves the world
-                log.tick(clock(), observe(), action)
-            seams.add(action, executor.source)
-            in_world(world.step, action)
-            if in_world(lambda: world.done):
-                break
-            error = patience.exhausted(clock())
-            if error is not None:
-                break
-    except Exception as exc:  # the episode fails; the run goes on
-        if exc is in_world.failure:
-            error = f"the environment failed: {_one_line(exc)}"
-        elif isinstance(exc, VLAClientError | ValueError):
-            error = _one_line(exc)
-        else:
-            raise
-    finally:
-        if simulated is not None:
-            simulated.end()
-        executor.close(JOIN_TIMEOUT_S)
-        if writer is not None:
-            writer.close()
-    stats = executor.stats
-    samples = list(stats.latencies)
-    return EpisodeResult(
-        seed=seed,
-        success=world_reset and bool(world.success) and error is None,
-        steps=world.steps if world_reset else 0,
-        episode_return=float(world.episode_return) if world_reset else 0.0,
-        error=error,
-        duration_s=clock() - started,
-        wall_s=time.time() - wall_start,
-        requests=stats.requests_sent,
-        chunks=stats.chunks_received,
-        starved_ticks=stats.starved_ticks,
-        failed_requests=_failed_requests(stats),
-        skipped_ticks=skipped,
-        staleness_ticks=float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan,
-        observation_to_action_ms=stats.observation_to_action_ms().p50,
-        last_failure=None if executor.last_error is None else _one_line(executor.last_error),
-        results=results,
-        seams=seams.seams,
-    )
+    def play(self, reset: Callable[[], object] | None, record_every: int) -> str | None:
+        """Reset the world (and the server, with `reset`) and tick until it is done, the
+        requests have failed for too long or `max_steps`: why it ended early, or None."""
+        try:
+            self.in_world(self.world.reset, self.seed)
+            self.world_reset = True
+            if reset is not None:
+                reset()
+            for tick in range(self.config.max_steps):
+                self._tick(tick, record_every)
+                if self.in_world(lambda: self.world.done):
+                    return None
+                error = self.patience.exhausted(self.clock())
+                if error is not None:
+                    return error
+            return None
+        except Exception as exc:  # the episode fails; the run goes on
+            error = self._failure(exc)
+            if error is None:
+                raise
+            return error
+        finally:
+            if self.simulated is not None:
+                self.simulated.end()
+            self.executor.close(JOIN_TIMEOUT_S)
+            if self.writer is not None:
+                self.writer.close()
+
+    def _tick(self, tick: int, record_every: int) -> None:
+        """Wait for tick `tick`, then record, act and step the world once."""
+        self._wait(tick)
+        self.current = None
+        if self.writer is not None and tick % record_every == 0:
+            observation = self.observe()
+            self.writer.write(observation, wall_time=self.wall_start + self.clock() - self.started)
+        action = _action(self.executor, self.observe, self.watchdog, self.gate)
+        if self.log is not None:  # the tick's reading, before the action moves the world
+            self.log.tick(self.clock(), self.observe(), action)
+        self.seams.add(action, self.executor.source)
+        self.in_world(self.world.step, action)
+
+    def _wait(self, tick: int) -> None:
+        """Until tick `tick` is due: a period of simulated time (handing over a reply that
+        came due), or of real time, skipping the ticks a stall missed."""
+        if self.simulated is not None:
+            in_flight = self.executor.in_flight
+            if tick and self.simulated.advance(self.config.period_s, in_flight=in_flight):
+                self.executor.join(JOIN_TIMEOUT_S)
+            return
+        due = self.schedule.wait(lambda: False)
+        assert due is not None  # None only once stopping, which it never is here
+        if due.skipped:
+            self.skipped += due.skipped
+            self.executor.skip(due.skipped)
+
+    def _failure(self, exc: Exception) -> str | None:
+        """Why `exc` ended the episode, or None for an exception that is a bug to raise."""
+        if exc is self.in_world.failure:
+            return f"the environment failed: {_one_line(exc)}"
+        if isinstance(exc, VLAClientError | ValueError):
+            return _one_line(exc)
+        return None
+
+    def result(self, error: str | None) -> EpisodeResult:
+        """What the episode gave, `error` the reason it ended early (or None)."""
+        world, executor = self.world, self.executor
+        stats = executor.stats
+        samples = list(stats.latencies)
+        staleness = float(np.mean([s.ticks_elapsed for s in samples])) if samples else math.nan
+        return EpisodeResult(
+            seed=self.seed,
+            success=self.world_reset and bool(world.success) and error is None,
+            steps=world.steps if self.world_reset else 0,
+            episode_return=float(world.episode_return) if self.world_reset else 0.0,
+            error=error,
+            duration_s=self.clock() - self.started,
+            wall_s=time.time() - self.wall_start,
+            requests=stats.requests_sent,
+            chunks=stats.chunks_received,
+            starved_ticks=stats.starved_ticks,
+            failed_requests=_failed_requests(stats),
+            skipped_ticks=self.skipped,
+            staleness_ticks=staleness,
+            observation_to_action_ms=stats.observation_to_action_ms().p50,
+            last_failure=None if executor.last_error is None else _one_line(executor.last_error),
+            results=self.results,
+            seams=self.seams.seams,
+        )
 
 
 def _failed_requests(stats: ExecutorStats) -> int:

@@ -1,12 +1,12 @@
 """``ipc://PATH`` transports: the action API over a Unix socket, frames in shared memory.
 
 For a robot and its policy server on one host (``vla-client serve --ipc PATH``). Each request's
-frames are written once into a shared-memory segment of the client's own (`FramePool`), which
-the server's policy worker reads in place; the socket carries the request without its frames,
-the segment's name and the frames' places, and the reply (`vla_client.protocol.ipc`). The
-client's session is the action API's, as over HTTP (`vla_client.client.action_api`): its
-options, retries, deadlines and reply reading all apply, and the reply is read by
-`vla_client.protocol.read_reply` as an HTTP one.
+frames (colour and depth, `SharedFrames`) are written once into a shared-memory segment of the
+client's own (`FramePool`), which the server's policy worker reads in place; the socket carries
+the request without its frames, the segment's name and the frames' places, and the reply
+(`vla_client.protocol.ipc`). The client's session is the action API's, as over HTTP
+(`vla_client.client.action_api`): its options, retries, deadlines and reply reading all apply,
+and the reply is read by `vla_client.protocol.read_reply` as an HTTP one.
 
 One connection serves one exchange at a time (calls from several threads or tasks take turns).
 A connection whose exchange failed (timed out, cancelled, cut) is closed, and its segment
@@ -26,12 +26,10 @@ import socket
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from vla_client.errors import ConnectError, ProtocolError, ReplyTooLargeError, RequestTimeoutError
 from vla_client.protocol import REPLY_SIZE_FLOOR, Reply, read_reply, reply_size_limit
@@ -41,6 +39,7 @@ from vla_client.protocol.ipc import (
     VERSION,
     Infer,
     Metadata,
+    SharedFrames,
     decode_answer,
     decode_hello,
     framed,
@@ -183,8 +182,7 @@ class _IpcLink:
         return Reply(answer.status, answer.content_type, answer.body, answer.headers)
 
     def _steps(
-        self, record: Metadata | Infer, frames: Mapping[str, np.ndarray] | None,
-        timeout_s: float | None,
+        self, record: Metadata | Infer, frames: SharedFrames | None, timeout_s: float | None,
     ) -> Steps[Reply]:  # fmt: skip
         """One exchange within `timeout_s` (and the transport's own): `record`, or an `Infer`
         of `frames` (written into a segment first); on failure the connection is closed."""
@@ -195,8 +193,8 @@ class _IpcLink:
         try:
             if isinstance(record, Infer):
                 assert frames is not None
-                segment, layouts = self.frames.write(frames)
-                record = Infer(record.body, segment.name, layouts, self.api_key)
+                segment, layouts, depth = self.frames.write(frames)
+                record = Infer(record.body, segment.name, layouts, self.api_key, depth)
             reply = yield from self._round(record, end)
             return reply
         except (TimeoutError, asyncio.TimeoutError):  # distinct before Python 3.11
@@ -216,7 +214,7 @@ class _IpcLink:
         return document
 
     def _exchange_steps(
-        self, body: bytes, frames: Mapping[str, np.ndarray] | None, timeout_s: float | None
+        self, body: bytes, frames: SharedFrames | None, timeout_s: float | None
     ) -> Steps[Reply]:
         if frames is None:
             raise ValueError("an ipc:// request carries its frames apart from its body")
@@ -253,7 +251,7 @@ class IpcTransport(_IpcLink):
 
     def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None,
-        frames: Mapping[str, np.ndarray] | None = None,
+        frames: SharedFrames | None = None,
     ) -> Reply:  # fmt: skip
         """Send the request `body` with its `frames` (in shared memory), return its reply."""
         with self._lock:
@@ -295,7 +293,7 @@ class AsyncIpcTransport(_IpcLink):
 
     async def exchange(
         self, body: bytes, content_type: str, accept: str, *, timeout_s: float | None = None,
-        frames: Mapping[str, np.ndarray] | None = None,
+        frames: SharedFrames | None = None,
     ) -> Reply:  # fmt: skip
         """Send the request `body` with its `frames` (in shared memory), return its reply."""
         async with self._lock:

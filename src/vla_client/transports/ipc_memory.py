@@ -1,15 +1,15 @@
 """The ``ipc://`` client's shared memory: segments it makes, fills with frames and unlinks.
 
-`FramePool` hands a request a segment big enough for its frames, writes each frame into it
-once (`np.copyto`, straight from the camera's array), and takes it back after the reply. A
-segment whose request got a reply is kept for the next request (one, or a few under
-concurrent calls); one whose request failed or timed out is unlinked at once, because the
-server's worker may still be reading it, or about to write its chunk into it, and the next
-request must not share it with that. A segment's pages are reserved when it is made
-(`vla_client.segments.Segment.create`), so a full ``/dev/shm`` is an error here, never a
-SIGBUS later: 413 when the frames are larger than the whole of it, else 503 with
-``Retry-After`` (retried as the server's own 503 would be), as the server answers for its own
-shared memory.
+`FramePool` hands a request a segment big enough for its frames (colour and depth, each a raw
+array of its own dtype), writes each frame into it once (`np.copyto`, straight from the
+camera's array), and takes it back after the reply. A segment whose request got a reply is kept
+for the next request (one, or a few under concurrent calls); one whose request failed or timed
+out is unlinked at once, because the server's worker may still be reading it, or about to write
+its chunk into it, and the next request must not share it with that. A segment's pages are
+reserved when it is made (`vla_client.segments.Segment.create`), so a full ``/dev/shm`` is an
+error here, never a SIGBUS later: 413 when the frames are larger than the whole of it, else 503
+with ``Retry-After`` (retried as the server's own 503 would be), as the server answers for its
+own shared memory.
 
 Every segment is made by this process, named with its pid (`client_segment_name`), mode 0600,
 and unlinked by it: when given back unused, when the pool closes, and, if the process is
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from vla_client.errors import ServerError
-from vla_client.protocol.ipc import FrameLayout
+from vla_client.protocol.ipc import FrameLayout, SharedFrames
 from vla_client.segments import SHM_DIR, Segment, client_segment_name, shm_space, sweep_dead_clients
 
 HEADROOM_BYTES = 64 * 1024
@@ -41,12 +41,13 @@ RETRY_AFTER_S = 1.0
 _MIB = 1 << 20
 
 
-def plan(frames: Mapping[str, np.ndarray]) -> tuple[tuple[FrameLayout, ...], int]:
-    """Where each frame goes in a segment, packed and aligned, and the bytes they need."""
+def plan(frames: Mapping[str, np.ndarray], start: int = 0) -> tuple[tuple[FrameLayout, ...], int]:
+    """Where each frame goes in a segment from `start` on, packed and aligned, and where they
+    end."""
     layouts: list[FrameLayout] = []
-    offset = 0
+    offset = start
     for camera, frame in frames.items():
-        layouts.append(FrameLayout(camera, tuple(frame.shape), offset))
+        layouts.append(FrameLayout(camera, tuple(frame.shape), offset, frame.dtype.name))
         offset = -(-(offset + frame.nbytes) // ALIGN) * ALIGN
     return tuple(layouts), offset
 
@@ -70,15 +71,21 @@ class FramePool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def write(self, frames: Mapping[str, np.ndarray]) -> tuple[Segment, tuple[FrameLayout, ...]]:
-        """A segment holding `frames` (each copied in once) and where each lies."""
-        layouts, nbytes = plan(frames)
+    def write(
+        self, frames: SharedFrames
+    ) -> tuple[Segment, tuple[FrameLayout, ...], tuple[FrameLayout, ...]]:
+        """A segment holding `frames` (each copied in once, in its own dtype) and where each
+        colour frame and each depth frame lies."""
+        images, end = plan(frames.images)
+        depth, nbytes = plan(frames.depth, end)
         segment = self._take(nbytes)
         buffer = segment.buf
-        for layout, frame in zip(layouts, frames.values(), strict=True):
-            target: np.ndarray = np.ndarray(layout.shape, np.uint8, buffer, layout.offset)
+        for layout, frame in zip(
+            (*images, *depth), (*frames.images.values(), *frames.depth.values()), strict=True
+        ):
+            target: np.ndarray = np.ndarray(layout.shape, frame.dtype, buffer, layout.offset)
             np.copyto(target, frame, casting="no")
-        return segment, layouts
+        return segment, images, depth
 
     def give_back(self, segment: Segment, *, reuse: bool) -> None:
         """`segment`'s request is over: kept for the next when `reuse` (it got its reply) and

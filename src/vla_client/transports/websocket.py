@@ -12,22 +12,38 @@ by default the cap is sized from the metadata frame. An `exchange` given `timeou
 within it, connecting included, while the transport's own `timeout_s` bounds each frame.
 
 Two rules keep a late reply from ever being taken for a newer request's: a connection whose reply
-timed out is closed rather than read on, and a reply with the wrong request id is skipped by the
-client. After a drop the next call reconnects at once; after a failed connect, calls fail fast
+timed out (or whose call was cancelled) is closed rather than read on, and a reply with the wrong
+request id is skipped by the client. Where replies carry no id (openpi's, vLLM-Omni's and
+RoboArena's, `replies_without_ids`), only the order tells them apart, so the order is kept
+provable: one request in flight, and a frame the client did not ask for (one already waiting
+when the next request is about to leave: an error frame per retry, a reply sent twice, a config
+pushed mid-connection) drops the connection, which is opened again and its metadata frame read
+again. The session drops it too after an error or a reply it cannot read (`discard`). Each drop
+the client makes, and each connection found closed by the server, is told to `on_drop` with
+its reason (`DropReason`); the client counts them. A connection the server closed normally
+(code 1000: vLLM-Omni closes one idle for 30 s) before answering is opened again and the
+request sent once more on it, as the server never read it.
+
+After a drop the next call reconnects at once; after a failed connect, calls fail fast
 with `ConnectError` until the backoff delay has passed, so a control loop that keeps calling is
 never held up waiting on a server that is down.
+
+The metadata frame may also be a text frame: an error the server sends in place of its
+metadata (vLLM-Omni with no policy loaded: ``{"type": "error", "error": ..., "code": ...}``
+as JSON), raised as the `ServerErrorFrame` it is, with its code.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from websockets.asyncio.client import ClientConnection as AsyncConnection
 from websockets.asyncio.client import connect as async_connect
@@ -41,9 +57,11 @@ from vla_client.codecs import msgpack_numpy
 from vla_client.errors import (
     CodecError,
     ConnectError,
+    ProtocolError,
     ReplyTooLargeError,
     RequestTimeoutError,
     ServerError,
+    ServerErrorFrame,
     VLAClientError,
 )
 from vla_client.protocol import (
@@ -63,6 +81,19 @@ from vla_client.transports.retry import Backoff
 from vla_client.validation import check_positive
 
 CLOSE_TIMEOUT_S = 1.0
+_READ_ROUNDS = 8
+"""Event loop rounds an asyncio connection is given to read frames already on the socket (a
+frame in the socket's buffer is read and handed over in three; each round is microseconds)."""
+DropReason = Literal["unasked frame", "error frame", "unreadable reply", "timeout", "cancelled",
+                     "closed by the server"]  # fmt: skip
+"""Why a connection was dropped (or found closed) and opened again: a frame that arrived
+unasked, an error frame or a reply the client could not read on a connection whose replies
+carry no id (the surplus may still come), a reply that did not come in time or a call
+cancelled while waiting (it may come later), or a close by the server (one idle too long)."""
+
+
+def _not_counted(reason: DropReason) -> None:
+    """`on_drop` of a transport that no client counts for."""
 
 
 # Redirects: the `websockets` library follows them itself (asyncio since 14, sync since 17.1),
@@ -175,6 +206,16 @@ class _Link(Generic[ConnectionT, LockT]):
         self.text_answers: frozenset[str] = frozenset()
         """Text frames that answer a request (RoboArena's ``reset successful``): returned as
         a reply, the connection kept. Any other text frame is the server's error."""
+        self.replies_without_ids = False
+        """Set by a client whose replies carry no request id (openpi's, vLLM-Omni's,
+        RoboArena's): a frame waiting unasked before a request leaves drops the connection."""
+        self.on_drop: Callable[[DropReason], None] = _not_counted
+        """Told each time a connection is dropped or found closed, with why (the client's
+        counter, ``stats.dropped_connections``)."""
+        self._handshake: str | bytes | None = None
+        """The current connection's metadata frame as it came."""
+        self._discarded: DropReason | None = None
+        """Why the current connection is to carry no other request (`discard`)."""
         self._conn: ConnectionT | None = None
         self._lock: LockT = self._new_lock()
 
@@ -182,6 +223,14 @@ class _Link(Generic[ConnectionT, LockT]):
     @abstractmethod
     def _new_lock() -> LockT:
         """The lock that serves calls one at a time."""
+
+    def discard(self, reason: DropReason) -> None:
+        """Send no other request on the current connection: the next call drops it (told to
+        `on_drop` with `reason`) and opens a new one. For a client that could not read a reply
+        on a connection whose replies carry no id, as what else the server sends for that
+        request would be taken for the next one's reply."""
+        if self._conn is not None:
+            self._discarded = reason
 
     def connect_wait(self, timeout_s: float | None) -> float:
         """The wait for a connection: the connect timeout, or `timeout_s` when shorter."""
@@ -200,10 +249,12 @@ class _Link(Generic[ConnectionT, LockT]):
 
     def opened(self, conn: ConnectionT, handshake: str | bytes) -> None:
         """Read the metadata frame the server sends first, and size `conn`'s frame cap to it
-        (unless `max_reply_bytes` was given)."""
+        (unless `max_reply_bytes` was given). A text frame there is the server's error
+        (`ServerErrorFrame` when it is an error frame, else `ConnectError`)."""
         if isinstance(handshake, str):
-            raise ConnectError(f"{self.url} sent text, not its metadata: {handshake[:200]}")
+            raise _text_handshake(self.url, handshake)
         self.server_metadata = msgpack_numpy.unpackb(handshake)
+        self._handshake = handshake
         if self.max_reply_bytes is None:
             conn.protocol.max_message_size = reply_size_limit(self.server_metadata)
         self.gate.succeeded()
@@ -224,7 +275,7 @@ class _Link(Generic[ConnectionT, LockT]):
                 bytes(response.body or b""),
                 response.headers.get("content-type", ""),
             )
-        elif isinstance(exc, ConnectError):
+        elif isinstance(exc, ConnectError | ServerError):
             error = exc
         else:
             error = ConnectError(unreachable(self.url, exc), sent=False)
@@ -262,6 +313,7 @@ class _Link(Generic[ConnectionT, LockT]):
 
     def timed_out(self, timeout_s: float) -> RequestTimeoutError:
         self.stats.drops += 1
+        self.on_drop("timeout")
         return RequestTimeoutError(
             f"no reply from {self.url} within {timeout_s:.3g} s; {LONGER_TIMEOUT}"
         )
@@ -283,19 +335,48 @@ class _Link(Generic[ConnectionT, LockT]):
     @abstractmethod
     def _next_frame(conn: Any, wait_s: float) -> Any: ...
 
+    @staticmethod
+    @abstractmethod
+    def _waiting_frame(conn: Any) -> Any:
+        """The frame already received on `conn` and not yet read, None when there is none
+        (`ConnectionClosed` when the connection has closed)."""
+
     def _metadata(self, timeout_s: float | None) -> Steps[Any]:
         yield from self._connected(timeout_s)
         return self.server_metadata
 
     def _exchange(self, body: bytes, timeout_s: float | None) -> Steps[Reply]:
+        """Send `body` and read its reply. On a connection whose replies carry no id, a frame
+        found waiting just before sending replaces the connection; if the new one announces
+        other metadata than the request was built for, it is not sent (`ProtocolError`). A
+        connection the server closes normally before answering (one it found idle) is opened
+        again and `body` sent once more."""
         end = ends_at(timeout_s)
-        conn = yield from self._connected(timeout_s)
+        try:
+            return (yield from self._sent(body, end, first=True))
+        except ConnectionClosed:  # closed normally in place of the reply: never read
+            self.stats.drops += 1
+            self.on_drop("closed by the server")
+        return (yield from self._sent(body, end, first=False))
+
+    def _sent(self, body: bytes, end: float | None, *, first: bool) -> Steps[Reply]:
+        """`body` sent on the connection (opened if needed), and its reply. On the `first`
+        try, a normal close in place of the reply is raised as it came (`ConnectionClosed`),
+        the connection dropped, for `body` to be sent once more."""
+        before = self._handshake
+        conn = yield from self._connected(None if end is None else _left(end))
+        if self.replies_without_ids and before is not None and self._handshake != before:
+            raise ProtocolError(
+                f"{self.url} announced new metadata before the request left; not sent"
+            )
         try:
             yield partial(conn.send, body)
+            return (yield from self._reply(conn, end, closed_unanswered=first))
         except ConnectionClosed as exc:
             yield from self._drop()
+            if first and _closed_normally(exc):
+                raise
             raise self.lost(exc) from exc
-        return (yield from self._reply(conn, end))
 
     def _receive(self, timeout_s: float | None) -> Steps[Reply]:
         if self._conn is None:
@@ -305,9 +386,14 @@ class _Link(Generic[ConnectionT, LockT]):
     def _connected(self, timeout_s: float | None) -> Steps[ConnectionT]:
         """The open connection, or a new one whose metadata frame has been read: the handshake
         and that frame together within the connect wait (one slow step leaves the other only
-        what is left, so a server slow at both cannot make it twice as long)."""
-        if self._conn is not None and self._conn.state is State.OPEN:
-            return self._conn
+        what is left, so a server slow at both cannot make it twice as long). Where replies
+        carry no id, an open connection with a frame waiting unasked is replaced."""
+        if self._conn is not None:
+            reason = yield from self._unusable(self._conn)
+            if reason is None:
+                return self._conn
+            self.stats.drops += 1
+            self.on_drop(reason)
         yield from self._drop()
         self.gate.check(self.url)
         end = time.monotonic() + self.connect_wait(timeout_s)
@@ -318,15 +404,35 @@ class _Link(Generic[ConnectionT, LockT]):
             raise self.connect_failed(exc) from exc
         try:
             self.opened(conn, (yield partial(self._next_frame, conn, _left(end))))
-        except (*_CONNECT_ERRORS, ConnectError) as exc:
+        except (*_CONNECT_ERRORS, ConnectError, ServerError) as exc:
             yield from _close(conn, min(CLOSE_TIMEOUT_S, _left(end)))
             raise self.connect_failed(exc) from exc
         self._conn = conn
         return conn
 
-    def _reply(self, conn: ConnectionT, end: float | None) -> Steps[Reply]:
+    def _unusable(self, conn: ConnectionT) -> Steps[DropReason | None]:
+        """Why `conn` cannot carry the next request (closed by the server, or, where replies
+        carry no id, a frame waiting that no request asked for); None when it can."""
+        if self._discarded is not None:
+            return self._discarded
+        if conn.state is not State.OPEN:
+            return "closed by the server"
+        if not self.replies_without_ids:
+            return None
+        try:
+            frame = yield partial(self._waiting_frame, conn)
+        except ConnectionClosed:
+            return "closed by the server"
+        return None if frame is None else "unasked frame"
+
+    def _reply(
+        self, conn: ConnectionT, end: float | None, *, closed_unanswered: bool = False
+    ) -> Steps[Reply]:
         """The next reply frame on `conn` as a `Reply`; a text frame that answers no request
-        is the server's error, the close that follows it read for its status."""
+        is the server's error, the close that follows it read for its status. With
+        `closed_unanswered`, a normal close in place of the reply is raised as it came
+        (`ConnectionClosed`), for the request to be sent again. A call cancelled while
+        waiting drops the connection: its reply may still come."""
         wait = self.wait(end)
         try:
             frame = yield partial(self._next_frame, conn, wait)
@@ -334,9 +440,18 @@ class _Link(Generic[ConnectionT, LockT]):
             yield from self._drop(close_wait_s=0.0)  # the call's time is up
             raise self.timed_out(wait) from None
         except ConnectionClosed as exc:
+            if closed_unanswered and _closed_normally(exc):
+                raise
             error = self.lost(exc)
             yield from self._drop()
             raise error from exc
+        except GeneratorExit:
+            raise
+        except BaseException:  # cancelled: the reply may come later, to the next request
+            self.stats.drops += 1
+            self.on_drop("cancelled")
+            yield from self._drop(close_wait_s=0.0)
+            raise
         if isinstance(frame, bytes):
             return frame_reply(frame)
         if frame in self.text_answers:
@@ -349,14 +464,39 @@ class _Link(Generic[ConnectionT, LockT]):
             closed = exc
         except TimeoutError:
             pass
+        if closed is None:  # the server sent on, or nothing: the client ends it
+            self.stats.drops += 1
+            self.on_drop("error frame")
         yield from self._drop(close_wait_s=0.0)  # closed by now, or given up on
         return frame_reply(frame, closed)
 
     def _drop(self, close_wait_s: float = CLOSE_TIMEOUT_S) -> Steps[None]:
         """Forget the connection and close it (see `_close`)."""
         conn, self._conn = self._conn, None
+        self._discarded = None
         if conn is not None:
             yield from _close(conn, close_wait_s)
+
+
+def _closed_normally(exc: ConnectionClosed) -> bool:
+    """Whether the server closed the connection with code 1000 (a normal close, as vLLM-Omni
+    closes one idle too long)."""
+    return exc.rcvd is not None and exc.rcvd.code == CloseCode.NORMAL_CLOSURE
+
+
+def _text_handshake(url: str, text: str) -> VLAClientError:
+    """The error for a text frame sent in place of the metadata: a JSON error frame
+    (``{"type": "error", "error" or "message": ..., "code": ...}``) as `ServerErrorFrame`
+    with its code, any other text as `ConnectError` quoting it."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and document.get("type") == "error":
+        detail = document.get("error", document.get("message", "an error frame without a message"))
+        code = document.get("code")
+        return ServerErrorFrame(500, str(detail), code=None if code is None else str(code))
+    return ConnectError(f"{url} sent text, not its metadata: {text[:200]}")
 
 
 def _close(conn: ClientConnection | AsyncConnection, wait_s: float) -> Steps[None]:
@@ -408,6 +548,13 @@ class WebSocketTransport(_Link[ClientConnection, threading.Lock]):
     def _next_frame(conn: ClientConnection, wait_s: float) -> str | bytes:
         return conn.recv(timeout=wait_s)
 
+    @staticmethod
+    def _waiting_frame(conn: ClientConnection) -> str | bytes | None:
+        try:
+            return conn.recv(timeout=0)  # only a frame received already
+        except TimeoutError:
+            return None
+
     def metadata(self, *, timeout_s: float | None = None) -> Any:
         """The metadata frame the server sent on the current connection (connecting if needed,
         within `timeout_s` when that is shorter than the connect timeout)."""
@@ -455,6 +602,20 @@ class AsyncWebSocketTransport(_Link[AsyncConnection, asyncio.Lock]):
             return await asyncio.wait_for(conn.recv(), wait_s)
         except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             raise TimeoutError from None
+
+    @staticmethod
+    async def _waiting_frame(conn: AsyncConnection) -> str | bytes | None:
+        """A frame already on its way in: the loop is let run a few rounds (to read what the
+        socket holds), then the read is cancelled, which loses nothing."""
+        receiving = asyncio.ensure_future(conn.recv())
+        for _ in range(_READ_ROUNDS):
+            if receiving.done():
+                break
+            await asyncio.sleep(0)
+        if not receiving.done():
+            receiving.cancel()
+            await asyncio.wait({receiving})
+        return None if receiving.cancelled() else receiving.result()
 
     async def metadata(self, *, timeout_s: float | None = None) -> Any:
         async with self._lock:

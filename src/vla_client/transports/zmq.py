@@ -1,9 +1,9 @@
 """ZeroMQ request/reply transports: one REQ socket, one message out, one message back.
 
 This is how NVIDIA Isaac GR00T's policy server listens (``tcp://host:5555``); the messages
-themselves are built and read by `vla_client.protocol.gr00t`. The transport moves bytes only:
-`call` sends one request and returns the reply's bytes within the wait it is given (and never
-past its own `timeout_s`), mapping ZeroMQ's failures to the client's errors.
+themselves are built and read by `vla_client.protocol.families.gr00t`. The transport moves bytes
+only: `call` sends one request and returns the reply's bytes within the wait it is given (and
+never past its own `timeout_s`), mapping ZeroMQ's failures to the client's errors.
 
 A REQ socket must get the reply to its request before it may send again, so a socket whose
 exchange failed (timed out, was cancelled, lost its connection) is closed and the next call
@@ -12,6 +12,11 @@ opens a fresh one: a late reply is never read as the answer to a newer request. 
 without reading them into memory; the transport tells that drop from a server that went away
 by what follows it (a server that went away makes ZeroMQ retry the connection at once; a reply
 over the cap ends the connection for good) and raises `ReplyTooLargeError` or `ConnectError`.
+
+ZeroMQ also reconnects by itself, silently: a server restarted on the same address (perhaps with
+another policy) is simply talked to again. The socket's monitor reports each dropped connection,
+and the transport counts them (`connection_drops`), so the client can read the server's facts
+again before the next request.
 
 The blocking and asyncio transports are one set of steps (`vla_client.transports.drive`), run
 with pyzmq's blocking or asyncio sockets. pyzmq comes with the ``gr00t`` extra.
@@ -32,7 +37,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from vla_client.errors import ConnectError, ReplyTooLargeError, RequestTimeoutError
 from vla_client.protocol import REPLY_SIZE_FLOOR
-from vla_client.protocol.gr00t import zmq_address
+from vla_client.protocol.families.gr00t import zmq_address
 from vla_client.transports.drive import Steps, adrive, drive
 from vla_client.validation import check_positive
 
@@ -63,6 +68,9 @@ class _ReqLink:
         self.timeout_s = timeout_s
         self.max_reply_bytes = max_reply_bytes or REPLY_SIZE_FLOOR
         self._sockets: tuple[zmq.Socket[Any], zmq.Socket[Any]] | None = None
+        self.drops = 0
+        """Connections to the server that ZeroMQ reported dropped, as far as its monitor has been
+        read: after each, ZeroMQ connects again by itself, perhaps to another server."""
         self._lock = self._new_lock()
 
     @staticmethod
@@ -89,6 +97,18 @@ class _ReqLink:
             monitor.close(linger=0)
             socket.close(linger=0)
 
+    def _drained(self) -> Steps[int]:
+        """Read the monitor's waiting events (from between exchanges), counting the dropped
+        connections among them; `drops` after them."""
+        _, monitor = self._opened()
+        poller = self.poller_type()
+        poller.register(monitor, zmq.POLLIN)
+        while (yield partial(poller.poll, 0)):
+            event = parse_monitor_message((yield monitor.recv_multipart))["event"]
+            if event == zmq.EVENT_DISCONNECTED:
+                self.drops += 1
+        return self.drops
+
     def _steps(self, body: bytes, timeout_s: float | None) -> Steps[bytes]:
         """One exchange: send `body`, wait for the reply within `timeout_s` (and `timeout_s` of
         the transport), return its bytes; on any failure the socket is closed."""
@@ -99,8 +119,7 @@ class _ReqLink:
         poller.register(monitor, zmq.POLLIN)
         dropped_at: float | None = None
         try:
-            while (yield partial(poller.poll, 0)):  # events from before this exchange: stale
-                yield monitor.recv_multipart
+            yield from self._drained()  # events from before this exchange: counted, not waited on
             poller.register(socket, zmq.POLLIN)
             yield partial(socket.send, body, copy=False)
             while True:
@@ -115,6 +134,7 @@ class _ReqLink:
                     if event == zmq.EVENT_CONNECT_RETRIED and dropped_at is not None:
                         raise ConnectError(f"{self.url} dropped the connection; no reply")
                     if event == zmq.EVENT_DISCONNECTED:
+                        self.drops += 1
                         dropped_at = time.monotonic()
                 elif dropped_at is not None and time.monotonic() < end:
                     raise ReplyTooLargeError(self.max_reply_bytes, f"the reply from {self.url}")
@@ -140,6 +160,13 @@ class ZmqTransport(_ReqLink):
         """Send `body`, return the reply's bytes, within `timeout_s` when given."""
         with self._lock:
             return drive(self._steps(body, timeout_s))
+
+    def connection_drops(self) -> int:
+        """How many times the server's connection has dropped so far (ZeroMQ connected again
+        by itself after each): a count that grew since the server's facts were read says they
+        may be another server's."""
+        with self._lock:
+            return drive(self._drained())
 
     def close(self) -> None:
         """Close the socket."""
@@ -167,6 +194,11 @@ class AsyncZmqTransport(_ReqLink):
         """Send `body`, return the reply's bytes, within `timeout_s` when given."""
         async with self._lock:
             return await adrive(self._steps(body, timeout_s))
+
+    async def connection_drops(self) -> int:
+        """As `ZmqTransport.connection_drops`."""
+        async with self._lock:
+            return await adrive(self._drained())
 
     async def close(self) -> None:
         """Close the socket."""

@@ -16,10 +16,13 @@ started), under these entities:
 
 Logging never slows or fails the loop. The control thread only puts what it saw on a bounded
 queue; a background thread turns it into Rerun calls. When the queue is full (the viewer or the
-disk is slower than the loop) an item is dropped and counted in `dropped`; when a Rerun call
-fails (a viewer that went away, a disk that filled up) that is logged once as a warning and the
-rest is dropped. ``rerun`` is imported when a `RerunLog` is made (``pip install
-'vla-client[rerun]'``).
+disk is slower than the loop) an item is dropped and counted in `dropped`. Rerun writes and
+sends on threads of its own, and says that its sink failed (a disk that filled up, a viewer
+that went away) only when asked to flush; so the logging thread flushes every `FLUSH_EVERY_S`,
+and the first failure, of a flush or of a Rerun call, is logged once as a warning and kept in
+`failure` when it happens, not at `close`. The items handed to Rerun since its last good flush,
+and every item after, count in `dropped`. ``rerun`` is imported when a `RerunLog` is made (``pip
+install 'vla-client[rerun]'``).
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ STAGES: tuple[tuple[str, Callable[[ActionResult], float | None]], ...] = (
     ("server_inference", lambda r: r.timings.server.get("inference_ms")),
 )
 """The latency series, in ms, and where each reply says it (a server may leave some out)."""
+FLUSH_EVERY_S = 0.5
+"""How often the logging thread asks Rerun to hand what it has to its sink: a failed sink shows
+this long after it fails, or when the next item comes."""
+FLUSH_TIMEOUT_S = 5.0
+"""How long such a flush may take before the sink counts as failed."""
 _URL_SCHEMES = ("rerun://", "rerun+http://", "rerun+https://")
 
 
@@ -182,8 +190,10 @@ class RerunLog:
         self._laid_out = False
         self._full = 0  # counted by the control thread
         self._lost = 0  # counted by the logging thread, once Rerun has failed
+        self._unflushed = 0  # handed to Rerun since its last good flush
         self.failure: Exception | None = None
-        """What made Rerun fail, after which nothing more is logged."""
+        """What made Rerun fail (a Rerun call, or a flush: its sink), set when it happens; nothing
+        more is logged after it."""
         self._queue: queue.Queue[tuple[_Scope, _Item] | None] = queue.Queue(queue_size)
         self._thread = threading.Thread(target=self._drain, name="vla-rerun-log", daemon=True)
         self._thread.start()
@@ -282,9 +292,11 @@ class RerunLog:
         self._queue.put(None)
         self._thread.join(timeout)
         try:
-            self._stream.flush(timeout_sec=1e38 if timeout is None else timeout)
+            if self.failure is None:
+                self._flush(1e38 if timeout is None else timeout)
             self._stream.disconnect()
         except Exception as exc:  # the log is over either way
+            self.failure = self.failure or exc
             log.warning("could not finish the Rerun log %s: %s", self.target, exc)
         if self.dropped:
             log.warning("Rerun log %s: %d item(s) not logged", self.target, self.dropped)
@@ -342,16 +354,39 @@ class RerunLog:
     # The logging thread.
 
     def _drain(self) -> None:
+        flushed_at = time.monotonic()
         while (entry := self._queue.get()) is not None:
             if self.failure is not None:
                 self._lost += 1
                 continue
             try:
                 self._write(*entry)
-            except Exception as exc:  # a viewer gone, a full disk: say so once, never raise
-                self.failure = exc
+            except Exception as exc:  # a call Rerun refused: say so once, never raise
                 self._lost += 1
-                log.warning("Rerun log %s failed, logging no more: %s", self.target, exc)
+                self._fail(exc)
+                continue
+            self._unflushed += 1
+            if time.monotonic() - flushed_at >= FLUSH_EVERY_S:
+                try:
+                    self._flush(FLUSH_TIMEOUT_S)
+                except Exception as exc:  # a full disk, a viewer gone: the same
+                    self._fail(exc)
+                flushed_at = time.monotonic()
+
+    def _flush(self, timeout_s: float) -> None:
+        """Have Rerun hand everything to its sink; a failed sink raises, and what was handed to
+        Rerun since the last good flush counts as dropped."""
+        try:
+            self._stream.flush(timeout_sec=timeout_s)
+        except Exception:
+            self._lost += self._unflushed
+            raise
+        finally:
+            self._unflushed = 0
+
+    def _fail(self, exc: Exception) -> None:
+        self.failure = exc
+        log.warning("Rerun log %s failed, logging no more: %s", self.target, exc)
 
     def _write(self, scope: _Scope, item: _Item) -> None:
         rr, stream = self._rr, self._stream

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import math
 import os
 import socket
 import struct
@@ -38,6 +39,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from vla_client.codecs.depth import DEPTH_DTYPES
 from vla_client.errors import CodecError, InvalidObservationError
 from vla_client.protocol import CONTENT_TYPES, ErrorStatus, dumps, loads
 from vla_client.protocol.ipc import (
@@ -46,9 +48,11 @@ from vla_client.protocol.ipc import (
     MAX_REQUEST_BYTES,
     VERSION,
     Answer,
+    FrameLayout,
     Hello,
     Infer,
     Metadata,
+    SharedFrames,
     decode_request,
     framed,
     with_frames,
@@ -218,29 +222,20 @@ class _Connection:
         pipeline.metrics.count(ROUTE, 200)
         await self.send(answer)
 
-    def frames(self, request: Infer) -> tuple[AdoptedSlot | None, dict[str, np.ndarray], int]:
-        """The request's frames as read-only arrays viewing its segment, the segment's slot
-        (None where the runner has no worker) and the bytes the frames span."""
+    def frames(self, request: Infer) -> tuple[AdoptedSlot | None, SharedFrames, int]:
+        """The request's colour and depth frames as read-only arrays viewing its segment, the
+        segment's slot (None where the runner has no worker) and the bytes the frames span."""
         segment, slot = self.segment(request.segment)
         buffer = segment.buf.toreadonly()
-        frames: dict[str, np.ndarray] = {}
+        images: dict[str, np.ndarray] = {}
+        depth: dict[str, np.ndarray] = {}
         used = 0
-        for layout in request.frames:
-            shape = layout.shape
-            if len(shape) != 3 or shape[2] != 3 or min(shape) < 1 or layout.offset < 0:
-                raise InvalidObservationError(
-                    f"input.observation.images.{layout.camera}: a frame in shared memory is "
-                    f"HxWx3 uint8 at an offset; got shape {list(shape)} at {layout.offset}"
-                )
-            end = layout.offset + shape[0] * shape[1] * 3
-            if end > segment.size:
-                raise CodecError(
-                    f"input.observation.images.{layout.camera}: the frame ends at byte {end}, "
-                    f"past the end of its segment ({segment.size} bytes)"
-                )
-            frames[layout.camera] = np.ndarray(shape, np.uint8, buffer, layout.offset)
-            used = max(used, end)
-        return slot, frames, used
+        for kind, layouts, into in (("images", request.frames, images),
+                                    ("depth", request.depth, depth)):  # fmt: skip
+            for layout in layouts:
+                into[layout.camera] = frame = _view(buffer, layout, kind)
+                used = max(used, layout.offset + frame.nbytes)
+        return slot, SharedFrames(images, depth), used
 
     def segment(self, name: str) -> tuple[Segment, AdoptedSlot | None]:
         """The client's segment `name`, mapped here (once per connection)."""
@@ -298,6 +293,39 @@ class _Connection:
             runner.let_go(slot)
         else:
             segment.close()
+
+
+FRAME_FORMS = {"images": ("HxWx3", 3, ("uint8",)), "depth": ("HxW", 2, DEPTH_DTYPES)}
+"""What a frame in shared memory may be, by where it goes in the observation: what to call
+it, its dimensions (a colour frame's third is 3) and its dtypes."""
+
+
+def _view(buffer: memoryview, layout: FrameLayout, kind: str) -> np.ndarray:
+    """The frame `layout` places in `buffer`, a read-only view, if it is what `FRAME_FORMS`
+    says for `kind` (``images`` or ``depth``) and lies wholly inside the segment; else the
+    request's 400, naming the frame."""
+    wanted, ndim, dtypes = FRAME_FORMS[kind]
+    shape, where = layout.shape, f"input.observation.{kind}.{layout.camera}"
+    if (
+        len(shape) != ndim
+        or (ndim == 3 and shape[2] != 3)
+        or min(shape) < 1
+        or layout.offset < 0
+        or layout.dtype not in dtypes
+    ):
+        raise InvalidObservationError(
+            f"{where}: a frame in shared memory is {wanted} {' or '.join(dtypes)} at an "
+            f"offset; got {layout.dtype} of shape {list(shape)} at {layout.offset}"
+        )
+    dtype = np.dtype(layout.dtype)
+    end = layout.offset + math.prod(shape) * dtype.itemsize
+    if end > len(buffer):
+        raise CodecError(
+            f"{where}: the frame ends at byte {end}, past the end of its segment "
+            f"({len(buffer)} bytes)"
+        )
+    frame: np.ndarray = np.ndarray(shape, dtype, buffer, layout.offset)
+    return frame
 
 
 def _key_matches(presented: str | None, expected: str) -> bool:

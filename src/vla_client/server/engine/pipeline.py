@@ -198,6 +198,7 @@ class Pipeline:
             np.array(actions),
             timings,
             request_id=decoded.request_id,
+            depth={name: np.array(frame) for name, frame in decoded.depth.items()},
         )
 
     def reply_document(
@@ -215,6 +216,9 @@ class Pipeline:
                 )
                 for name, frame in decoded.images.items()
             }
+            extra["digests"].update(
+                {name: frame_digest(frame) for name, frame in decoded.depth.items()}
+            )
         chosen = decoded.runtime.response_format if form == "asked" else form
         if chosen == "raw":
             return build_raw(
@@ -238,7 +242,7 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
     """The arrays-only observation for `policy`; `InvalidObservationError` naming unknown or
     missing cameras, a state of the wrong size, or none where the policy needs one."""
     spec = policy.spec
-    if not decoded.images:
+    if not decoded.images and not (decoded.depth and spec.depth_cameras):
         raise InvalidObservationError(
             "input.observation.images: the observation has no camera images"
         )
@@ -251,9 +255,12 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
                 f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
                 f"this policy takes {list(spec.camera_names)}"
             )
+    depth = depth_frames(decoded, spec)
     if spec.image_size_required and spec.image_size is not None:
         wrong = {
-            name: list(f.shape[:2]) for name, f in images.items() if f.shape[:2] != spec.image_size
+            name: list(f.shape[:2])
+            for name, f in {**images, **depth}.items()
+            if f.shape[:2] != spec.image_size
         }
         if wrong:
             raise InvalidObservationError(
@@ -275,7 +282,7 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
     parameters = decoded.parameters
     check_sizes(parameters, spec)
     return PolicyInput(
-        images=images,
+        images={**images, **depth},
         state=decoded.state,
         task=decoded.task,
         action_horizon=parameters.action_horizon,
@@ -283,6 +290,35 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
         seed=parameters.seed,
         rtc=_rtc(decoded, spec),
     )
+
+
+def depth_frames(decoded: DecodedRequest, spec: PolicySpec) -> dict[str, np.ndarray]:
+    """The request's depth frames for a policy that declares them all, of the dtypes it
+    declares; `InvalidObservationError` (400) naming the cameras and dtypes it takes
+    otherwise, in one line. A server whose policy takes no depth refuses every depth frame."""
+    given, wanted = decoded.depth, spec.depth_cameras
+    where = "input.observation.depth"
+    if given and not wanted:
+        raise InvalidObservationError(
+            f"{where}: this server takes no depth frames (its metadata announces no "
+            f"input.depth_cameras); got depth for {sorted(given)}"
+        )
+    unknown, missing = sorted(set(given) - set(wanted)), sorted(set(wanted) - set(given))
+    if unknown or missing:
+        raise InvalidObservationError(
+            f"{where}: unknown depth cameras {unknown}, missing depth cameras {missing}; "
+            f"this policy takes depth {wanted}"
+        )
+    wrong = {n: f.dtype.name for n, f in given.items() if f.dtype.name != wanted[n]}
+    if wrong:
+        raise InvalidObservationError(
+            f"{where}: depth frames of dtype {wrong}; this policy takes depth {wanted} "
+            "(uint16 millimetres, float32 metres; never converted)"
+        )
+    clash = sorted(set(given) & set(decoded.images))
+    if clash:
+        raise InvalidObservationError(f"{where}: cameras {clash} are in both images and depth")
+    return dict(given)
 
 
 def check_sizes(parameters: SamplingParameters, spec: PolicySpec) -> None:

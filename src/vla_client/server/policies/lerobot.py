@@ -167,6 +167,46 @@ def _spec_of(folder: Path, config: dict[str, Any]) -> LeRobotFolder:
         )
     inputs = _features(config, "input_features", where)
     outputs = _features(config, "output_features", where)
+    visual = _cameras(inputs, where)
+    state = _state(inputs, visual, where)
+    action_dim = _action_dim(outputs, where)
+    if state is not None and len(state) != 1:
+        raise PolicyLoadError(f"{where}: {STATE_KEY} must have shape [dim], got {state}")
+    horizon = _horizon(config, policy_type, where)
+    steps = config.get("num_inference_steps") if policy_type == "diffusion" else None
+    return LeRobotFolder(
+        path=folder,
+        policy_type=policy_type,
+        cameras=tuple(key.removeprefix(IMAGE_PREFIX) for key in visual),
+        image_sizes=tuple((shape[1], shape[2]) for shape in visual.values()),
+        state_dim=state[0] if state is not None else None,
+        action_dim=action_dim,
+        horizon=horizon,
+        num_inference_steps=steps if isinstance(steps, int) else None,
+    )
+
+
+def _action_dim(outputs: dict[str, tuple[str, tuple[int, ...]]], where: Path) -> int:
+    """The length of the one action output, of shape [dim]."""
+    if ACTION_KEY not in outputs or len(outputs[ACTION_KEY][1]) != 1:
+        raise PolicyLoadError(f"{where}: output_features needs {ACTION_KEY!r} of shape [dim]")
+    return outputs[ACTION_KEY][1][0]
+
+
+def _horizon(config: dict[str, Any], policy_type: str, where: Path) -> int:
+    """The chunk length the policy type keeps under its own name (`HORIZON_FIELDS`)."""
+    horizon_field = HORIZON_FIELDS[policy_type]
+    horizon = config.get(horizon_field)
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+        raise PolicyLoadError(f"{where}: {horizon_field} must be a positive integer")
+    return horizon
+
+
+def _cameras(
+    inputs: dict[str, tuple[str, tuple[int, ...]]], where: Path
+) -> dict[str, tuple[int, ...]]:
+    """The input features that are cameras ({key: [3, height, width]}): at least one, each
+    named ``observation.images.NAME``."""
     visual = {key: shape for key, (kind, shape) in inputs.items() if kind == "VISUAL"}
     if not visual:
         raise PolicyLoadError(f"{where}: input_features has no VISUAL feature (no camera)")
@@ -176,30 +216,22 @@ def _spec_of(folder: Path, config: dict[str, Any]) -> LeRobotFolder:
                 f"{where}: camera feature {key!r} of shape {shape}; expected "
                 f"{IMAGE_PREFIX}NAME of shape [3, height, width]"
             )
+    return visual
+
+
+def _state(
+    inputs: dict[str, tuple[str, tuple[int, ...]]],
+    visual: dict[str, tuple[int, ...]],
+    where: Path,
+) -> tuple[int, ...] | None:
+    """The state feature's shape (None without one), once nothing but cameras and the state is
+    asked for."""
     others = sorted(set(inputs) - set(visual) - {STATE_KEY})
     if others:
         raise PolicyLoadError(f"{where}: input features {others} are not served (only cameras "
                               f"and {STATE_KEY})")  # fmt: skip
-    if ACTION_KEY not in outputs or len(outputs[ACTION_KEY][1]) != 1:
-        raise PolicyLoadError(f"{where}: output_features needs {ACTION_KEY!r} of shape [dim]")
     state = inputs.get(STATE_KEY)
-    if state is not None and len(state[1]) != 1:
-        raise PolicyLoadError(f"{where}: {STATE_KEY} must have shape [dim], got {state[1]}")
-    horizon_field = HORIZON_FIELDS[policy_type]
-    horizon = config.get(horizon_field)
-    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
-        raise PolicyLoadError(f"{where}: {horizon_field} must be a positive integer")
-    steps = config.get("num_inference_steps") if policy_type == "diffusion" else None
-    return LeRobotFolder(
-        path=folder,
-        policy_type=policy_type,
-        cameras=tuple(key.removeprefix(IMAGE_PREFIX) for key in visual),
-        image_sizes=tuple((shape[1], shape[2]) for shape in visual.values()),
-        state_dim=state[1][0] if state is not None else None,
-        action_dim=outputs[ACTION_KEY][1][0],
-        horizon=horizon,
-        num_inference_steps=steps if isinstance(steps, int) else None,
-    )
+    return None if state is None else state[1]
 
 
 def _features(
@@ -211,16 +243,22 @@ def _features(
         raise PolicyLoadError(f"{where}: {name} must be an object of features")
     features = {}
     for key, feature in table.items():
-        shape = feature.get("shape") if isinstance(feature, dict) else None
-        kind = feature.get("type") if isinstance(feature, dict) else None
-        if (
-            not isinstance(kind, str)
-            or not isinstance(shape, list)
-            or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)
-        ):
+        read = _feature(feature)
+        if read is None:
             raise PolicyLoadError(f"{where}: {name}[{key!r}] needs a type and a shape of sizes")
-        features[key] = (kind, tuple(shape))
+        features[key] = read
     return features
+
+
+def _feature(feature: Any) -> tuple[str, tuple[int, ...]] | None:
+    """A feature's ``(type, shape)``, or None unless it has a type and a shape of sizes."""
+    shape = feature.get("shape") if isinstance(feature, dict) else None
+    kind = feature.get("type") if isinstance(feature, dict) else None
+    if not isinstance(kind, str) or not isinstance(shape, list):
+        return None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+        return None
+    return kind, tuple(shape)
 
 
 class LeRobotPolicy(Policy):

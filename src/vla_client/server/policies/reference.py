@@ -20,7 +20,9 @@ class ReferencePolicy(Policy):
     """Deterministic actions computed from the request, for tests, demos and benchmarks.
 
     ``actions[h, d] = tanh(features . w_d) * cos(0.1 * h * (d + 1))``, where the features are
-    the cameras' mean colours, the state and the task text.
+    the cameras' mean colours (a depth camera's: the mean, least and greatest of its known
+    distances, in metres: `depth_features`), the state and the task text. `depth_cameras`
+    (name -> ``"uint16"`` or ``"float32"``) are the depth cameras it takes, none by default.
     """
 
     def __init__(
@@ -33,6 +35,7 @@ class ReferencePolicy(Policy):
         image_size: tuple[int, int] | None = None,
         image_size_required: bool = False,
         camera_aliases: dict[str, str] | None = None,
+        depth_cameras: dict[str, str] | None = None,
     ) -> None:
         self._spec = PolicySpec(
             family="reference",
@@ -44,6 +47,7 @@ class ReferencePolicy(Policy):
             image_size=None if image_size is None else (int(image_size[0]), int(image_size[1])),
             image_size_required=image_size_required,
             camera_aliases=dict(camera_aliases or {}),
+            depth_cameras=dict(depth_cameras or {}),
         )
 
     @property
@@ -60,7 +64,10 @@ class ReferencePolicy(Policy):
 
 def reference_actions(observation: PolicyInput, *, horizon: int, action_dim: int) -> np.ndarray:
     """The reference chunk for `observation`; exposed so tests can compute the expected reply."""
-    features = [cv2.mean(observation.images[name])[:3] for name in sorted(observation.images)]
+    features = [
+        depth_features(frame) if frame.ndim == 2 else cv2.mean(frame)[:3]
+        for frame in (observation.images[name] for name in sorted(observation.images))
+    ]
     vector = np.asarray(features, dtype=np.float64).ravel() / 255.0
     if observation.state is not None:
         vector = np.concatenate([vector, observation.state.astype(np.float64)])
@@ -70,3 +77,14 @@ def reference_actions(observation: PolicyInput, *, horizon: int, action_dim: int
     steps = np.arange(horizon)[:, None] * (np.arange(action_dim)[None, :] + 1)
     chunk: np.ndarray = (base[None, :] * np.cos(0.1 * steps)).astype(np.float32)
     return chunk
+
+
+def depth_features(frame: np.ndarray) -> tuple[float, float, float]:
+    """A depth frame's (mean, least, greatest) known distance in metres, times 255 (the colour
+    features' scale): uint16 frames are millimetres, float32 metres; 0, NaN and infinities are
+    unknown. All zero when nothing is known."""
+    metres = frame.astype(np.float64) / (1000.0 if frame.dtype == np.uint16 else 1.0)
+    known = metres[np.isfinite(metres) & (metres > 0)]
+    if not known.size:
+        return (0.0, 0.0, 0.0)
+    return (float(known.mean()) * 255.0, float(known.min()) * 255.0, float(known.max()) * 255.0)

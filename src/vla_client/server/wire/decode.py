@@ -7,6 +7,10 @@ ndarray costs almost nothing to hand to another process, so no Python object tre
 process boundary. Every request SGLang's ``/v1/actions/generations`` accepts is accepted here;
 what SGLang would turn into a 500 or a silent wrong answer is a `CodecError` naming the field.
 
+Depth frames come apart from images, under ``depth`` (``input.observation.depth``, or a flat
+request's top level): each becomes an HxW uint16 or float32 array (`decode_depth_value`), from
+an array, a tensor payload or a 16-bit grey PNG, never converted.
+
 The one exception, asked for with ``keep_jpeg``: a server whose policy decodes JPEG on its own
 device (a GPU) gets each colour JPEG frame as the file's bytes, a 1-D uint8 array, checked
 here (header, size limit, end marker) but not decoded.
@@ -24,6 +28,7 @@ from PIL import Image
 
 from vla_client.codecs.arrays import pixel_list_to_array, tensor_payload_to_array
 from vla_client.codecs.b64 import b64decode_text
+from vla_client.codecs.depth import as_depth_frame, decode_depth_png
 from vla_client.codecs.frames import as_rgb_frame
 from vla_client.codecs.image_decode import DEFAULT_MAX_PIXELS, decode_image_bytes
 from vla_client.codecs.parallel import map_frames
@@ -57,6 +62,8 @@ class DecodedRequest:
     flat: bool = False
     capture_times: dict[str, float] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
+    depth: dict[str, np.ndarray] = field(default_factory=dict)
+    """Depth frames by camera name, HxW uint16 or float32 (`decode_depth_value`)."""
 
     @property
     def output_format(self) -> Literal["list", "numpy"]:
@@ -98,16 +105,10 @@ def decode_payload(
         observation, task = _unwrap_input(payload["input"])
         prefix = "input.observation."
         parameters_raw = _or_empty(payload.get("parameters"))
-        runtime_raw = _or_empty(payload.get("runtime"))
-        if not isinstance(runtime_raw, dict):
-            raise CodecError("runtime must be an object", field="runtime")
-        if "return_timing" in payload and "return_timing" not in runtime_raw:
-            runtime_raw = {**runtime_raw, "return_timing": payload["return_timing"]}
-    if task is None:
-        task = observation.pop("prompt", None) or observation.pop("task", None) or ""
-    if not isinstance(task, str):
-        raise CodecError("task must be a string", field="input.task")
+        runtime_raw = _runtime(payload)
+    task = _task(observation, task)
     images = _decode_images(_pop_images(observation, prefix, limits), limits, keep_jpeg)
+    depth = _decode_depth(observation.pop("depth", None), prefix, limits)
     state = _decode_state(observation, prefix)
     capture_times = _capture_times(observation.pop("capture_times", None), prefix)
     return DecodedRequest(
@@ -121,7 +122,29 @@ def decode_payload(
         flat=flat,
         capture_times=capture_times,
         extras={k: v for k, v in observation.items() if k not in FLAT_PARAMETER_KEYS},
+        depth=depth,
     )
+
+
+def _task(observation: dict[str, Any], task: Any) -> str:
+    """The instruction: `task` (the action API's ``input.task``), else the observation's
+    ``prompt`` or ``task`` (removed from it), else empty."""
+    if task is None:
+        task = observation.pop("prompt", None) or observation.pop("task", None) or ""
+    if not isinstance(task, str):
+        raise CodecError("task must be a string", field="input.task")
+    return task
+
+
+def _runtime(payload: dict[str, Any]) -> Any:
+    """The request's runtime block, with a top-level ``return_timing`` merged in (the block's
+    own wins)."""
+    runtime_raw = _or_empty(payload.get("runtime"))
+    if not isinstance(runtime_raw, dict):
+        raise CodecError("runtime must be an object", field="runtime")
+    if "return_timing" in payload and "return_timing" not in runtime_raw:
+        runtime_raw = {**runtime_raw, "return_timing": payload["return_timing"]}
+    return runtime_raw
 
 
 def _unwrap_input(value: Any) -> tuple[dict[str, Any], Any]:
@@ -146,22 +169,8 @@ def _pop_images(
     observation: dict[str, Any], prefix: str, limits: DecodeLimits
 ) -> dict[str, tuple[str, Any]]:
     """Camera name -> (field path, wire value), removed from `observation`."""
-    found: dict[str, tuple[str, Any]] = {}
-    images = observation.pop("images", None)
-    if images is not None:
-        if not isinstance(images, dict):
-            raise CodecError(
-                "images must be an object keyed by camera name", field=f"{prefix}images"
-            )
-        for name, value in images.items():
-            found[str(name)] = (f"{prefix}images.{name}", value)
-    for key in [
-        k for k in observation if isinstance(k, str) and k.startswith(_FLAT_IMAGE_PREFIXES)
-    ]:
-        if key.startswith("observation/") and not _looks_like_image(observation[key]):
-            continue
-        name = key.split("/", 1)[1] if key.startswith("observation/") else key.rsplit(".", 1)[1]
-        found[name] = (prefix + key, observation.pop(key))
+    found = _pop_image_map(observation, prefix)
+    _pop_flat_images(observation, prefix, found)
     single = observation.pop("image", None)
     if isinstance(single, list) and single and _looks_like_image(single[0]):
         found.update({f"image_{i}": (f"{prefix}image.{i}", v) for i, v in enumerate(single)})
@@ -172,6 +181,34 @@ def _pop_images(
             f"{len(found)} cameras, over the limit of {limits.max_cameras}", field=f"{prefix}images"
         )
     return found
+
+
+def _pop_image_map(observation: dict[str, Any], prefix: str) -> dict[str, tuple[str, Any]]:
+    """The ``images`` object's cameras (name -> (field path, wire value)), removed."""
+    found: dict[str, tuple[str, Any]] = {}
+    images = observation.pop("images", None)
+    if images is not None:
+        if not isinstance(images, dict):
+            raise CodecError(
+                "images must be an object keyed by camera name", field=f"{prefix}images"
+            )
+        for name, value in images.items():
+            found[str(name)] = (f"{prefix}images.{name}", value)
+    return found
+
+
+def _pop_flat_images(
+    observation: dict[str, Any], prefix: str, found: dict[str, tuple[str, Any]]
+) -> None:
+    """Add to `found` the cameras under flat keys (``observation.images.NAME``,
+    ``images.NAME``, ``observation/NAME`` holding an image), removed from `observation`."""
+    for key in [
+        k for k in observation if isinstance(k, str) and k.startswith(_FLAT_IMAGE_PREFIXES)
+    ]:
+        if key.startswith("observation/") and not _looks_like_image(observation[key]):
+            continue
+        name = key.split("/", 1)[1] if key.startswith("observation/") else key.rsplit(".", 1)[1]
+        found[name] = (prefix + key, observation.pop(key))
 
 
 def _looks_like_image(value: Any) -> bool:
@@ -209,11 +246,7 @@ def _is_encoded(value: Any) -> bool:
 def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
     """A colour JPEG image value as its bytes (a read-only 1-D uint8 array), its header and end
     checked; None for anything else (decoded as usual, which reports what is wrong with it)."""
-    if isinstance(value, dict):
-        encoded = value.get("b64_json", value.get("base64"))
-        data = b64decode_text(encoded, field=where) if isinstance(encoded, str | bytes) else None
-    else:
-        data = bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+    data = _image_bytes(value, where)
     if data is None or not data.startswith(_JPEG_START):
         return None
     try:
@@ -231,6 +264,57 @@ def kept_jpeg(value: Any, where: str, max_pixels: int) -> np.ndarray | None:
     if _JPEG_END not in data[-64:]:
         raise CodecError("truncated JPEG (no end-of-image marker)", field=where)
     return np.frombuffer(data, np.uint8)
+
+
+def _image_bytes(value: Any, where: str) -> bytes | None:
+    """An image value's file bytes: base64 in a map, or bytes as they came; None otherwise."""
+    if isinstance(value, dict):
+        encoded = value.get("b64_json", value.get("base64"))
+        return b64decode_text(encoded, field=where) if isinstance(encoded, str | bytes) else None
+    return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+
+
+def _decode_depth(value: Any, prefix: str, limits: DecodeLimits) -> dict[str, np.ndarray]:
+    """The ``depth`` object's frames by camera name; none when absent."""
+    if value is None:
+        return {}
+    where = f"{prefix}depth"
+    if not isinstance(value, dict):
+        raise CodecError("depth must be an object keyed by camera name", field=where)
+    if len(value) > limits.max_cameras:
+        raise PayloadTooLargeError(
+            f"{len(value)} depth cameras, over the limit of {limits.max_cameras}", field=where
+        )
+    return {
+        str(name): decode_depth_value(
+            frame, field=f"{where}.{name}", max_pixels=limits.max_image_pixels
+        )
+        for name, frame in value.items()
+    }
+
+
+def decode_depth_value(
+    value: Any, *, field: str | None = None, max_pixels: int = DEFAULT_MAX_PIXELS
+) -> np.ndarray:
+    """One depth frame as a C-contiguous HxW uint16 or float32 array: an ndarray (msgpack), a
+    tensor payload ``{values|data, dtype, shape}`` or a 16-bit grey PNG (``{"b64_json": ...}``
+    or, on msgpack, its bytes). A pixel list (no dtype), a JPEG, an 8-bit PNG or another dtype
+    is a `CodecError` naming what depth takes."""
+    if isinstance(value, PreEncoded):
+        value = loads(value.data, value.wire)
+    data = _image_bytes(value, field or "depth")
+    if data is not None:
+        return decode_depth_png(data, max_pixels=max_pixels, field=field)
+    if isinstance(value, dict) and any(value.get(k) is not None for k in ("values", "data")):
+        value = tensor_payload_to_array(value, field=field)
+    if not isinstance(value, np.ndarray):
+        raise CodecError(
+            f"a depth frame is an array, a tensor payload with its dtype or a 16-bit PNG, "
+            f"got {type(value).__name__}",
+            field=field,
+        )
+    _check_array_pixels(value, max_pixels, field)
+    return as_depth_frame(value, field=field)
 
 
 def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None:
@@ -292,37 +376,46 @@ def decode_image_value(
     if isinstance(value, PreEncoded):
         return decode_image_value(loads(value.data, value.wire), field=field, max_pixels=max_pixels)
     if isinstance(value, np.ndarray):
-        array = value
-    elif isinstance(value, dict):
-        encoded = value.get("b64_json")
-        if encoded is None:
-            encoded = value.get("base64")
-        if encoded is not None or "b64_json" in value or "base64" in value:
-            data = b64decode_text(encoded if encoded is not None else "", field=field)
-            return decode_image_bytes(data, max_pixels=max_pixels, field=field)
-        if value.get("values") is None and value.get("data") is None:
-            raise CodecError(
-                "unrecognised image payload: expected b64_json, base64, values or data",
-                field=field,
-            )
-        array = tensor_payload_to_array(value, field=field)
-    elif isinstance(value, list | tuple):
+        return _frame(value, max_pixels, field)
+    if isinstance(value, dict):
+        return _image_of_map(value, field=field, max_pixels=max_pixels)
+    if isinstance(value, list | tuple):
         converted = pixel_list_to_array(value)
         if not isinstance(converted, np.ndarray):
             raise CodecError(
                 "pixel list is ragged, non-numeric or not [H][W][C] nested lists", field=field
             )
-        array = converted
-    elif isinstance(value, bytes | bytearray | memoryview):
+        return _frame(converted, max_pixels, field)
+    if isinstance(value, bytes | bytearray | memoryview):
         return decode_image_bytes(bytes(value), max_pixels=max_pixels, field=field)
-    elif isinstance(value, str):
+    if isinstance(value, str):
         raise CodecError(
             "image is a string; send {'b64_json': ...}, pixels or an array "
             "(the server does not open paths or URLs)",
             field=field,
         )
-    else:
-        raise CodecError(f"unsupported image value of type {type(value).__name__}", field=field)
+    raise CodecError(f"unsupported image value of type {type(value).__name__}", field=field)
+
+
+def _image_of_map(value: dict[str, Any], *, field: str | None, max_pixels: int) -> np.ndarray:
+    """An image given as a map: base64 (``b64_json`` or ``base64``) of an image file, or a
+    tensor payload (``values`` or ``data``)."""
+    encoded = value.get("b64_json")
+    if encoded is None:
+        encoded = value.get("base64")
+    if encoded is not None or "b64_json" in value or "base64" in value:
+        data = b64decode_text(encoded if encoded is not None else "", field=field)
+        return decode_image_bytes(data, max_pixels=max_pixels, field=field)
+    if value.get("values") is None and value.get("data") is None:
+        raise CodecError(
+            "unrecognised image payload: expected b64_json, base64, values or data",
+            field=field,
+        )
+    return _frame(tensor_payload_to_array(value, field=field), max_pixels, field)
+
+
+def _frame(array: np.ndarray, max_pixels: int, field: str | None) -> np.ndarray:
+    """`array`, within `max_pixels`, as a C-contiguous HxWx3 uint8 RGB frame."""
     _check_array_pixels(array, max_pixels, field)
     return as_rgb_frame(array, field=field)
 

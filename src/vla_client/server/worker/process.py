@@ -131,25 +131,31 @@ class Entrypoints:
                 self._accept(source)
                 continue
             assert isinstance(source, Channel)
-            wait = not selected
-            while True:  # until the socket has nothing more (a read never blocks after the first)
-                try:  # a part of a frame is finished by a later read
-                    frames = source.receive(wait=wait)
-                except (EOFError, OSError):
-                    if source is self._control:
-                        return False
-                    self._drop(source)
-                    break
-                if not frames:
-                    break
-                wait = False
-                arrived = time.perf_counter()
-                for frame in frames:
-                    order = decode_order(frame)
-                    if isinstance(order, Stop):
-                        return False
-                    self._waiting.append((source, order, arrived))
+            if not self._drain(source, wait=not selected):
+                return False
         return True
+
+    def _drain(self, source: Channel, *, wait: bool) -> bool:
+        """Queue the batches `source` sent, until it has nothing more (waiting for the first
+        read only with `wait`); False once told to stop or the starter is gone (an entrypoint
+        that is gone is dropped)."""
+        while True:  # until the socket has nothing more (a read never blocks after the first)
+            try:  # a part of a frame is finished by a later read
+                frames = source.receive(wait=wait)
+            except (EOFError, OSError):
+                if source is self._control:
+                    return False
+                self._drop(source)
+                return True
+            if not frames:
+                return True
+            wait = False
+            arrived = time.perf_counter()
+            for frame in frames:
+                order = decode_order(frame)
+                if isinstance(order, Stop):
+                    return False
+                self._waiting.append((source, order, arrived))
 
     def take(self, max_batch: int) -> list[Order]:
         """The first waiting batches whose jobs fit in `max_batch` together (always at least

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.protocol.gr00t import POLICY_FAMILY, Gr00tConfig
+from vla_client.protocol.families.gr00t import POLICY_FAMILY, Gr00tConfig
 from vla_client.protocol.models import ActionMetadata
 from vla_client.protocol.rtc import CAPABILITY, PARAMETER, RTCRequest
 
@@ -49,6 +49,11 @@ RAMP_RATE = 5.0
 """The ramp rate sent unless the call gives ``rtc_ramp_rate`` itself."""
 PREVIOUS_KEY = "action"
 """The observation key the previous chunk travels under, one array per action key."""
+DECLARATION_HINT = (
+    " (GR00T's server announces nothing: if its policy applies GR00T's rtc_* options, pass "
+    "server=vla_client.protocol.declare_rtc(client.metadata()))"
+)
+"""What a refusal of mode ``rtc`` adds for a GR00T server: how the user declares it."""
 
 
 def rtc_request(
@@ -70,29 +75,15 @@ def rtc_request(
     given = sorted(set(RTC_OPTIONS[:-1]) & set(options))
     if given:
         raise ValueError(f"give {PARAMETER}= or GR00T's own {given}, not both")
-    ramp_rate = options.get(RAMP_RATE_OPTION, RAMP_RATE)
-    if isinstance(ramp_rate, bool) or not isinstance(ramp_rate, int | float) or not (
-        math.isfinite(ramp_rate) and ramp_rate > 0
-    ):  # fmt: skip
-        raise ValueError(f"{RAMP_RATE_OPTION} must be a finite number > 0, got {ramp_rate!r}")
+    ramp_rate = _ramp_rate(options)
     horizon = config.action_horizon
     if action_columns is None or list(action_columns) != list(config.action_keys):
         raise ValueError(
             "GR00T announces its action keys but not their sizes: real-time chunking cuts the "
             "prefix by the sizes of the server's last reply, so send one request without it first"
         )
-    width = sum(part.stop - part.start for part in action_columns.values())
+    _check_fits(rtc, action_columns, horizon)
     prefix = rtc.prefix_actions
-    if prefix.shape[1] != width or rtc.prefix_steps > horizon:
-        raise ValueError(
-            f"prefix_actions must be [P, {width}] with P in 1..{horizon} (the server's "
-            f"actions), got {list(prefix.shape)}"
-        )
-    if rtc.execution_horizon > horizon:
-        raise ValueError(
-            f"execution_horizon must be in 1..{horizon} (the server's action horizon), "
-            f"got {rtc.execution_horizon}"
-        )
     frozen = min(rtc.inference_delay_steps, rtc.prefix_steps)
     overlap = max(frozen, min(rtc.prefix_steps, horizon - rtc.execution_horizon))
     previous = {}
@@ -104,6 +95,32 @@ def rtc_request(
     sent.update(action_horizon=overlap, rtc_overlap_steps=overlap, rtc_frozen_steps=frozen,
                 rtc_ramp_rate=float(ramp_rate))  # fmt: skip
     return previous, sent
+
+
+def _ramp_rate(options: Mapping[str, Any]) -> float:
+    """The ``rtc_ramp_rate`` `options` give (a finite number > 0), else `RAMP_RATE`."""
+    ramp_rate = options.get(RAMP_RATE_OPTION, RAMP_RATE)
+    if isinstance(ramp_rate, bool) or not isinstance(ramp_rate, int | float) or not (
+        math.isfinite(ramp_rate) and ramp_rate > 0
+    ):  # fmt: skip
+        raise ValueError(f"{RAMP_RATE_OPTION} must be a finite number > 0, got {ramp_rate!r}")
+    return ramp_rate
+
+
+def _check_fits(rtc: RTCRequest, action_columns: Mapping[str, slice], horizon: int) -> None:
+    """`ValueError` unless the prefix has the server's action width and at most its horizon
+    of rows, and the execution horizon is within it."""
+    width = sum(part.stop - part.start for part in action_columns.values())
+    if rtc.prefix_actions.shape[1] != width or rtc.prefix_steps > horizon:
+        raise ValueError(
+            f"prefix_actions must be [P, {width}] with P in 1..{horizon} (the server's "
+            f"actions), got {list(rtc.prefix_actions.shape)}"
+        )
+    if rtc.execution_horizon > horizon:
+        raise ValueError(
+            f"execution_horizon must be in 1..{horizon} (the server's action horizon), "
+            f"got {rtc.execution_horizon}"
+        )
 
 
 def declare_rtc(metadata: ActionMetadata) -> ActionMetadata:

@@ -75,11 +75,7 @@ def read_config(document: Any) -> ArenaConfig:
     if not isinstance(document, Mapping):
         raise ProtocolError(f"RoboArena's config must be a map, got {type(document).__name__}")
     resolution = document.get("image_resolution", (224, 224))
-    if resolution is not None and not (
-        isinstance(resolution, list | tuple) and len(resolution) == 2
-        and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_METADATA_DIM
-                for n in resolution)
-    ):  # fmt: skip
+    if resolution is not None and not _is_resolution(resolution):
         raise ProtocolError(
             f"RoboArena's image_resolution must be [height, width], got {resolution!r}"
         )
@@ -102,6 +98,15 @@ def read_config(document: Any) -> ArenaConfig:
         action_space=space,
         document=document,
     )
+
+
+def _is_resolution(resolution: Any) -> bool:
+    """Whether `resolution` is ``[height, width]``, two sizes a server may announce."""
+    return (
+        isinstance(resolution, list | tuple) and len(resolution) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_METADATA_DIM
+                for n in resolution)
+    )  # fmt: skip
 
 
 def metadata(config: ArenaConfig) -> ActionMetadata:

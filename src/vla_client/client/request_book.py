@@ -1,10 +1,11 @@
-"""The transport-free half of the clients: options, encoding a request, reading its reply, counts.
+"""The transport-free half of the clients: encoding a request, reading its reply, counting.
 
 `ActionClient` and `AsyncActionClient` differ only in how they wait for their transport; the
 encoding (`vla_client.protocol.encode_request`), the reading of every reply
 (`vla_client.protocol.read_reply`), the fitting, the deadline and age checks and the counters
 live here once, in `RequestBook`, which every server family's session
-(`vla_client.client.session`) uses around its own messages. Nothing here does I/O.
+(`vla_client.client.session`) uses around its own messages. Nothing here does I/O. The options
+it works by are `vla_client.client.options`'s.
 
 Time words: every duration is in seconds and says so (``timeout_s``, ``deadline_s``,
 ``max_observation_age_s``); capture times are `time.monotonic()` seconds, as the cameras stamp
@@ -13,21 +14,21 @@ them.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import numpy as np
 
-from vla_client.client.fit import MIN_SIDE, Fit, FramePreprocessor, check_camera_map
+from vla_client.client.fit import Fit, FramePreprocessor
+from vla_client.client.options import ClientOptions, fill_in
 from vla_client.client.result import ActionResult, Timings
 from vla_client.codecs import frame_digest
 from vla_client.errors import (
+    CodecError,
     ConnectError,
     ContractError,
     DeadlineExceededError,
@@ -38,167 +39,23 @@ from vla_client.errors import (
 )
 from vla_client.observation import Observation
 from vla_client.protocol import (
-    ENCODINGS,
-    FLAT,
-    GENERATIONS_PATH,
-    HEALTH_PATH,
-    METADATA_PATH,
-    WIRES,
     ActionMetadata,
     Encoding,
-    Endpoint,
     LayoutFunction,
     OpenpiLayout,
     Reply,
     Wire,
-    check_endpoint,
     encode_request,
     new_request_id,
-    openpi_layout,
     read_actions,
     read_reply,
 )
-from vla_client.protocol.endpoints import API_KEY_ENV as API_KEY_ENV
-from vla_client.protocol.gr00t import check_state_split
-from vla_client.protocol.ipc import encode_request_apart
+from vla_client.protocol.ipc import SharedFrames, encode_request_apart
 from vla_client.transports.drive import Offload, Steps
-from vla_client.validation import check_choice, check_positive
-
-Resize = Literal["auto", "pad", "crop", "none"]
-RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
-"""How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
-refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
-`FramePreprocessor` does them, whatever the server says."""
 
 _TIMER_SLACK_S = 1e-3
 """How early a transport's timer may fire (event loops round to their clock's resolution): a
 timeout this close to the deadline is the deadline's."""
-
-TransportKind = Literal["http", "websocket", "zmq", "ipc"]
-TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq", "ipc")
-
-
-@dataclass(frozen=True)
-class ClientOptions:
-    """How a client fits and encodes an observation, and when it gives up.
-
-    Pass one as ``ActionClient(url, options=ClientOptions(...))`` (to keep a robot's settings
-    in one value), or give the same names as keywords, not both: a keyword given beside
-    ``options=`` is a `ValueError`, even one that repeats its default (``check_contract=True``
-    would otherwise be dropped without a word). `ActionClient.options` is what the client then
-    uses, resolved for its transport (`for_transport`).
-
-    Fitting (see `FramePreprocessor`): `camera_map` renames the robot's cameras to the
-    server's, frames are resized to the server's image size with `resize` (or to `image_size`
-    when given), and with `check_contract` the observation is checked against the server's
-    metadata before anything is encoded. Encoding: image `encoding` (None: ``raw`` on openpi's
-    endpoint, else ``png``), `wire` (None: ``msgpack`` on a websocket, else ``json``),
-    `jpeg_quality`, and for openpi's endpoint the request `layout` (a name such as ``droid``,
-    an `OpenpiLayout` or a function; None there: ``flat``). Giving up: observations older
-    than `max_observation_age_s` are not sent, and no reply is waited for past `deadline_s`.
-    For GR00T's server, `state_split` (state key -> length) cuts the flat state vector into the
-    named parts it reads (`vla_client.protocol.gr00t`).
-    """
-
-    encoding: Encoding | None = None
-    wire: Wire | None = None
-    jpeg_quality: int = 90
-    layout: str | OpenpiLayout | LayoutFunction | None = None
-    max_observation_age_s: float | None = None
-    deadline_s: float | None = None
-    camera_map: Mapping[str, str] = field(default_factory=dict)
-    resize: Resize = "auto"
-    image_size: tuple[int, int] | None = None
-    check_contract: bool = True
-    state_split: Mapping[str, int] | None = None
-
-    def __post_init__(self) -> None:
-        check_state_split(self.state_split)
-        check_choice("resize", self.resize, RESIZES)
-        check_camera_map(self.camera_map)
-        if self.image_size is not None and (
-            len(self.image_size) != 2 or not all(isinstance(n, int) for n in self.image_size)
-        ):
-            raise ValueError(f"image_size must be (height, width), got {self.image_size!r}")
-        if self.image_size is not None and min(self.image_size) < MIN_SIDE:
-            raise ValueError(f"image_size {self.image_size} is under {MIN_SIDE} pixels a side")
-        if not isinstance(self.check_contract, bool):
-            raise ValueError(f"check_contract must be True or False, got {self.check_contract!r}")
-        if self.encoding is not None:
-            check_choice("encoding", self.encoding, ENCODINGS)
-        if self.wire is not None:
-            check_choice("wire", self.wire, WIRES)
-        if isinstance(self.jpeg_quality, bool) or not 1 <= self.jpeg_quality <= 100:
-            raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality!r}")
-        layout = self.layout
-        if isinstance(layout, str):
-            openpi_layout(layout)  # a name it knows, or `ValueError` naming them
-        elif not (layout is None or isinstance(layout, OpenpiLayout) or callable(layout)):
-            raise TypeError(
-                f"layout must be a layout name, an OpenpiLayout or a function, got {layout!r}"
-            )
-        if layout is not None:
-            if self.wire not in (None, "msgpack"):
-                raise ValueError("openpi requests travel as msgpack only")
-            if isinstance(layout, str):
-                layout = openpi_layout(layout)
-            raw_only = isinstance(layout, OpenpiLayout) and layout is not FLAT
-            if raw_only and self.encoding not in (None, "raw"):
-                raise ValueError(
-                    f"openpi layout {getattr(layout, 'name', '')!r} sends raw arrays, as openpi's "
-                    f"policies read them; encoding must be 'raw', got {self.encoding!r}"
-                )
-        for name in ("max_observation_age_s", "deadline_s"):
-            check_positive(name, getattr(self, name), allow_none=True)
-
-    def for_transport(
-        self,
-        *,
-        websocket: bool,
-        openpi: bool,
-        gr00t: bool = False,
-        dialect: str | None = None,
-        ipc: bool = False,
-    ) -> ClientOptions:
-        """These options with the transport's defaults filled in: websockets carry msgpack,
-        openpi's endpoint raw arrays in the flat layout (a layout name becomes its
-        `OpenpiLayout`), GR00T's server and the servers with a `dialect` of their own (named)
-        raw arrays in their msgpack, ``ipc://`` raw frames in shared memory beside msgpack, and
-        nothing else. Raises `ValueError` for what the transport cannot carry."""
-        if self.state_split is not None and not gr00t:
-            raise ValueError("state_split is for GR00T's server; pass endpoint='gr00t' as well")
-        if ipc:
-            if self.layout is not None:
-                raise ValueError("ipc:// speaks the action API; layout is for openpi's endpoint")
-            if self.encoding not in (None, "raw") or self.wire not in (None, "msgpack"):
-                raise ValueError(
-                    "ipc:// carries raw frames in shared memory and the rest as msgpack; leave "
-                    f"encoding and wire unset (got encoding={self.encoding!r}, wire={self.wire!r})"
-                )
-            return replace(self, encoding="raw", wire="msgpack")
-        if gr00t or dialect:
-            server = "GR00T's server" if gr00t else dialect
-            given = [name for name in ("encoding", "wire", "layout") if getattr(self, name)]
-            if given:
-                raise ValueError(
-                    f"{server} takes raw arrays in its own msgpack; leave {given} unset"
-                )
-            return replace(self, encoding="raw", wire="msgpack")
-        if websocket and self.wire == "json":
-            raise ValueError(
-                "websocket frames are msgpack; leave wire unset or pass wire='msgpack'"
-            )
-        if self.layout is not None and not openpi:
-            raise ValueError("layout is for openpi's endpoint; pass endpoint='openpi' as well")
-        layout = self.layout
-        if openpi and (layout is None or isinstance(layout, str)):
-            layout = openpi_layout(layout or "flat")
-        return replace(
-            self,
-            encoding=self.encoding or ("raw" if openpi else "png"),
-            wire=self.wire or ("msgpack" if websocket else "json"),
-            layout=layout,
-        )
 
 
 @dataclass
@@ -207,6 +64,10 @@ class ClientStats:
 
     `late_replies` counts requests whose reply missed the deadline: discarded on arrival, or
     not waited for (a websocket connection is then replaced so that reply is never read).
+    `dropped_connections` counts the websocket connections dropped (or found closed by the
+    server) and opened again, by reason (`vla_client.transports.websocket.DropReason`): on a
+    connection whose replies carry no request id, a frame that arrived unasked, an error frame
+    or a reply that could not be read; on any, a timeout, a cancelled call, a server's close.
     """
 
     sent: int = 0
@@ -214,81 +75,7 @@ class ClientStats:
     mismatched_replies: int = 0
     late_replies: int = 0
     retries: int = 0
-
-
-ROUTE_PATHS = (GENERATIONS_PATH, METADATA_PATH, HEALTH_PATH)
-"""The server's own routes: a base URL ending in one is a copied request URL, not a base."""
-
-
-def route_in_url(base_url: str) -> str | None:
-    """Why `base_url` cannot be a server's base URL, when its path ends in one of the
-    server's routes (the client appends those itself, so ``.../v1/actions/generations`` would
-    be posted to twice over); None when it can. The message names the base URL to give."""
-    parts = urlsplit(base_url)
-    path = parts.path.rstrip("/")
-    route = next((route for route in ROUTE_PATHS if path.endswith(route)), None)
-    if route is None:
-        return None
-    base = urlunsplit((parts.scheme, parts.netloc, path.removesuffix(route), "", ""))
-    return f"{base_url} ends in the server's route {route}; give the server's base URL, {base}"
-
-
-def resolve_api_key(api_key: str | None) -> str | None:
-    """`api_key` when given, else the `API_KEY_ENV` variable's value (stripped), else None.
-
-    A variable set to nothing or spaces is a `ValueError`, as ``vla-client serve`` refuses it:
-    it is what an unset shell variable gives, and reading it as "no key" would send requests
-    without the key that was meant.
-    """
-    if api_key is not None:
-        return api_key
-    value = os.environ.get(API_KEY_ENV)
-    if value is None:
-        return None
-    if not value.strip():
-        raise ValueError(f"{API_KEY_ENV} is set but empty; unset it to send without a key")
-    return value.strip()
-
-
-def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | None:
-    """The websocket endpoint a client speaks: `endpoint` when given (checked), openpi's when
-    only a `layout` is given (layouts are openpi's, whatever path the URL has), else None (the
-    URL's path decides). The one rule for `ActionClient` and the ``--layout`` of the CLI."""
-    if endpoint is not None:
-        return check_endpoint(endpoint)
-    return "openpi" if layout is not None else None
-
-
-def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
-    """`transport` if given, else ZeroMQ for ``tcp://`` URLs (GR00T's server), websocket for
-    ``ws(s)://`` URLs or a websocket `endpoint`, else HTTP. GR00T's `endpoint` is ZeroMQ's
-    only, on a ``tcp://`` URL."""
-    zmq = scheme == "tcp" or endpoint == "gr00t"
-    if zmq and (
-        scheme != "tcp" or endpoint not in (None, "gr00t") or transport not in (None, "zmq")
-    ):
-        raise ValueError(
-            f"GR00T's server is at tcp://host:port with endpoint='gr00t' over ZeroMQ; got a "
-            f"{scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
-        )
-    ipc = scheme == "ipc"
-    if ipc or transport == "ipc":
-        if not ipc or endpoint is not None or transport not in (None, "ipc"):
-            raise ValueError(
-                f"ipc is the action API over a Unix socket, an ipc://PATH URL with no endpoint; "
-                f"got a {scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
-            )
-        return "ipc"
-    if transport is not None:
-        check_choice("transport", transport, TRANSPORT_KINDS)
-        if transport == "http" and endpoint is not None:
-            raise ValueError("endpoint names a websocket endpoint; it does not apply to HTTP")
-        if transport == "zmq" and not zmq:
-            raise ValueError("ZeroMQ is GR00T's transport: a tcp:// URL")
-        return transport  # type: ignore[return-value]
-    if zmq:
-        return "zmq"
-    return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
+    dropped_connections: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -306,8 +93,9 @@ class PreparedRequest:
     sent_digests: dict[str, dict[str, Any]] | None = None
     """With ``return_digest``: the digest of each frame as sent, after the fit (renamed and
     resized), which is what the server's digests are of."""
-    frames: Mapping[str, np.ndarray] | None = None
-    """Over ``ipc://``: the fitted frames, which travel apart from `body` (in shared memory)."""
+    frames: SharedFrames | None = None
+    """Over ``ipc://``: the fitted frames (colour and depth), which travel apart from `body`, in
+    shared memory."""
 
 
 @dataclass
@@ -367,14 +155,14 @@ class RequestBook:
         *,
         websocket: bool = False,
         openpi: bool = False,
-        gr00t: bool = False,
-        dialect: str | None = None,
+        own_msgpack: str | None = None,
         ipc: bool = False,
     ) -> None:
-        self.options = options = options.for_transport(
-            websocket=websocket, openpi=openpi, gr00t=gr00t, dialect=dialect, ipc=ipc
+        self.options = options = fill_in(
+            options, websocket=websocket, openpi=openpi, own_msgpack=own_msgpack, ipc=ipc
         )
         self._frames_apart = ipc
+        """``ipc://``: the frames travel in shared memory, the body without them."""
         self.stats = ClientStats()
         layout = options.layout
         assert options.encoding and options.wire and not isinstance(layout, str)  # resolved
@@ -513,11 +301,14 @@ class RequestBook:
             encode_ms=(time.perf_counter() - start) * 1000,
             deadline_at=deadline_at,
             sent_digests=(
-                {name: frame_digest(frame) for name, frame in observation.images.items()}
+                {
+                    name: frame_digest(frame)
+                    for name, frame in {**observation.images, **observation.depth}.items()
+                }
                 if digested
                 else None
             ),
-            frames=observation.images if frames_apart else None,
+            frames=(SharedFrames(observation.images, observation.depth) if frames_apart else None),
         )
 
     def fitted(
@@ -617,7 +408,14 @@ class RequestBook:
         as steps: `observation` fitted to `metadata` (unless ``check_contract`` is off) and
         made a message by `encode` (in a worker thread, under asyncio), sent and answered by
         the family's `exchange` steps (the answer and its size in bytes) within the deadline,
-        and the answer read by `read` (the actions, their keys, the reply as `raw`)."""
+        and the answer read by `read` (the actions, their keys, the reply as `raw`). These
+        messages carry no depth: an observation with depth frames is refused (`CodecError`)."""
+        if isinstance(observation, Observation) and observation.depth:
+            raise CodecError(
+                "this server family's messages carry no depth frames "
+                f"({', '.join(observation.depth)}); depth travels on the action API (HTTP, "
+                "the /v1/actions/realtime websocket or ipc://)"
+            )
         fitter = self.fitter(metadata if self.options.check_contract else None)
         prepared = yield Offload(
             partial(self.prepare_message, observation, fitter, encode, request_id, deadline_at)
@@ -650,6 +448,11 @@ class RequestBook:
     def retried(self, error: Exception) -> None:
         """`on_retry` hook: count a retried attempt."""
         self.stats.retries += 1
+
+    def dropped(self, reason: str) -> None:
+        """A websocket transport's `on_drop` hook: count a connection dropped for `reason`."""
+        counts = self.stats.dropped_connections
+        counts[reason] = counts.get(reason, 0) + 1
 
     def read(self, prepared: PreparedRequest, reply: Reply) -> Received:
         """The reply's document; `ServerError` or `ProtocolError` (see `read_reply`)."""
@@ -734,7 +537,7 @@ class RequestBook:
                 round_trip_ms=round_trip_ms,
                 decode_ms=decode_ms,
                 bytes_sent=len(prepared.body)
-                + sum(frame.nbytes for frame in (prepared.frames or {}).values()),
+                + (prepared.frames.nbytes if prepared.frames is not None else 0),
                 bytes_received=bytes_received,
                 server=server or {},
             ),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 from urllib.parse import urlsplit
 
 import msgpack
@@ -177,11 +177,7 @@ def _modality(document: Mapping[str, Any], name: str) -> tuple[tuple[str, ...], 
     block = document.get(name)
     keys = block.get("modality_keys") if isinstance(block, Mapping) else None
     steps = block.get("delta_indices") if isinstance(block, Mapping) else None
-    if not (
-        isinstance(keys, list) and keys and all(isinstance(k, str) and k for k in keys)
-        and isinstance(steps, list) and steps
-        and all(isinstance(i, int) and not isinstance(i, bool) for i in steps)
-    ):  # fmt: skip
+    if not (_are_names(keys) and _are_indices(steps)):
         raise ProtocolError(
             f"GR00T's modality config {name!r} needs modality_keys (names) and delta_indices "
             f"(integers), got {block!r}"
@@ -189,6 +185,19 @@ def _modality(document: Mapping[str, Any], name: str) -> tuple[tuple[str, ...], 
     if len(keys) > MAX_METADATA_CAMERAS or len(steps) > MAX_METADATA_DIM:
         raise ProtocolError(f"GR00T's modality config {name!r} is over the client's bounds")
     return tuple(keys), len(steps)
+
+
+def _are_names(keys: object) -> TypeGuard[list[str]]:
+    """Whether `keys` is a non-empty list of names."""
+    return isinstance(keys, list) and bool(keys) and all(isinstance(k, str) and k for k in keys)
+
+
+def _are_indices(steps: object) -> TypeGuard[list[int]]:
+    """Whether `steps` is a non-empty list of integers."""
+    return (
+        isinstance(steps, list) and bool(steps)
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in steps)
+    )  # fmt: skip
 
 
 def read_modality_config(document: Any) -> Gr00tConfig:

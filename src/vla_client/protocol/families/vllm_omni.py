@@ -17,7 +17,13 @@ openpi's: binary msgpack frames with numpy arrays as openpi's ``__ndarray__`` ma
 - ``{"endpoint": "reset"}`` ends the session; the server answers ``{"status": "reset
   successful"}``.
 - A request it cannot serve is answered ``{"type": "error", "message": ..., "code": ...}``
-  (``code`` only from some servers) and the connection stays open for the next one.
+  (``code`` only from some servers); the server keeps the connection open, but as its replies
+  carry no request id the client opens a new one for the next request
+  (`vla_client.client.dialect`).
+- Its main branch (late 2026) also closes a connection idle for 30 s (a normal close, code
+  1000; the transport opens a new one for the next request), and a server with no policy loaded
+  sends, in place of its config, the text frame ``{"type": "error", "error": ..., "code":
+  "unsupported"}`` (raised by the transport as `ServerErrorFrame`).
 
 This module does no I/O: `read_config` reads the handshake into `OmniConfig` (and `metadata`
 from it the `ActionMetadata` the client fits frames to), `request_document` builds a request,
@@ -71,33 +77,57 @@ def read_config(document: Any) -> OmniConfig:
     that is not a map or a field it reads in another form."""
     if not isinstance(document, Mapping):
         raise ProtocolError(f"vLLM-Omni's config must be a map, got {type(document).__name__}")
-    keys = document.get("action_keys")
-    if keys is not None and not (
-        isinstance(keys, list | tuple) and 0 < len(keys) <= MAX_METADATA_CAMERAS
-        and all(isinstance(k, str) and k for k in keys) and len(set(keys)) == len(keys)
-    ):  # fmt: skip
-        raise ProtocolError(f"vLLM-Omni's action_keys must be distinct names, got {keys!r}")
+    keys = _action_keys(document.get("action_keys"))
     horizon = document.get("action_horizon")
     if horizon is not None and not _count(horizon):
         raise ProtocolError(f"vLLM-Omni's action_horizon must be a count, got {horizon!r}")
-    resolution = document.get("image_resolution")
-    if resolution is not None and not (
-        isinstance(resolution, list | tuple) and len(resolution) == 2
-        and all(_count(side) for side in resolution)
-    ):  # fmt: skip
-        raise ProtocolError(
-            f"vLLM-Omni's image_resolution must be [height, width], got {resolution!r}"
-        )
+    image_size = _image_size(document.get("image_resolution"))
     session = document.get("needs_session_id", False)
     if not isinstance(session, bool):
         raise ProtocolError(f"vLLM-Omni's needs_session_id must be true or false, got {session!r}")
     return OmniConfig(
-        action_keys=None if keys is None else tuple(keys),
+        action_keys=keys,
         action_horizon=horizon,
-        image_size=None if resolution is None else (resolution[0], resolution[1]),
+        image_size=image_size,
         needs_session_id=session,
         document=document,
     )
+
+
+def _action_keys(keys: Any) -> tuple[str, ...] | None:
+    """The config's ``action_keys`` (None when absent): distinct names, as many as a server
+    may announce."""
+    if keys is None:
+        return None
+    if not _are_action_keys(keys):
+        raise ProtocolError(f"vLLM-Omni's action_keys must be distinct names, got {keys!r}")
+    return tuple(keys)
+
+
+def _image_size(resolution: Any) -> tuple[int, int] | None:
+    """The config's ``image_resolution`` as (height, width), None when absent."""
+    if resolution is None:
+        return None
+    if not _is_resolution(resolution):
+        raise ProtocolError(
+            f"vLLM-Omni's image_resolution must be [height, width], got {resolution!r}"
+        )
+    return resolution[0], resolution[1]
+
+
+def _are_action_keys(keys: Any) -> bool:
+    """Whether `keys` is a list of distinct names, as many as a server may announce."""
+    if not isinstance(keys, list | tuple) or not 0 < len(keys) <= MAX_METADATA_CAMERAS:
+        return False
+    return all(isinstance(k, str) and k for k in keys) and len(set(keys)) == len(keys)
+
+
+def _is_resolution(resolution: Any) -> bool:
+    """Whether `resolution` is ``[height, width]``, two counts."""
+    return (
+        isinstance(resolution, list | tuple) and len(resolution) == 2
+        and all(_count(side) for side in resolution)
+    )  # fmt: skip
 
 
 def metadata(config: OmniConfig) -> ActionMetadata:
