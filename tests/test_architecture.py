@@ -418,7 +418,7 @@ ERROR_CLASSES = [
 
 SERVER_ERRORS = {
     "InferenceError", "WorkerStartError", "PolicyLoadError", "PolicyStartError",
-    "PolicyOutputError",
+    "PolicyOutputError", "PolicyInputError",
 }  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -275,7 +276,8 @@ def test_every_exported_name_is_in_the_api_reference() -> None:
 
 # Console blocks marked <!-- run as written: tests/test_docs.py -->: each "$ COMMAND" (a "\"
 # at a line's end continues it) runs as written; one ending in "&" is a server, started as a
-# process on a free port that replaces the page's 8000 in the commands after it.
+# process on a free port that replaces the page's 8000 in the commands after it; "python
+# examples/NAME.py" runs the example from the repository's root.
 AS_WRITTEN = re.compile(r"<!-- run as written: tests/test_docs.py -->\n```console\n(.*?)```", re.S)
 NEEDS = {"--env": "gymnasium", "gym_pusht/PushT-v0": "gym_pusht"}
 """Words of a command, and the package it needs (the test is skipped where it is missing)."""
@@ -316,6 +318,14 @@ def test_documented_commands_run_as_written(
     try:
         for command in commands:
             words = shlex.split(command.replace(DOCS_URL, f"http://127.0.0.1:{port}"))
+            if words[0] == "python":  # one of examples/, from the repository's root
+                assert words[1].startswith("examples/"), command
+                run = subprocess.run(
+                    [sys.executable, *words[1:]], cwd=ROOT, capture_output=True, text=True,
+                    env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120,
+                )  # fmt: skip
+                assert run.returncode == 0, f"{page}: {command}\n{run.stderr}"
+                continue
             assert words[0] == "vla-client", command
             if words[-1] == "&":
                 assert words[1] == "serve" and "--port" not in words, command

@@ -44,3 +44,32 @@ def test_control_loop_example_runs_against_its_own_server(transport: str) -> Non
     assert mismatched == late == errors == 0
     for line in ("tick jitter ms:", "inference round trip ms:", "observation->action ms:"):
         assert re.search(re.escape(line) + r"\s+n=[1-9]\d* p50=\d", out), line
+
+
+def test_rtc_reach_example_continues_each_chunk_on_the_reach_task() -> None:
+    """The guide's real-time chunking, end to end: the reach-flow policy served locally, one
+    episode of the reach task under `ControlLoop` with ``mode="rtc"``."""
+    result = run_example("rtc_reach.py")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    assert "started a local server of the reach-flow policy at http://127.0.0.1:" in out
+    assert re.search(r"mode rtc: reached the target in \d+ steps", out), out
+    chunks = re.search(r"chunks (\d+)/(\d+) requests, \d+ ticks, errors (\d+)", out)
+    assert chunks, out
+    received, sent, errors = map(int, chunks.groups())
+    assert received >= 2 and sent - received <= 1 and errors == 0
+    assert re.search(r"seam jump/step \d+\.\d over [1-9]\d* chunk switches", out), out
+
+
+def test_rtc_reach_example_against_a_server_without_rtc_names_one_with_it() -> None:
+    from vla_client.server import LocalServer, ReferencePolicy, create_app
+
+    with LocalServer(create_app(ReferencePolicy())) as server:
+        result = run_example("rtc_reach.py", server.url)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "error: mode 'rtc': the server (reference) announces no real-time chunking; it supports "
+        "modes naive, aligned, blended (vla-client's server does it with a policy that "
+        "announces it: vla-client serve --policy reach-flow, the reach task's flow policy)"
+    )

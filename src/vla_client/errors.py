@@ -4,7 +4,8 @@
 
     VLAClientError
     ├── InvalidObservationError (ValueError)   fix the observation: shape, dtype, NaN state
-    │   └── ContractError                       it does not fit what the server announced
+    │   ├── ContractError                       it does not fit what the server announced
+    │   └── PolicyInputError                    server side: a policy cannot read it (400)
     ├── StaleObservationError                   too old to send (max_observation_age_s)
     ├── CodecError (ValueError)                 a payload that cannot be encoded or decoded
     │   ├── PayloadTooLargeError                over a size limit (413 on the server)
@@ -365,6 +366,13 @@ class PolicyLoadError(VLAClientError, ValueError):
 class PolicyStartError(WorkerStartError):
     """Server side: the policy's ``load()`` or ``warm_up()`` raised, in the worker or the thread
     that runs it; the message names the step and the exception's type and first line."""
+
+
+class PolicyInputError(InvalidObservationError):
+    """Server side: a policy cannot read an observation it was given (a frame that does not show
+    what it looks for, say). Raised by `Policy.infer` (or `infer_batch`), it refuses that request
+    with 400 and the message as its detail, the policy's own words for its client: say what it
+    needs. The other observations of a batch it came in are answered each on its own."""
 
 
 class PolicyOutputError(VLAClientError, ValueError):

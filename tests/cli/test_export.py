@@ -83,7 +83,10 @@ def test_a_vla_client_record_file_is_refused_saying_how_to_get_actions(cli, tmp_
     assert made.code == 0, made.err
     run = cli("export", str(path), "--lerobot", str(tmp_path / "datasets" / "run"))
     assert run.code == 1
-    assert run.err.startswith(f"vla-client: error: {path} holds observations without actions")
+    assert run.err.startswith(
+        f"vla-client: error: {path} holds no action: 'vla-client record' made it, and records "
+        "observations only. "
+    )
     assert "ControlLoop(record=writer.record)" in run.err
     assert "'vla-client serve --record DIR', then 'vla-client send URL --obs FILE'" in run.err
     assert len(run.err.splitlines()) == 1
@@ -142,3 +145,49 @@ def test_the_python_calls_options_are_checked_before_anything_is_read(tmp_path, 
     with pytest.raises(ValueError, match=message):
         export_lerobot_dataset(missing, tmp_path / "out", **options)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_eval_episode_holds_its_actions_and_gets_past_the_action_check(cli, tmp_path):
+    """``vla-client eval --record DIR`` then ``vla-client export`` as a user types them: each
+    tick's step holds the action applied on it (the ticks before the first chunk none), the
+    header says its rate and what made it, and the export goes on to LeRobot (not installed
+    here: the install line, naming the recipe, where 0.3 refused the file as one without
+    actions, blaming 'vla-client record')."""
+    from vla_client.recording import ObservationReader
+
+    folder = tmp_path / "episodes"
+    run = cli("eval", "--episodes", "1", "--max-steps", "12", "--record", str(folder))
+    assert run.code == 0, run.err
+    (path,) = folder.iterdir()
+    with ObservationReader(path) as reader:
+        header = dict(reader.metadata)
+        actions = [step.applied_action for _, step in reader.read()]
+    assert (header["source"], header["fps"]) == ("eval", 10.0)
+    assert len(actions) == 12 and actions[0] is None  # no chunk yet on the first tick
+    acted = [action for action in actions if action is not None]
+    assert len(acted) >= 6 and all(action.shape == (2,) for action in acted)
+    export = cli("export", str(path), "--lerobot", str(tmp_path / "dataset"))
+    assert export.code == 1
+    assert "holds no action" not in export.err
+    if not _has_lerobot():
+        assert "the LeRobot export needs lerobot 0.4" in export.err
+        assert "docs/install.md#lerobot" in export.err
+
+
+def _has_lerobot() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("lerobot") is not None
+
+
+def test_an_eval_recording_of_0_3_without_actions_is_named_as_such(cli, tmp_path):
+    path = tmp_path / "aligned-0ms-seed0.vlaobs"
+    with ObservationWriter(path, seed=0, mode="aligned", rate_hz=10.0, delay_s=0.0) as writer:
+        writer.write(Observation({"top": np.zeros((8, 8, 3), np.uint8)}, state=[0.0]))
+    run = cli("export", str(path), "--lerobot", str(tmp_path / "dataset"))
+    assert run.code == 1
+    assert run.err.startswith(
+        f"vla-client: error: {path} holds no action: 'vla-client eval --record' of vla-client "
+        "0.3 made it, whose episodes held no actions (this version's hold the action of each "
+        "tick: record the run again). "
+    )

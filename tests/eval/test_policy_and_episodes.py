@@ -57,7 +57,7 @@ def test_the_policy_predicts_where_the_target_goes() -> None:
 
 def test_a_frame_without_the_markers_is_an_error_not_a_guess() -> None:
     blank = {"top": np.zeros((360, 640, 3), np.uint8), "wrist": np.zeros((224, 224, 3), np.uint8)}
-    with pytest.raises(ValueError, match="no target or no robot"):
+    with pytest.raises(ValueError, match="the top camera shows no target or robot"):
         ReachPolicy().infer(PolicyInput(blank, np.zeros(1, np.float32)))
 
 

@@ -66,6 +66,23 @@ def test_eval_mode_rtc_refuses_a_server_without_it(
     assert "supports modes naive aligned blended" in error
 
 
+def test_eval_mode_rtc_against_the_reference_server_names_the_policy_that_does_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``vla-client serve`` (its default policy) and then ``eval URL --mode rtc``: the refusal
+    says which of the reference server's policies does real-time chunking."""
+    from vla_client.server import ReferencePolicy
+
+    with LocalServer(create_app(ReferencePolicy())) as server:
+        assert main(["eval", server.url, "--mode", "rtc", "--episodes", "1"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.endswith(
+        "it supports modes naive aligned blended; vla-client's server does it with a policy that "
+        "announces it: vla-client serve --policy reach-flow, the reach task's flow policy (see "
+        "'vla-client eval --help')"
+    )
+
+
 def test_the_flow_policy_succeeds_at_zero_delay(capsys: pytest.CaptureFixture[str]) -> None:
     with LocalServer(create_app(ReachFlowPolicy())) as server:
         code = main(["eval", server.url, "--mode", "aligned", "--episodes", "4", "--json"])

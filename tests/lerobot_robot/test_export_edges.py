@@ -79,9 +79,7 @@ def test_the_python_call_returns_what_it_wrote(tmp_path: Path) -> None:
 ONE = np.float32([0, 1])
 BAD_RECORDINGS = {
     "no action": ([(observation(0, task="a"), None, None)], {"fps": 10},
-                  "holds observations without actions .*'vla-client serve --record DIR'"),
-    "no action later": ([(observation(0, task="a"), ONE, 0), (observation(1, task="a"), None, 0)],
-                        {"fps": 10}, "step 1 has no action: neither one applied"),
+                  "holds no action: .*'vla-client serve --record DIR'"),
     "an infinite fps": ([(observation(0, task="a"), ONE, 0)], {"fps": float("inf")},
                         "the recording's fps inf is not a rate of 1 to 1000 frames a second"),
     "an absurd fps": ([(observation(0, task="a"), ONE, 0)], {"fps": 1e300},
@@ -119,6 +117,25 @@ def test_a_recording_that_cannot_be_a_dataset_is_refused_and_nothing_is_left(
     assert err.startswith("vla-client: error: ")
     assert re.search(message, err), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.vlaobs"]  # no staging left
+
+
+def test_steps_no_action_was_taken_on_are_left_out_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A control loop's (or ``vla-client eval --record``'s) ticks before its first chunk, and
+    one while it waited for the next, hold no action: the export leaves them out and says so."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    actions = [None, None, np.float32([2, 1]), None, np.float32([4, 1])]
+    steps = [(observation(t, task="a"), action, 0) for t, action in enumerate(actions)]
+    path = write(tmp_path / "run.vlaobs", steps, fps=10)
+    root = tmp_path / "dataset"
+    code, out, err = export([str(path), "--lerobot", str(root), "--images"], capsys)
+    assert code == 0, err
+    assert "exported 2 frame(s) in 1 episode(s)" in out
+    assert "left out 3 step(s) no action was taken on" in out
+    dataset = LeRobotDataset("local/dataset", root=root)
+    assert [dataset[i]["action"].tolist() for i in range(2)] == [[2.0, 1.0], [4.0, 1.0]]
 
 
 def test_a_recording_cut_inside_its_last_step_exports_its_whole_steps(

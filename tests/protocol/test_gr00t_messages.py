@@ -365,7 +365,8 @@ def test_a_policy_without_state_gets_none_and_an_observation_without_a_task_an_e
             None,
             "state.modality_keys: the server expects the state as ['arm', 'hand', 'grip'], the "
             "observation has a flat vector of 6; GR00T announces the state keys but not their "
-            "lengths; say how to cut it, for example state_split={'arm': 1, 'hand': 1, 'grip': 1}",
+            "lengths; say how many of the 6 values each key takes, in the vector's order: "
+            "state_split={'arm': DIM, 'hand': DIM, 'grip': DIM}",
         ),
         (
             np.zeros(6),
@@ -394,10 +395,23 @@ def test_the_missing_split_error_offers_the_option_that_fixes_it() -> None:
         gr00t.observation_document(Observation({"front": FRAME}, state=np.zeros(6)), config(), None)
     fix = refused.value.fix
     assert fix is not None
-    assert (fix.option, fix.values) == ("state_split", ({"arm": 1, "hand": 1, "grip": 1},))
+    (keys,) = fix.values
+    assert (fix.option, list(keys)) == ("state_split", ["arm", "hand", "grip"])
     assert fix.describe(lambda option, value: f"--state-split {value}") == (
-        "say how to cut it, for example --state-split {'arm': 1, 'hand': 1, 'grip': 1}"
+        "say how many of the 6 values each key takes, in the vector's order: "
+        "--state-split {'arm': DIM, 'hand': DIM, 'grip': DIM}"
     )
+
+
+def test_a_state_of_one_value_per_key_needs_no_split() -> None:
+    """Each key takes at least one value, so three values for three keys cut one way only."""
+    state = np.array([0.5, -1.0, 2.0])
+    observation = Observation({"front": FRAME}, state=state)
+    document = gr00t.observation_document(observation, config(), None)
+    assert list(document["state"]) == ["arm", "hand", "grip"]
+    parts = [part.tolist() for part in document["state"].values()]
+    assert parts == [[[[0.5]]], [[[-1.0]]], [[[2.0]]]]
+    assert all(part.dtype == np.float32 for part in document["state"].values())
 
 
 @pytest.mark.parametrize(("name", "steps"), [("video", {"video_steps": 2}),

@@ -30,6 +30,7 @@ from vla_client.cli.checks import check_output_file, file_type, require_module
 from vla_client.cli.common import (
     add_connection_options,
     add_state_split_option,
+    connect_option,
     dialect,
     is_gr00t,
     server_metadata,
@@ -115,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         _check_outputs(args, paths)
         split = state_split(args)
         fit: dict[str, Any] = {"state_split": split} if split else {}
+        fit.update(connect_option(args))
         if family := dialect(args):
             fit["endpoint"] = family
         with _server(args.url) as url:

@@ -58,6 +58,11 @@ def add_connection_options(
         help="how long to wait for a reply",
     )  # fmt: skip
     parser.add_argument(
+        "--connect-timeout", type=seconds, default=None, metavar="SECONDS",
+        help="GR00T's server (tcp://): how long to wait for its connection to open (a server "
+        "still starting) before saying nothing answers there (default: 5)",
+    )  # fmt: skip
+    parser.add_argument(
         "--api-key", default=None,
         help=f"sent as 'Authorization: Bearer KEY', to GR00T's server as its api_token "
         f"(default: ${API_KEY_ENV}, else no key; prefer the variable, arguments show in ps)",
@@ -221,7 +226,19 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
         options["camera_map"] = camera_map
     if split := state_split(args):
         options["state_split"] = split
+    options.update(connect_option(args))
     return options
+
+
+def connect_option(args: argparse.Namespace) -> dict[str, float]:
+    """``--connect-timeout`` as `ActionClient`'s keyword, for GR00T's server only (a usage
+    error elsewhere: other servers refuse a connection at once)."""
+    seconds = getattr(args, "connect_timeout", None)  # commands without the option: None
+    if seconds is None:
+        return {}
+    if not is_gr00t(args):
+        raise argparse.ArgumentError(None, "--connect-timeout is for GR00T's server (tcp:// URLs)")
+    return {"connect_timeout_s": seconds}
 
 
 def server_metadata(client: ActionClient) -> ActionMetadata | None:

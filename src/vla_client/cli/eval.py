@@ -62,7 +62,7 @@ from vla_client.observation import Observation
 from vla_client.protocol import ActionMetadata
 from vla_client.protocol.families.gr00t import POLICY_FAMILY as GR00T_FAMILY
 from vla_client.protocol.families.gr00t_rtc import declare_rtc
-from vla_client.protocol.rtc import announced
+from vla_client.protocol.rtc import announced, where_to_find
 from vla_client.sim.episode import (
     MODES,
     RATE_RANGE_HZ,
@@ -404,6 +404,8 @@ def _check_modes(args: argparse.Namespace, metadata: ActionMetadata | None) -> N
             if gr00t
             else ""
         )
+        if metadata is not None and (found := where_to_find(metadata.server)):
+            hint = f"; {found}"
         raise argparse.ArgumentError(
             None,
             f"--mode rtc: the server at {args.url} announces no real-time chunking "

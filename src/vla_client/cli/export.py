@@ -1,15 +1,17 @@
 """``vla-client export``: write a recording as a LeRobot dataset (format v3.0).
 
-``vla-client export run.vlaobs --lerobot datasets/run`` reads a recording made by a control
-loop (``ControlLoop(record=writer.record)``: each step holds the action applied on its tick and
-its episode) or by a server's ``--record`` (each step holds the chunk it served; the action is
-its row 0) and writes it with LeRobot's own ``LeRobotDataset`` writer, one frame per step,
-episodes and tasks kept. The folder must be new or empty (missing parent folders are made); it
-is written whole or not at all. Frames go in as video where LeRobot can decode video here, else
-as PNG images (``--images``/``--videos`` choose). A file ``vla-client record`` made holds no
-actions and is refused, saying how to get them; one cut off inside its last step exports its
-whole steps and says what was dropped.
-Needs lerobot 0.4 (``pip install 'vla-client[lerobot]'``; docs/install.md).
+``vla-client export run.vlaobs --lerobot datasets/run`` reads a recording made by a control loop
+(``ControlLoop(record=writer.record)`` or ``vla-client eval --record``: each step holds the
+action applied on its tick and its episode) or by a server's ``--record`` (each step holds the
+chunk it served; the action is its row 0) and writes it with LeRobot's own ``LeRobotDataset``
+writer, one frame per step, episodes and tasks kept. The folder must be new or empty (missing
+parent folders are made); it is written whole or not at all. Frames go in as video where LeRobot
+can decode video here, else as PNG images (``--images``/``--videos`` choose). Steps no action
+was taken on (a control loop's or ``vla-client eval --record``'s ticks before the first chunk)
+are left out and counted; a file with no action at all (``vla-client record``'s) is refused,
+naming what made it and how to get actions; one cut off inside its last step exports its whole
+steps and says what was dropped.
+Needs lerobot 0.4, installed beside vla-client with CPU torch as docs/install.md#lerobot shows.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"frames stored as PNG images, not video: {summary.images_because}")
     if summary.dropped:
         print(f"dropped the end of the recording: {summary.dropped}")
+    if summary.no_action:
+        print(
+            f"left out {summary.no_action} step(s) no action was taken on (ticks before the "
+            "first chunk came, or while the robot waited for one)"
+        )
     if summary.served_actions:
         print(
             f"{summary.served_actions} frame(s) had no applied action recorded: their action is "

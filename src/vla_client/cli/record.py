@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
         with (
             open_source(args) as source,
             ObservationWriter(
-                args.output, image_format="raw" if args.raw else "png", task=args.task
+                args.output,
+                image_format="raw" if args.raw else "png",
+                task=args.task,
+                source="record",
             ) as writer,
             Progress(args.frames, label="record") as bar,
         ):

@@ -106,15 +106,22 @@ def _api_key(api_key: str | None) -> str | None:
 
 
 def _check_transport_options(
-    retry: RetryPolicy | None, max_reply_bytes: int | None, transport: object
+    retry: RetryPolicy | None,
+    max_reply_bytes: int | None,
+    connect_timeout_s: float | None,
+    transport: object,
 ) -> None:
-    """The retry policy and the reply cap, which is for a transport the client opens."""
+    """The retry policy, and the reply cap and connection wait, which are for a transport the
+    client opens."""
     if retry is not None and not isinstance(retry, RetryPolicy):
         raise TypeError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
     check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
-    if max_reply_bytes is not None and not (transport is None or isinstance(transport, str)):
-        raise ValueError("max_reply_bytes is for the transport the client opens; set it on "
-                         "the transport passed in")  # fmt: skip
+    check_positive("connect_timeout_s", connect_timeout_s, allow_none=True)
+    for name, value in (("max_reply_bytes", max_reply_bytes),
+                        ("connect_timeout_s", connect_timeout_s)):  # fmt: skip
+        if value is not None and not (transport is None or isinstance(transport, str)):
+            raise ValueError(f"{name} is for the transport the client opens; set it on "
+                             "the transport passed in")  # fmt: skip
 
 
 class ClientBase(Generic[TransportT]):
@@ -149,6 +156,7 @@ class ClientBase(Generic[TransportT]):
         check_contract: bool = True,
         max_reply_bytes: int | None = None,
         state_split: Mapping[str, int] | None = None,
+        connect_timeout_s: float | None = None,
     ) -> None:
         check_positive("timeout_s", timeout_s)
         check_base_url(base_url)
@@ -171,7 +179,7 @@ class ClientBase(Generic[TransportT]):
                 raise TypeError(f"options must be a ClientOptions, got {type(options).__name__}")
             asked = options
         endpoint = chosen_endpoint(endpoint, asked.layout)
-        _check_transport_options(retry, max_reply_bytes, transport)
+        _check_transport_options(retry, max_reply_bytes, connect_timeout_s, transport)
         self.base_url = base_url
         self.retry = retry or RetryPolicy()
         if transport is None or isinstance(transport, str):
@@ -179,6 +187,7 @@ class ClientBase(Generic[TransportT]):
             transport = self._open(
                 kind, base_url, timeout_s=timeout_s, api_key=api_key,
                 max_reply_bytes=max_reply_bytes, endpoint=endpoint,
+                connect_timeout_s=connect_timeout_s,
             )  # fmt: skip
         self._transport: TransportT = transport
         family = family_of(transport)
@@ -209,12 +218,20 @@ class ClientBase(Generic[TransportT]):
         api_key: str | None,
         max_reply_bytes: int | None,
         endpoint: Endpoint | None,
+        connect_timeout_s: float | None,
     ) -> TransportT:
         """A new transport of `kind` to `base_url`, of this client's own flavour."""
         opener = getattr(transports, self._transport_prefix + TRANSPORT_CLASSES[kind])
         given: dict[str, Any] = {"timeout_s": timeout_s, "max_reply_bytes": max_reply_bytes}
         if kind != "zmq":  # GR00T's key travels in its messages (`Gr00tSession`)
             given["api_key"] = api_key
+        if connect_timeout_s is not None:
+            if kind != "zmq":
+                raise ValueError(
+                    "connect_timeout_s is for GR00T's server (a tcp:// URL); other servers "
+                    "refuse a connection at once or take timeout_s"
+                )
+            given["connect_timeout_s"] = connect_timeout_s
         if kind == "websocket":
             given["endpoint"] = endpoint
         return cast("TransportT", opener(base_url, **given))

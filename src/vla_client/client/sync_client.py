@@ -68,6 +68,9 @@ class ActionClient(ClientBase[Transport]):
         state_split: GR00T's server only: how a flat state vector is cut into its state keys,
             in the vector's order (``{"arm": 6, "gripper": 1}``: the first six values are
             ``arm``); not needed when the state is given as a dict of named arrays.
+        connect_timeout_s: GR00T's server only: how long each call waits for the connection
+            to open (ZeroMQ keeps trying an address where nothing listens yet) before
+            `ConnectError` says nothing answers there (default 5 s).
     """
 
     _stream_type = ReplyStream

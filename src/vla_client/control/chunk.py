@@ -463,16 +463,18 @@ def _check_mode(mode: object, align: bool, blend_steps: int, prefetch_at: int) -
 def _rtc_horizon(server: ActionMetadata | None, execution_horizon: int | None) -> int:
     """The execution horizon for ``rtc`` mode, once `server` is known to announce RTC."""
     from vla_client.protocol.families import rtc_declaration_hint
-    from vla_client.protocol.rtc import announced
+    from vla_client.protocol.rtc import announced, where_to_find
 
     if server is None:
         raise ValueError(
             "mode 'rtc' needs server=client.metadata(), to check the server does real-time chunking"
         )
     if announced(server.capabilities) is None:
+        found = where_to_find(server.server)
+        hint = f" ({found})" if found else rtc_declaration_hint(server)
         raise ModeNotSupportedError(
             f"mode 'rtc': the server ({server.model or 'unnamed'}) announces no real-time "
-            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{rtc_declaration_hint(server)}"
+            f"chunking; it supports modes {', '.join(CLIENT_MODES)}{hint}"
         )
     horizon = server.output.action_horizon
     if execution_horizon is None:

@@ -50,10 +50,10 @@ from vla_client.recording import ObservationReader, RecordedObservation
 from vla_client.validation import check_positive
 
 INSTALL = (
-    "the LeRobot export needs lerobot 0.4 (and torch), which is not installed here: "
-    "pip install 'vla-client[lerobot]', or with --no-deps as docs/install.md shows where "
-    "LeRobot's torch pin does not resolve (in a checkout, .ci/lerobot_venv.sh DIR builds "
-    "such a venv)"
+    "the LeRobot export needs lerobot 0.4 (and torch), which is not installed here: install "
+    "CPU torch and lerobot --no-deps beside vla-client as docs/install.md#lerobot shows (the "
+    "'lerobot' extra would pull CUDA torch and LeRobot's older OpenCV and rerun-sdk); "
+    "in a checkout, .ci/lerobot_venv.sh DIR builds such a venv"
 )
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
@@ -78,6 +78,9 @@ class ExportSummary:
     cannot decode video here (`video_unreadable`)."""
     dropped: str | None = None
     """What was left out of a recording cut off inside its last step."""
+    no_action: int = 0
+    """Steps left out because no action was taken on them (a control loop's ticks before its
+    first chunk came, or while it waited for one)."""
 
 
 def export_lerobot_dataset(
@@ -98,11 +101,13 @@ def export_lerobot_dataset(
     stores the frames as video (True) or PNG images (False); None: video where LeRobot's
     default reader can decode it here (`video_unreadable`), images otherwise, and the
     summary's `images_because` says why. The options, `root` and the recording's header are
-    checked before LeRobot is imported, and a recording without actions (``vla-client
-    record``'s) is refused saying how to get them; a missing lerobot is then an `ImportError`
-    naming the install recipe, before the rate is read. A recording that is empty, or whose
-    steps disagree in cameras, frame sizes, state or action length, or with a later step that
-    has no action, is a `ValueError` naming the step, and nothing is left behind. A recording
+    checked before LeRobot is imported. Steps no action was taken on (a control loop's ticks
+    before its first chunk came) are left out, and counted in the summary's `no_action`; a
+    recording with no action at all (``vla-client record``'s) is refused naming what made it
+    and how to get actions. A missing lerobot is then an `ImportError` naming the install
+    recipe, before the rate is read. A recording that is empty, or whose steps disagree in
+    cameras, frame sizes, state or action length, is a `ValueError` naming the step, and
+    nothing is left behind. A recording
     cut off inside its last step (a full disk, a killed recorder) exports its whole steps; the
     summary's `dropped` says what was left out.
     """
@@ -112,12 +117,14 @@ def export_lerobot_dataset(
     _check_root(target)
     with ObservationReader(recording) as reader:
         dropped: list[str] = []
-        steps = _whole_steps(reader.read(), dropped)
+        idle = _Idle()
+        steps = idle.skipped(_whole_steps(reader.read(), dropped))
         first = next(steps, None)
+        if first is None and idle.count:
+            raise _without_actions(recording, reader.metadata)
         if first is None:
             cut = f" ({dropped[0]})" if dropped else ""
             raise ValueError(f"{recording} holds no whole step: there is nothing to export{cut}")
-        _check_has_action(first[1], recording)
         lerobot = _import_lerobot()
         rate = _rate(fps, reader.metadata.get("fps"))
         images_because = None
@@ -144,7 +151,7 @@ def export_lerobot_dataset(
         shutil.rmtree(staging, ignore_errors=True)
     return ExportSummary(
         target, repo, rate, *summary, videos=videos, images_because=images_because,
-        dropped=dropped[0] if dropped else None,
+        dropped=dropped[0] if dropped else None, no_action=idle.count,
     )  # fmt: skip
 
 
@@ -203,17 +210,41 @@ def _whole_steps(
         dropped.append(str(exc))
 
 
-def _check_has_action(step: RecordedObservation, recording: str | Path) -> None:
-    """A `ValueError` saying how to get actions, for a recording whose steps hold none (one
-    ``vla-client record`` made: observations only)."""
-    if step.applied_action is not None or step.served is not None:
-        return
-    raise ValueError(
-        f"{recording} holds observations without actions ('vla-client record' makes such "
-        "files), and every LeRobot frame needs the action taken on it: record a control loop "
-        "(ControlLoop(record=writer.record)), or replay the file to a recording server "
-        "('vla-client serve --record DIR', then 'vla-client send URL --obs FILE') and export "
-        "the recording it writes in DIR, with --fps"
+class _Idle:
+    """Counts the steps no action was taken on, as it leaves them out of the steps it passes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def skipped(
+        self, steps: Iterator[tuple[int, RecordedObservation]]
+    ) -> Iterator[tuple[int, RecordedObservation]]:
+        for index, step in steps:
+            if step.applied_action is None and step.served is None:
+                self.count += 1
+            else:
+                yield index, step
+
+
+def _without_actions(recording: str | Path, metadata: dict[str, Any]) -> ValueError:
+    """The refusal of a recording none of whose steps holds an action, naming what made it
+    (its header's ``source``, or an older eval's keys) and the ways to a recording with them."""
+    source = metadata.get("source")
+    if source == "record":
+        made = "'vla-client record' made it, and records observations only"
+    elif source == "eval" or {"seed", "mode", "rate_hz"} <= metadata.keys():
+        made = (
+            "'vla-client eval --record' of vla-client 0.3 made it, whose episodes held no "
+            "actions (this version's hold the action of each tick: record the run again)"
+        )
+    else:
+        made = "it holds observations only, as 'vla-client record' makes them"
+    return ValueError(
+        f"{recording} holds no action: {made}. Every LeRobot frame needs the action taken on "
+        "it: record a control loop (ControlLoop(record=writer.record)) or 'vla-client eval "
+        "--record DIR', or replay the file to a recording server ('vla-client serve --record "
+        "DIR', then 'vla-client send URL --obs FILE') and export the recording it writes in "
+        "DIR, with --fps"
     )
 
 

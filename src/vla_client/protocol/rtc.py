@@ -207,6 +207,24 @@ def announced(capabilities: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return value if value.get("supported", True) else None
 
 
+REFERENCE_RTC_POLICY = "reach-flow"
+"""The reference server's policy that does real-time chunking (the reach task's flow policy)."""
+REFERENCE_SERVER_NAME = "vla-client"
+"""The ``server.name`` of the reference server's metadata."""
+
+
+def where_to_find(server_block: Mapping[str, Any] | None) -> str:
+    """Where real-time chunking is served, for a refusal by a server announcing none: the
+    reference server (its metadata's `server_block` names it) does it with one policy, which
+    this names; others' ways are their own (empty)."""
+    if not server_block or server_block.get("name") != REFERENCE_SERVER_NAME:
+        return ""
+    return (
+        "vla-client's server does it with a policy that announces it: "
+        f"vla-client serve --policy {REFERENCE_RTC_POLICY}, the reach task's flow policy"
+    )
+
+
 def echoed(capabilities: Mapping[str, Any]) -> bool:
     """Whether a server that announces RTC says in each reply what it applied. Every server
     that announces RTC itself does; an announcement with ``"echo": false`` is one the robot's

@@ -4,8 +4,9 @@ that execute them (an inference worker process by default, a thread with ``in_pr
 Besides the server's parts, it offers the names only a server needs: `decode_request` and
 `DecodedRequest` (the entrypoint's side of the wire) and the errors raised while serving
 (`InferenceError`, `WorkerStartError`, `PolicyLoadError`, `PolicyStartError`,
-`PolicyOutputError`). Its names load on first use: `create_app` imports FastAPI and uvicorn;
-`vla_client` itself never does.
+`PolicyOutputError`) and the one a policy raises to refuse an observation it cannot read
+(`PolicyInputError`, answered 400 with its message). Its names load on first use:
+`create_app` imports FastAPI and uvicorn; `vla_client` itself never does.
 """
 
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from vla_client._lazy import lazy_face
 
 if TYPE_CHECKING:
     from vla_client.errors import InferenceError as InferenceError
+    from vla_client.errors import PolicyInputError as PolicyInputError
     from vla_client.errors import PolicyLoadError as PolicyLoadError
     from vla_client.errors import PolicyOutputError as PolicyOutputError
     from vla_client.errors import PolicyStartError as PolicyStartError
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 # What `lazy_face` hands out: each name of the block above, from the same module.
 _FACE = {
     "InferenceError": "vla_client.errors",
+    "PolicyInputError": "vla_client.errors",
     "PolicyLoadError": "vla_client.errors",
     "PolicyOutputError": "vla_client.errors",
     "PolicyStartError": "vla_client.errors",

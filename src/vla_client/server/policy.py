@@ -114,6 +114,10 @@ class Policy(ABC):
     5. `close` runs on shutdown.
 
     A `load` or `warm_up` that raises stops ``vla-client serve`` with one line and exit code 1.
+    An observation the policy cannot read (its frames do not show what it looks for) is refused
+    by raising `PolicyInputError` from `infer`: its request gets 400 with the message as the
+    detail, so say there what the policy needs. Any other exception is a 500 whose detail
+    names the exception's type only (the message may hold what a client must not see).
     """
 
     @property

@@ -180,7 +180,8 @@ def run_episode(
     `config.delay` (drawn from a generator seeded with `seed`); in real time the delay must
     already be in `infer`'s transport (`vla_client.sim.network.delayed`). `make_watchdog`
     builds the episode's watchdog on the episode's clock. `record` is a file to write each
-    tick's observation to (``vla-client view`` shows it), or only every `record_every` ticks'.
+    tick's observation to with the action applied on it (``vla-client view`` shows it,
+    ``vla-client export`` makes it a LeRobot dataset), or only every `record_every` ticks'.
     `reset` starts the server's episode (`ActionClient.reset`), after the world's. An exception
     from `world` (its reset, frames, state or step) ends the episode with the reason in
     `EpisodeResult.error`. `log` logs the episode to Rerun under ``MODE-DELAYms-seedN/``, on the
@@ -192,9 +193,10 @@ def run_episode(
     check_at_least("record_every", record_every, 1, integer=True)
     episode = _Episode(
         world, infer, seed, config, round_trip_s=round_trip_s, gate=gate,
-        make_watchdog=make_watchdog, record=record, log=log, server=server,
+        make_watchdog=make_watchdog, record=record, record_every=record_every, log=log,
+        server=server,
     )  # fmt: skip
-    error = episode.play(reset, record_every)
+    error = episode.play(reset)
     return episode.result(error)
 
 
@@ -214,6 +216,7 @@ class _Episode:
         gate: SafetyGate | None,
         make_watchdog: Callable[[Callable[[], float]], Watchdog] | None,
         record: Path | None,
+        record_every: int,
         log: RerunLog | None,
         server: ActionMetadata | None,
     ) -> None:
@@ -244,7 +247,8 @@ class _Episode:
             name = f"{config.mode}-{config.delay.delay_s * 1e3:g}ms-seed{seed}"
             log.start(name, gate=gate, watchdog=self.watchdog)
             log.use_clock(self.clock, config.period_s)
-        self.writer = _writer(record, world, seed, config)
+        self.writer = _writer(record, world, seed, config, record_every)
+        self.record_every = record_every
         self.wall_start = time.time()
         self.started = self.clock()
         self.current: Observation | None = None
@@ -271,7 +275,7 @@ class _Episode:
             )
         return self.current
 
-    def play(self, reset: Callable[[], object] | None, record_every: int) -> str | None:
+    def play(self, reset: Callable[[], object] | None) -> str | None:
         """Reset the world (and the server, with `reset`) and tick until it is done, the
         requests have failed for too long or `max_steps`: why it ended early, or None."""
         try:
@@ -280,7 +284,7 @@ class _Episode:
             if reset is not None:
                 reset()
             for tick in range(self.config.max_steps):
-                self._tick(tick, record_every)
+                self._tick(tick)
                 if self.in_world(lambda: self.world.done):
                     return None
                 error = self.patience.exhausted(self.clock())
@@ -299,14 +303,14 @@ class _Episode:
             if self.writer is not None:
                 self.writer.close()
 
-    def _tick(self, tick: int, record_every: int) -> None:
-        """Wait for tick `tick`, then record, act and step the world once."""
+    def _tick(self, tick: int) -> None:
+        """Wait for tick `tick`, then act, record and step the world once."""
         self._wait(tick)
         self.current = None
-        if self.writer is not None and tick % record_every == 0:
-            observation = self.observe()
-            self.writer.write(observation, wall_time=self.wall_start + self.clock() - self.started)
         action = _action(self.executor, self.observe, self.watchdog, self.gate)
+        if self.writer is not None and tick % self.record_every == 0:  # with the action it takes
+            wall_time = self.wall_start + self.clock() - self.started
+            self.writer.write(self.observe(), wall_time=wall_time, applied_action=action)
         if self.log is not None:  # the tick's reading, before the action moves the world
             self.log.tick(self.clock(), self.observe(), action)
         self.seams.add(action, self.executor.source)
@@ -438,12 +442,14 @@ def _one_line(exc: BaseException | None) -> str:
 
 
 def _writer(
-    record: Path | None, world: World, seed: int, config: EvalConfig
+    record: Path | None, world: World, seed: int, config: EvalConfig, record_every: int
 ) -> ObservationWriter | None:
     if record is None:
         return None
     return ObservationWriter(
         record,
+        source="eval",
+        fps=config.rate_hz / record_every,
         seed=seed,
         mode=config.mode,
         rate_hz=config.rate_hz,

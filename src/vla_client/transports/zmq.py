@@ -13,10 +13,15 @@ without reading them into memory; the transport tells that drop from a server th
 by what follows it (a server that went away makes ZeroMQ retry the connection at once; a reply
 over the cap ends the connection for good) and raises `ReplyTooLargeError` or `ConnectError`.
 
-ZeroMQ also reconnects by itself, silently: a server restarted on the same address (perhaps with
-another policy) is simply talked to again. The socket's monitor reports each dropped connection,
-and the transport counts them (`connection_drops`), so the client can read the server's facts
-again before the next request.
+ZeroMQ also connects by itself, silently, and keeps trying: to an address where nothing listens
+yet (a robot's client may start before GR00T's server), and again after a connection dropped (a
+server restarted on the same address, perhaps with another policy, is simply talked to again).
+The socket's monitor reports each attempt, so a call finds out fast when nothing answers: the
+connection must open (ZeroMQ's handshake with the server done) within `connect_timeout_s`
+(default 5 s), else `ConnectError` says what it found (refused: nothing listens on that port; a
+host that never answers; something that answers but does not speak ZeroMQ, at once) and what to
+check. The monitor's dropped connections are counted (`connection_drops`), so the client can
+read the server's facts again before the next request.
 
 The blocking and asyncio transports are one set of steps (`vla_client.transports.drive`), run
 with pyzmq's blocking or asyncio sockets. pyzmq comes with the ``gr00t`` extra.
@@ -30,6 +35,7 @@ import time
 from abc import abstractmethod
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit
 
 import zmq
 import zmq.asyncio
@@ -37,14 +43,30 @@ from zmq.utils.monitor import parse_monitor_message
 
 from vla_client.errors import ConnectError, ReplyTooLargeError, RequestTimeoutError
 from vla_client.protocol import REPLY_SIZE_FLOOR
-from vla_client.protocol.families.gr00t import zmq_address
+from vla_client.protocol.families.gr00t import GR00T_PORT, zmq_address
 from vla_client.transports.drive import Steps, adrive, drive
+from vla_client.transports.http import LONGER_TIMEOUT
 from vla_client.validation import check_positive
 
-_WATCHED = zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+_WATCHED = (
+    zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_CONNECT_DELAYED
+    | zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | _HANDSHAKE_FAILED
+)  # fmt: skip
 DROP_GRACE_S = 0.25
 """How long after a dropped connection to look for ZeroMQ's reconnect attempt (it follows at
 once when the server went away; none follows a reply cut off at the cap)."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long a call waits for its connection to open, by default: a server that is starting has
+that long; an address where nothing answers is said to be one after it."""
+LONGER_CONNECT = (
+    "a server still starting: wait longer with connect_timeout_s= (--connect-timeout on the "
+    "command line)"
+)
 
 
 class _ReqLink:
@@ -59,15 +81,23 @@ class _ReqLink:
         return zmq.Context.instance()
 
     def __init__(
-        self, url: str, *, timeout_s: float = 10.0, max_reply_bytes: int | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float = 10.0,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        max_reply_bytes: int | None = None,
     ) -> None:
         check_positive("timeout_s", timeout_s)
+        check_positive("connect_timeout_s", connect_timeout_s)
         check_positive("max_reply_bytes", max_reply_bytes, integer=True, allow_none=True)
         self.url = url
         self.address = zmq_address(url)
         self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self.max_reply_bytes = max_reply_bytes or REPLY_SIZE_FLOOR
         self._sockets: tuple[zmq.Socket[Any], zmq.Socket[Any]] | None = None
+        self._link = _Link()
         self.drops = 0
         """Connections to the server that ZeroMQ reported dropped, as far as its monitor has been
         read: after each, ZeroMQ connects again by itself, perhaps to another server."""
@@ -87,6 +117,7 @@ class _ReqLink:
             monitor = socket.get_monitor_socket(_WATCHED)
             socket.connect(self.address)
             self._sockets = (socket, monitor)
+            self._link = _Link()
         return self._sockets
 
     def _close(self) -> None:
@@ -104,16 +135,28 @@ class _ReqLink:
         poller = self.poller_type()
         poller.register(monitor, zmq.POLLIN)
         while (yield partial(poller.poll, 0)):
-            event = parse_monitor_message((yield monitor.recv_multipart))["event"]
-            if event == zmq.EVENT_DISCONNECTED:
-                self.drops += 1
+            self._note((yield from self._event(monitor)))
         return self.drops
+
+    def _event(self, monitor: zmq.Socket[Any]) -> Steps[int]:
+        """The monitor's next event (waiting there)."""
+        return int(parse_monitor_message((yield monitor.recv_multipart))["event"])
+
+    def _note(self, event: int) -> bool:
+        """Keep `event` in the connection's state; whether it dropped a connection to the
+        server (counted in `drops`)."""
+        dropped = self._link.note(event)
+        self.drops += dropped
+        return dropped
 
     def _steps(self, body: bytes, timeout_s: float | None) -> Steps[bytes]:
         """One exchange: send `body`, wait for the reply within `timeout_s` (and `timeout_s` of
-        the transport), return its bytes; on any failure the socket is closed."""
+        the transport), the connection opening within `connect_timeout_s` of it; return the
+        reply's bytes. On any failure the socket is closed."""
         wait_s = self.timeout_s if timeout_s is None else min(self.timeout_s, timeout_s)
-        end = time.monotonic() + wait_s
+        started = time.monotonic()
+        end = started + wait_s
+        connect_end = started + min(wait_s, self.connect_timeout_s)
         socket, monitor = self._opened()
         poller = self.poller_type()
         poller.register(monitor, zmq.POLLIN)
@@ -123,31 +166,106 @@ class _ReqLink:
             poller.register(socket, zmq.POLLIN)
             yield partial(socket.send, body, copy=False)
             while True:
-                until = end if dropped_at is None else min(end, dropped_at + DROP_GRACE_S)
+                if self._link.refused_by_a_stranger:
+                    raise ConnectError(self._unreachable(time.monotonic() - started), sent=False)
+                until = end if self._link.open else connect_end
+                if dropped_at is not None:
+                    until = min(until, dropped_at + DROP_GRACE_S)
                 left_ms = max(0, round((until - time.monotonic()) * 1000))
                 ready = dict((yield partial(poller.poll, left_ms)))
                 if socket in ready:
                     reply: bytes = yield partial(socket.recv)
                     return reply
                 if monitor in ready:
-                    event = parse_monitor_message((yield monitor.recv_multipart))["event"]
+                    event = yield from self._event(monitor)
                     if event == zmq.EVENT_CONNECT_RETRIED and dropped_at is not None:
                         raise ConnectError(f"{self.url} dropped the connection; no reply")
-                    if event == zmq.EVENT_DISCONNECTED:
-                        self.drops += 1
+                    if self._note(event):
                         dropped_at = time.monotonic()
                 elif dropped_at is not None and time.monotonic() < end:
                     raise ReplyTooLargeError(self.max_reply_bytes, f"the reply from {self.url}")
+                elif not self._link.open and time.monotonic() >= connect_end:
+                    raise ConnectError(self._unreachable(connect_end - started), sent=False)
                 elif time.monotonic() >= end:
-                    raise RequestTimeoutError(f"no reply from {self.url} within {wait_s:.3g} s")
+                    raise RequestTimeoutError(
+                        f"no reply from {self.url} within {wait_s:.3g} s; {LONGER_TIMEOUT}"
+                    )
         except BaseException:
             self._close()  # its reply may still come: a REQ socket is not used past a failure
             raise
 
+    def _unreachable(self, waited_s: float) -> str:
+        """Why no connection to the server opened in `waited_s`, and what to check."""
+        parts = urlsplit(self.address)
+        host, port = parts.hostname, parts.port
+        start = "start GR00T's server there or give the address of a running one (its default "
+        start += f"port is {GR00T_PORT})"
+        seen = self._link.seen
+        if seen == "stranger":
+            return (
+                f"{self.url} answered, but not as a ZeroMQ server: it is not GR00T's policy "
+                f"server; check the port (GR00T's server listens on {GR00T_PORT} unless told "
+                "otherwise)"
+            )
+        if seen == "accepted":
+            return (
+                f"{self.url} accepted the connection but did not speak ZeroMQ within "
+                f"{waited_s:.3g} s: it is not GR00T's policy server; check the port"
+            )
+        if seen == "no address":
+            reason = f"{host} cannot be connected to (an unknown host name, or no route to it)"
+            return f"nothing answers at {self.url} (waited {waited_s:.3g} s): {reason}; check it"
+        if seen == "refused":
+            reason = f"connection refused, nothing listens on port {port} of {host}; {start}"
+        else:
+            reason = (
+                f"no answer from {host}; check that it is up and reachable (a firewall may drop "
+                f"the connection) and that GR00T's server listens on port {port}"
+            )
+        waited = f"nothing answers at {self.url} (waited {waited_s:.3g} s)"
+        return f"{waited}: {reason}; {LONGER_CONNECT}"
+
+
+class _Link:
+    """What the monitor told of the socket's connection: whether it is `open` (ZeroMQ's
+    handshake with the server done, and no drop since), and else what the last attempt met
+    (`seen`): ``refused`` (nothing listens on the port), ``no address`` (the host cannot be
+    connected to), ``accepted`` (a connection that has not yet spoken ZeroMQ), ``stranger``
+    (a peer that is no ZeroMQ server), or None (no answer at all)."""
+
+    def __init__(self) -> None:
+        self.open = False
+        self.seen: str | None = None
+        self._dialled = False
+
+    @property
+    def refused_by_a_stranger(self) -> bool:
+        """Whether the last attempt met a peer that is no ZeroMQ server (no use waiting)."""
+        return not self.open and self.seen == "stranger"
+
+    def note(self, event: int) -> bool:
+        """Keep `event`; whether it dropped an open connection."""
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.open, self.seen = True, None
+        elif event & _HANDSHAKE_FAILED:
+            self.seen = "stranger"
+        elif event == zmq.EVENT_CONNECT_DELAYED:
+            self._dialled = True
+        elif event == zmq.EVENT_CONNECTED and self.seen != "stranger":
+            self.seen = "accepted"
+        elif event == zmq.EVENT_CONNECT_RETRIED and self.seen != "stranger":
+            self.seen = "refused" if self._dialled else "no address"
+            self._dialled = False
+        elif event == zmq.EVENT_DISCONNECTED and self.open:
+            self.open = False
+            return True
+        return False
+
 
 class ZmqTransport(_ReqLink):
-    """Blocking ZeroMQ REQ transport. `timeout_s` bounds each exchange; `max_reply_bytes`
-    (default 1 MiB) each reply. Calls from several threads are served one at a time."""
+    """Blocking ZeroMQ REQ transport. `timeout_s` bounds each exchange, `connect_timeout_s`
+    (default 5 s) the wait within it for the connection to open, `max_reply_bytes` (default
+    1 MiB) each reply. Calls from several threads are served one at a time."""
 
     poller_type = zmq.Poller
     _lock: threading.Lock

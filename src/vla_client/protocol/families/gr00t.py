@@ -22,7 +22,8 @@ nested observation from an `Observation`, and `read_actions` joins the per-key a
 bytes.
 
 GR00T's config names the state keys but not their sizes, so a flat state vector is split by a
-declared ``{key: dim}`` (`check_state_split`), in the order the split names them.
+declared ``{key: dim}`` (`check_state_split`), in the order the split names them; a vector of
+one value per key needs none (it can be cut no other way).
 """
 
 from __future__ import annotations
@@ -258,19 +259,34 @@ def _one_step(config: Gr00tConfig) -> None:
             )
 
 
+class _Dim:
+    """A length left for the user to fill in: ``DIM`` in ``--state-split arm=DIM`` and in
+    ``state_split={'arm': DIM}``."""
+
+    def __repr__(self) -> str:
+        return "DIM"
+
+
 def _state_parts(
     state: np.ndarray | None, config: Gr00tConfig, split: Mapping[str, int] | None
 ) -> dict[str, np.ndarray]:
-    """The flat `state` cut into the config's named parts, float32 ``(1, 1, D)`` each."""
+    """The flat `state` cut into the config's named parts, float32 ``(1, 1, D)`` each. Without
+    a `split`, a state of one value per key is cut so (no other cut exists, each key taking at
+    least one value); any other length needs the split."""
     keys = config.state_keys
     if state is None:
         raise ContractError("state.modality_keys", f"a state for {list(keys)}", "none")
+    if split is None and len(state) == len(keys):
+        split = dict.fromkeys(keys, 1)
     if split is None:
-        example = dict.fromkeys(keys, 1)
         raise ContractError(
             "state.modality_keys", f"the state as {list(keys)}", f"a flat vector of {len(state)}",
             "GR00T announces the state keys but not their lengths",
-            fix=OptionFix("state_split", (example,), before="say how to cut it, for example "),
+            fix=OptionFix(
+                "state_split", (dict.fromkeys(keys, _Dim()),),
+                before=f"say how many of the {len(state)} values each key takes, in the "
+                "vector's order: ",
+            ),
         )  # fmt: skip
     if sorted(split) != sorted(keys):
         raise ContractError("state.modality_keys", sorted(keys), f"state_split for {sorted(split)}")

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from vla_client.errors import InferenceError, PolicyOutputError
+from vla_client.errors import InferenceError, PolicyInputError, PolicyOutputError
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
 
 log = logging.getLogger("vla_client.server")
@@ -95,6 +95,8 @@ class ThreadRunner:
         try:
             (chunk,) = await run_in_threadpool(self.policy.infer_batch, [observation])
             stages = dict(self.policy.batch_timings())
+        except PolicyInputError:  # the policy's refusal: its client is told why (400)
+            raise
         except Exception as exc:  # logged by the pipeline, with this traceback
             raise InferenceError(
                 500, policy_failure_detail(f"{type(exc).__name__}: {exc}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from vla_client.errors import PolicyInputError
 from vla_client.server.policy import Policy, PolicyInput, PolicySpec
 from vla_client.tasks.reach import (
     ROBOT_RGB,
@@ -105,13 +106,21 @@ class ReachPolicy(Policy):
 
     def sense(self, observation: PolicyInput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where the robot and the target are (metres on the table) and the target's velocity
-        estimate (m/s), from the frames; `ValueError` when either marker is out of sight."""
+        estimate (m/s), from the frames; `PolicyInputError` when either marker is out of sight
+        (a frame of something else than the reach task: the request is refused with 400)."""
         now = float(observation.state[0]) if observation.state is not None else 0.0
         top = observation.images["top"]
         target = find_marker(top, TARGET_HUE, MARKER_REACH_M * TOP_PX_PER_M)
         robot = find_marker(top, ROBOT_HUE, MARKER_REACH_M * TOP_PX_PER_M)
         if target is None or robot is None:
-            raise ValueError("the reach policy sees no target or no robot in the top camera")
+            missing = " or ".join(
+                name for name, seen in (("target", target), ("robot", robot)) if seen is None
+            )
+            raise PolicyInputError(
+                f"the top camera shows no {missing}: this policy reads frames of the built-in "
+                "reach task (its magenta target ring and blue robot), as vla-client eval and "
+                "examples/rtc_reach.py send them, not other images"
+            )
         target_m = target / TOP_PX_PER_M
         wrist = observation.images["wrist"]
         close = find_marker(wrist, TARGET_HUE, MARKER_REACH_M * WRIST_PX_PER_M)

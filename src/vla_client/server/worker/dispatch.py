@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from vla_client.errors import InferenceError, WorkerStartError
+from vla_client.errors import InferenceError, PolicyInputError, WorkerStartError
 from vla_client.protocol.status import POLICY_LOADING
 from vla_client.server.config import WorkerSettings
 from vla_client.server.engine.inference import RequestMemory, policy_failure_detail
@@ -309,6 +309,9 @@ class WorkerRunner:
 
     def _resolve(self, pending: Pending[Job], result: Result, done: BatchDone) -> None:
         layout = result.layout
+        if layout is None and result.refused:  # the policy cannot read the observation
+            pending.fail(PolicyInputError(result.error or "the policy cannot read the observation"))
+            return
         if layout is None:  # the chunk failed its check; the detail is the server's own words
             log.warning("policy output refused (job %d): %s", result.job_id, result.error)
             pending.fail(InferenceError(500, result.error or "policy returned no actions"))

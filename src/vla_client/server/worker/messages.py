@@ -60,12 +60,14 @@ class Start(msgspec.Struct, frozen=True, array_like=True):
 class Result(msgspec.Struct, frozen=True, array_like=True):
     """One job's chunk: `layout` in the job's slot, or its bytes in `inline` when it did not fit
     (then `layout.offset` means nothing); or, for a chunk that failed `check_actions`, no
-    layout and the `error` its request is answered with."""
+    layout and the `error` its request is answered with (500); `refused` when that error is the
+    policy's refusal of the job's observation (`PolicyInputError`: 400)."""
 
     job_id: int
     layout: ArrayLayout | None
     inline: bytes | None = None
     error: str | None = None
+    refused: bool = False
 
 
 class BatchDone(msgspec.Struct, frozen=True, array_like=True, tag=True):

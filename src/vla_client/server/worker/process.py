@@ -33,7 +33,7 @@ import traceback
 from collections import deque
 from typing import Any
 
-from vla_client.errors import PolicyOutputError, PolicyStartError
+from vla_client.errors import PolicyInputError, PolicyOutputError, PolicyStartError
 from vla_client.protocol.rtc import RTCRequest
 from vla_client.server.engine.lifeline import end_with_parent
 from vla_client.server.policy import Policy, PolicyInput, check_actions, start_policy
@@ -213,7 +213,7 @@ def run_batches(
     inputs = [_policy_input(job, buffer) for job, buffer in zip(jobs, buffers, strict=True)]
     start = time.perf_counter()
     try:
-        chunks = policy.infer_batch(inputs)
+        chunks = _chunks(policy, inputs)
         if len(chunks) != len(inputs):
             raise ValueError(f"policy returned {len(chunks)} chunks for {len(inputs)} observations")
         timings = dict(policy.batch_timings())
@@ -257,9 +257,29 @@ def _policy_input(job: Job, buffer: memoryview) -> PolicyInput:
     )
 
 
+def _chunks(policy: Policy, inputs: list[PolicyInput]) -> list[Any]:
+    """The policy's chunk for each input, or its `PolicyInputError` for one it cannot read:
+    a batch the policy refuses is asked again one input at a time, so the refusal is told to
+    its own request only."""
+    try:
+        return policy.infer_batch(inputs)
+    except PolicyInputError as exc:
+        if len(inputs) == 1:
+            return [exc]
+    chunks: list[Any] = []
+    for one in inputs:
+        try:
+            chunks.extend(policy.infer_batch([one]))
+        except PolicyInputError as exc:
+            chunks.append(exc)
+    return chunks
+
+
 def _store(job: Job, chunk: Any, buffer: memoryview, policy: Policy) -> Result:
     """The job's chunk, checked, into its slot (inline when it does not fit); a chunk that
-    fails `check_actions` fails this job only."""
+    fails `check_actions`, or the policy's refusal of the job's input, fails this job only."""
+    if isinstance(chunk, PolicyInputError):
+        return Result(job.job_id, None, error=str(chunk), refused=True)
     try:
         actions = check_actions(chunk, policy.spec, job.action_horizon)
     except PolicyOutputError as exc:
