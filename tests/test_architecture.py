@@ -214,7 +214,13 @@ RULES: dict[str, tuple[str, ...]] = {
                            "vla_client.transports"),
     # A live ROS 2 node drives the loop with the client; it needs no server code.
     "vla_client.ros2": ("vla_client.server", "vla_client.cli"),
+    # Shared memory both sides map: no knowledge of requests, transports or either side.
+    "vla_client.segments": ("vla_client.codecs", "vla_client.protocol", "vla_client.client",
+                            "vla_client.transports", "vla_client.server", "vla_client.cli"),
     # The robot's halves of the shared layers never reach for the server's halves.
+    "vla_client.protocol.ipc": SERVER_HALVES,
+    "vla_client.transports.ipc": SERVER_HALVES,
+    "vla_client.transports.ipc_memory": SERVER_HALVES,
     "vla_client.codecs.image_encode": SERVER_HALVES,
     "vla_client.protocol.image_forms": SERVER_HALVES,
     "vla_client.protocol.request": SERVER_HALVES,

@@ -156,7 +156,7 @@ def test_a_remote_traceback_is_one_line_and_all_of_it_with_verbose(
         (("metadata", "127.0.0.1:8000"), "such as http://127.0.0.1:8000"),
         (("send", "http://127.0.0.1:99999"), "the port must be in 1..65535"),
         (("metadata", "ws://127.0.0.1:0"), "the port must be in 1..65535"),
-        (("send", "ftp://127.0.0.1:8000"), "takes an http, https, ws, wss or tcp URL"),
+        (("send", "ftp://127.0.0.1:8000"), "takes an http, https, ws, wss, tcp or ipc URL"),
         (("send", "--camera", "front=0", "--image", "side=x.png"), "not cameras and images"),
         (("record", "out.vlaobs", "--camera", "front=0", "--image", "side=x.png"), "not cameras"),
     ],

@@ -385,6 +385,6 @@ def test_depth_is_refused_in_one_line_and_nothing_is_sent(check_contract: bool) 
         client.infer(obs)
     assert str(refused.value) == (
         "this server family's messages carry no depth frames (d); depth travels on the action "
-        "API (HTTP or the /v1/actions/realtime websocket)"
+        "API (HTTP, the /v1/actions/realtime websocket or ipc://)"
     )
     assert omni.frames == []

@@ -7,7 +7,7 @@ frames. It prints a table ranked by median end-to-end latency, ``--plot FILE.png
 latency distributions and bytes on the wire (needs matplotlib), and ``--save FILE.json`` writes
 the report that ``benchmarks/render_encoding_table.py`` turns into the docs' encoding table.
 Both output paths, matplotlib and the websocket library (for ``--transports ws``) are checked
-before the first request.
+before the first request. An ``ipc://PATH`` URL has one path: raw frames in shared memory.
 """
 
 from __future__ import annotations
@@ -177,8 +177,8 @@ def run_matrix(
 ) -> list[PathResult]:
     """Measure each path; a path that fails is kept with its error, the others still run.
     `options` go to every client (GR00T's ``state_split``, the ``endpoint`` of a server with
-    its own dialect); the ``zmq`` path is GR00T's server and an ``endpoint`` names a dialect,
-    each of which takes its own encoding."""
+    its own dialect); the ``zmq`` path is GR00T's server, the ``ipc`` path a server's Unix
+    socket and an ``endpoint`` names a dialect, each of which takes its own encoding."""
     from vla_client.client import ActionClient
 
     results = []
@@ -187,7 +187,7 @@ def run_matrix(
             result = PathResult(encoding, wire, transport)
             try:
                 codec: dict[str, Any] = {"encoding": encoding, "wire": wire}
-                if transport == "zmq" or "endpoint" in (options or {}):
+                if transport in ("zmq", "ipc") or "endpoint" in (options or {}):
                     codec = {}
                 with ActionClient(_transport_url(url, transport), **codec, timeout_s=timeout,
                                   api_key=api_key, **(options or {})) as client:  # fmt: skip
@@ -344,6 +344,8 @@ def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
         return [("raw", "msgpack", "zmq")]
     if dialect(args):  # one path: raw arrays in the family's msgpack, over its websocket
         return [("raw", "msgpack", "ws")]
+    if (args.url or "").startswith("ipc://"):  # one path: raw frames in shared memory
+        return [("raw", "msgpack", "ipc")]
     if args.state_split:
         raise argparse.ArgumentError(None, "--state-split is for GR00T's server (tcp:// URLs)")
     encodings = cast(list[Encoding], args.encodings)

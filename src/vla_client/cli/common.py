@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from vla_client.protocol import ActionMetadata, OpenpiLayout
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
+URL_SCHEMES = ("http", "https", "ws", "wss", "tcp", "ipc")
 
 
 def add_connection_options(
@@ -149,6 +149,7 @@ def dialect(args: argparse.Namespace) -> str | None:
 
 def server_url(text: str) -> str:
     """An argparse type: a server's base URL, with an http, https, ws or wss scheme and a port
+    (or ``tcp://`` for GR00T's server, ``ipc://PATH`` for a Unix socket on this host)
     that can exist (``localhost:8000`` is refused with the URL it probably means, and one
     ending in a server route such as ``/v1/actions/generations`` with its base URL)."""
     from vla_client.client.addressing import route_in_url
@@ -162,6 +163,14 @@ def server_url(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"takes an {', '.join(URL_SCHEMES[:-1])} or {URL_SCHEMES[-1]} URL, got {text!r}"
         )
+    if parts.scheme == "ipc":  # a server's Unix socket on this host: ipc://PATH
+        from vla_client.protocol.ipc import ipc_path
+
+        try:
+            ipc_path(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
     if not parts.hostname:
         raise argparse.ArgumentTypeError(f"names no host: {text!r}")
     try:

@@ -1,7 +1,8 @@
 """``vla-client demo``: the whole path on one machine, with nothing to configure.
 
-Starts the reference server on a free loopback port, sends synthetic 3-camera frames with every
-encoding and wire format (and the msgpack ones over a websocket too), checks lossless delivery
+Starts the reference server on a free loopback port (and a Unix socket in a private temporary
+folder, for ``ipc://``), sends synthetic 3-camera frames with every encoding and wire format (and
+the msgpack ones over a websocket too, and raw frames in shared memory), checks lossless delivery
 where the encoding promises it, prints what each path costs (fastest first), and stops the
 server.
 """
@@ -9,7 +10,10 @@ server.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
+import tempfile
 from typing import TYPE_CHECKING, Literal
 
 from vla_client.cli.output import print_table
@@ -18,11 +22,11 @@ from vla_client.protocol.names import Encoding, Wire
 if TYPE_CHECKING:  # imported where used: the options are added without them
     from vla_client.client import ActionResult
 
-PATHS: tuple[tuple[Encoding, Wire, Literal["http", "websocket"]], ...] = (
+PATHS: tuple[tuple[Encoding, Wire, Literal["http", "websocket", "ipc"]], ...] = (
     ("raw", "msgpack", "http"), ("jpeg", "msgpack", "http"), ("jpeg", "json", "http"),
     ("png", "msgpack", "http"), ("png", "json", "http"), ("raw", "json", "http"),
     ("pixels", "msgpack", "http"), ("pixels", "json", "http"),
-    ("raw", "msgpack", "websocket"), ("png", "msgpack", "websocket"),
+    ("raw", "msgpack", "websocket"), ("png", "msgpack", "websocket"), ("raw", "msgpack", "ipc"),
 )  # fmt: skip
 
 
@@ -43,17 +47,24 @@ def run(args: argparse.Namespace) -> int:
     from vla_client.client import ActionClient, mismatched_cameras
     from vla_client.codecs.png_write import png_writer
     from vla_client.observation import Observation
-    from vla_client.server import LocalServer, ReferencePolicy, create_app
+    from vla_client.server import LocalServer, ReferencePolicy, ServerConfig, create_app
 
     rows = []
     failures = 0
-    with LocalServer(create_app(ReferencePolicy())) as server:
-        print(f"reference server on {server.url}; {args.cameras} synthetic cameras 360x640; "
-              f"PNG written by {png_writer()}\n")  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        socket_path = os.path.join(stack.enter_context(tempfile.TemporaryDirectory()), "demo.sock")
+        config = ServerConfig(port=0, ipc_path=socket_path)
+        server = stack.enter_context(LocalServer(create_app(ReferencePolicy(), config)))
+        print(f"reference server on {server.url} and ipc://{socket_path}; {args.cameras} "
+              f"synthetic cameras 360x640; PNG written by {png_writer()}\n")  # fmt: skip
         for encoding, wire, transport in PATHS:
-            with ActionClient(
-                server.url, encoding=encoding, wire=wire, transport=transport, timeout_s=60
-            ) as client:
+            if transport == "ipc":  # raw frames in shared memory: its options are fixed
+                client = ActionClient(f"ipc://{socket_path}", timeout_s=60)
+            else:
+                client = ActionClient(
+                    server.url, encoding=encoding, wire=wire, transport=transport, timeout_s=60
+                )
+            with client:
                 results, lossless = [], True
                 for t in range(args.repeat):
                     observation = Observation(

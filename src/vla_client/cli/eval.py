@@ -464,11 +464,11 @@ def _client(
 ) -> Iterator[ActionClient]:
     """A client for `args.url`; with `delay`, its transport sleeps that delay both ways."""
     transport: Transport | Literal["http", "websocket"] | None = args.transport
-    if delay is not None and _transport_kind(args) == "zmq":
+    if delay is not None and _transport_kind(args) in ("zmq", "ipc"):
         if delay.delay_s or delay.jitter_s:
             raise ValueError(
-                f"--time real adds its --delay-ms over HTTP and websockets only, not to GR00T's "
-                f"server at {args.url}; use --time simulated"
+                f"--time real adds its --delay-ms over HTTP and websockets only, not to "
+                f"{args.url}; use --time simulated"
             )
         delay = None  # nothing to add
     if delay is not None:

@@ -107,6 +107,13 @@ def register(parser: argparse.ArgumentParser) -> None:
         f"(default: ${API_KEY_ENV}, else no key; prefer the variable, arguments show in ps)",
     )
     add(
+        "--ipc",
+        metavar="PATH",
+        help="also listen on a Unix socket at PATH (mode 0600) for clients on this host: "
+        "ActionClient('ipc://PATH') writes frames once into shared memory the policy reads "
+        "(docs/server.md, 'Same host: ipc://')",
+    )
+    add(
         "--openpi-layout",
         default="flat",
         help=f"request layout of the openpi websocket: {', '.join(LAYOUTS)} (default: %(default)s)",
@@ -150,6 +157,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc), USAGE_EXIT)
     try:
         config = _config(args)
+        if config.ipc_path is not None:
+            from vla_client.server.config import check_ipc_path
+
+            check_ipc_path(config.ipc_path)
         policy = build_policy(args)
         _check_protocol(config, policy, args.api_servers)
     except ValueError as exc:
@@ -205,6 +216,8 @@ def _config(args: argparse.Namespace) -> ServerConfig:
     in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
     if args.api_servers > 1 and args.in_process:
         raise ValueError("--api-servers needs the worker process; drop --in-process")
+    if args.api_servers > 1 and args.ipc is not None:
+        raise ValueError("--ipc is served by one entrypoint; drop --api-servers or --ipc")
     in_range("--max-batch", args.max_batch, 1, 256)
     in_range("--queue-size", args.queue_size, 1, 4096)
     in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
@@ -244,6 +257,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         send_policy_errors=(
             is_loopback(args.host) if args.send_policy_errors is None else args.send_policy_errors
         ),
+        ipc_path=args.ipc,
     )
 
 

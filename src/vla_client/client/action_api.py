@@ -156,10 +156,13 @@ class ActionApiSession:
     def _attempt(self, prepared: PreparedRequest) -> Steps[Received]:
         """One try at `prepared`'s exchange."""
         try:
+            exchange = self._transport.exchange
+            if prepared.frames is not None:  # ipc://: they travel apart, in shared memory
+                exchange = partial(exchange, frames=prepared.frames)
             with self._book.waiting(prepared) as timeout_s:
                 reply = yield partial(
-                    self._transport.exchange,
-                    prepared.body, prepared.content_type, prepared.accept, timeout_s=timeout_s,
+                    exchange, prepared.body, prepared.content_type, prepared.accept,
+                    timeout_s=timeout_s,
                 )  # fmt: skip
         except ConnectError:
             self._http_metadata = None  # the server may have come back as another

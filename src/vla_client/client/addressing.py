@@ -18,8 +18,8 @@ from vla_client.protocol import (
 from vla_client.protocol.endpoints import API_KEY_ENV
 from vla_client.validation import check_choice
 
-TransportKind = Literal["http", "websocket", "zmq"]
-TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq")
+TransportKind = Literal["http", "websocket", "zmq", "ipc"]
+TRANSPORT_KINDS: tuple[TransportKind, ...] = ("http", "websocket", "zmq", "ipc")
 
 
 ROUTE_PATHS = (GENERATIONS_PATH, METADATA_PATH, HEALTH_PATH)
@@ -66,9 +66,10 @@ def chosen_endpoint(endpoint: Endpoint | None, layout: object) -> Endpoint | Non
 
 
 def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
-    """`transport` if given, else ZeroMQ for ``tcp://`` URLs (GR00T's server), websocket for
-    ``ws(s)://`` URLs or a websocket `endpoint`, else HTTP. GR00T's `endpoint` is ZeroMQ's
-    only, on a ``tcp://`` URL."""
+    """`transport` if given, else ZeroMQ for ``tcp://`` URLs (GR00T's server), the Unix socket
+    for ``ipc://`` URLs, websocket for ``ws(s)://`` URLs or a websocket `endpoint`, else HTTP.
+    GR00T's `endpoint` is ZeroMQ's only, on a ``tcp://`` URL; ``ipc`` is an ``ipc://`` URL's
+    only, with no endpoint (it speaks the action API)."""
     zmq = scheme == "tcp" or endpoint == "gr00t"
     if zmq and (
         scheme != "tcp" or endpoint not in (None, "gr00t") or transport not in (None, "zmq")
@@ -77,11 +78,24 @@ def transport_kind(scheme: str, transport: str | None, endpoint: str | None) -> 
             f"GR00T's server is at tcp://host:port with endpoint='gr00t' over ZeroMQ; got a "
             f"{scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
         )
+    if scheme == "ipc" or transport == "ipc":
+        return _ipc(scheme, transport, endpoint)
     if transport is not None:
         return _given_transport(transport, endpoint, zmq=zmq)
     if zmq:
         return "zmq"
     return "websocket" if scheme in ("ws", "wss") or endpoint is not None else "http"
+
+
+def _ipc(scheme: str, transport: str | None, endpoint: str | None) -> TransportKind:
+    """The Unix socket of an ``ipc://`` URL, which speaks the action API: refused with another
+    scheme, a websocket `endpoint` or another `transport`."""
+    if scheme != "ipc" or endpoint is not None or transport not in (None, "ipc"):
+        raise ValueError(
+            f"ipc is the action API over a Unix socket, an ipc://PATH URL with no endpoint; "
+            f"got a {scheme}:// URL, endpoint={endpoint!r}, transport={transport!r}"
+        )
+    return "ipc"
 
 
 def _given_transport(transport: str, endpoint: str | None, *, zmq: bool) -> TransportKind:

@@ -35,15 +35,18 @@ from vla_client.protocol import (
     Wire,
     read_metadata,
 )
+from vla_client.protocol.ipc import ipc_path
+from vla_client.transports.base import FrameTransport
 from vla_client.transports.retry import RetryPolicy
 from vla_client.validation import check_choice, check_positive
 
 TransportT = TypeVar("TransportT")
 
 
-URL_SCHEMES = ("http", "https", "ws", "wss", "tcp")
+URL_SCHEMES = ("http", "https", "ws", "wss", "tcp", "ipc")
 TRANSPORT_CLASSES: dict[TransportKind, str] = {
-    "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport"
+    "http": "HTTPTransport", "websocket": "WebSocketTransport", "zmq": "ZmqTransport",
+    "ipc": "IpcTransport",
 }  # fmt: skip
 """The blocking transport class of each kind, by its name in `vla_client.transports`, which
 imports it on first use (the ``websocket`` and ``gr00t`` extras may not be installed)."""
@@ -51,11 +54,14 @@ imports it on first use (the ``websocket`` and ``gr00t`` extras may not be insta
 
 def check_base_url(base_url: str) -> None:
     """`ValueError` unless `base_url` is an ``http(s)://``, ``ws(s)://`` or ``tcp://`` (GR00T's
-    ZeroMQ) URL with a host."""
+    ZeroMQ) URL with a host, or ``ipc://PATH`` (a server's Unix socket on this host)."""
     if not isinstance(base_url, str):
         raise ValueError(f"base_url must be a URL string; got {base_url!r}")
     parts = urlsplit(base_url)
     check_choice("base_url scheme", parts.scheme, URL_SCHEMES)
+    if parts.scheme == "ipc":
+        ipc_path(base_url)  # a path, or `ValueError` saying what an ipc URL is
+        return
     if not parts.netloc:
         raise ValueError(f"base_url needs a host, as in http://127.0.0.1:8000; got {base_url!r}")
     if reason := route_in_url(base_url):
@@ -192,13 +198,14 @@ class ClientBase(Generic[TransportT]):
             websocket=stream,
             openpi=getattr(transport, "endpoint", None) == "openpi",
             own_msgpack=family.label if family.own_msgpack else None,
+            ipc=isinstance(transport, FrameTransport),
         )
         self._session: Session = family.open(
             self._book, transport, Opening(api_key, self.retry, stream)
         )
         """The server family's calls, as steps each client drives over its transport: GR00T's
         over ZeroMQ, vLLM-Omni's and RoboArena's on their websockets, the action API's (and
-        openpi's) over HTTP or a websocket (`vla_client.client.families`)."""
+        openpi's) over HTTP, a websocket or ``ipc://`` (`vla_client.client.families`)."""
         self.options = self._book.options
         self.stats = self._book.stats
 

@@ -115,31 +115,45 @@ class ClientOptions:
             )
 
     def for_transport(
-        self, *, websocket: bool, openpi: bool, gr00t: bool = False, dialect: str | None = None
+        self,
+        *,
+        websocket: bool,
+        openpi: bool,
+        gr00t: bool = False,
+        dialect: str | None = None,
+        ipc: bool = False,
     ) -> ClientOptions:
         """These options with the transport's defaults filled in: websockets carry msgpack,
         openpi's endpoint raw arrays in the flat layout (a layout name becomes its
         `OpenpiLayout`), GR00T's server and the servers with a `dialect` of their own (named)
-        raw arrays in their msgpack, and nothing else. Raises `ValueError` for what the
-        transport cannot carry (`fill_in`, after the options only one family takes)."""
+        raw arrays in their msgpack, ``ipc://`` raw frames in shared memory beside msgpack, and
+        nothing else. Raises `ValueError` for what the transport cannot carry (`fill_in`, after
+        the options only one family takes)."""
         from vla_client.client.families import FAMILIES, check_family_options, family_labelled
 
         family = FAMILIES["gr00t"] if gr00t else family_labelled(dialect)
         check_family_options(self, family)
         own_msgpack = family.label if family.own_msgpack else (dialect or None)
-        return fill_in(self, websocket=websocket, openpi=openpi, own_msgpack=own_msgpack)
+        return fill_in(self, websocket=websocket, openpi=openpi, own_msgpack=own_msgpack, ipc=ipc)
 
 
 def fill_in(
-    options: ClientOptions, *, websocket: bool, openpi: bool, own_msgpack: str | None = None
+    options: ClientOptions,
+    *,
+    websocket: bool,
+    openpi: bool,
+    own_msgpack: str | None = None,
+    ipc: bool = False,
 ) -> ClientOptions:
     """`options` with the transport's defaults filled in: websockets carry msgpack, openpi's
     endpoint raw arrays in the flat layout (a layout name becomes its `OpenpiLayout`), a server
     family whose requests are raw arrays in its own msgpack (`own_msgpack`, its name, from
-    `vla_client.client.families`) those, and nothing else. Raises `ValueError` for what the
-    transport cannot carry."""
+    `vla_client.client.families`) those, ``ipc://`` (`ipc`) raw frames in shared memory beside
+    msgpack, and nothing else. Raises `ValueError` for what the transport cannot carry."""
     if own_msgpack is not None:
         return _in_own_msgpack(options, own_msgpack)
+    if ipc:
+        return _in_shared_memory(options)
     _check_carried(options, websocket=websocket, openpi=openpi)
     return replace(
         options,
@@ -165,6 +179,19 @@ def _openpi_layout(
     if layout is None or isinstance(layout, str):
         return openpi_layout(layout or "flat")
     return layout
+
+
+def _in_shared_memory(options: ClientOptions) -> ClientOptions:
+    """`options` for ``ipc://``: the action API, its frames raw in shared memory and the rest
+    msgpack, so no layout, and no encoding or wire but those."""
+    if options.layout is not None:
+        raise ValueError("ipc:// speaks the action API; layout is for openpi's endpoint")
+    if options.encoding not in (None, "raw") or options.wire not in (None, "msgpack"):
+        raise ValueError(
+            "ipc:// carries raw frames in shared memory and the rest as msgpack; leave "
+            f"encoding and wire unset (got encoding={options.encoding!r}, wire={options.wire!r})"
+        )
+    return replace(options, encoding="raw", wire="msgpack")
 
 
 def _in_own_msgpack(options: ClientOptions, family: str) -> ClientOptions:

@@ -50,6 +50,7 @@ from vla_client.protocol import (
     read_actions,
     read_reply,
 )
+from vla_client.protocol.ipc import SharedFrames, encode_request_apart
 from vla_client.transports.drive import Offload, Steps
 
 _TIMER_SLACK_S = 1e-3
@@ -92,6 +93,9 @@ class PreparedRequest:
     sent_digests: dict[str, dict[str, Any]] | None = None
     """With ``return_digest``: the digest of each frame as sent, after the fit (renamed and
     resized), which is what the server's digests are of."""
+    frames: SharedFrames | None = None
+    """Over ``ipc://``: the fitted frames (colour and depth), which travel apart from `body`, in
+    shared memory."""
 
 
 @dataclass
@@ -152,10 +156,13 @@ class RequestBook:
         websocket: bool = False,
         openpi: bool = False,
         own_msgpack: str | None = None,
+        ipc: bool = False,
     ) -> None:
         self.options = options = fill_in(
-            options, websocket=websocket, openpi=openpi, own_msgpack=own_msgpack
+            options, websocket=websocket, openpi=openpi, own_msgpack=own_msgpack, ipc=ipc
         )
+        self._frames_apart = ipc
+        """``ipc://``: the frames travel in shared memory, the body without them."""
         self.stats = ClientStats()
         layout = options.layout
         assert options.encoding and options.wire and not isinstance(layout, str)  # resolved
@@ -235,6 +242,16 @@ class RequestBook:
         """
         encoding, wire, layout = self._encode_as
         request_id = request_id or new_request_id()
+        digested = runtime is not None and runtime.get("return_digest") is True
+        if self._frames_apart:
+            apart = partial(
+                encode_request_apart, request_id=request_id, parameters=parameters,
+                runtime=runtime,
+            )  # fmt: skip
+            return self.prepare_message(
+                observation, fitter, apart, request_id, deadline_at, digested=digested,
+                frames_apart=True,
+            )  # fmt: skip
         encode = partial(
             encode_request,
             encoding=encoding,
@@ -247,7 +264,6 @@ class RequestBook:
             jpeg_quality=self.options.jpeg_quality,
             openpi=layout,
         )
-        digested = runtime is not None and runtime.get("return_digest") is True
         return self.prepare_message(
             observation, fitter, encode, request_id, deadline_at, digested=digested
         )
@@ -261,11 +277,13 @@ class RequestBook:
         deadline_at: float | None,
         *,
         digested: bool = False,
+        frames_apart: bool = False,
     ) -> PreparedRequest:
         """`observation` fitted with `fitter` and made a request body by `encode` (which
         returns the body and its content type: the action API's `encode_request`, a server
         family's own message); the request gets `request_id` or a fresh id, and with
-        `digested` the digests of the frames as sent.
+        `digested` the digests of the frames as sent. With `frames_apart` the fitted frames
+        travel beside the body (``ipc://``: `encode` leaves them out).
 
         Raises `StaleObservationError` for an observation older than ``max_observation_age_s``
         (counted) and `ContractError` for one that does not fit, before anything is encoded.
@@ -290,6 +308,7 @@ class RequestBook:
                 if digested
                 else None
             ),
+            frames=(SharedFrames(observation.images, observation.depth) if frames_apart else None),
         )
 
     def fitted(
@@ -394,8 +413,8 @@ class RequestBook:
         if isinstance(observation, Observation) and observation.depth:
             raise CodecError(
                 "this server family's messages carry no depth frames "
-                f"({', '.join(observation.depth)}); depth travels on the action API (HTTP or "
-                "the /v1/actions/realtime websocket)"
+                f"({', '.join(observation.depth)}); depth travels on the action API (HTTP, "
+                "the /v1/actions/realtime websocket or ipc://)"
             )
         fitter = self.fitter(metadata if self.options.check_contract else None)
         prepared = yield Offload(
@@ -517,7 +536,8 @@ class RequestBook:
                 encode_ms=prepared.encode_ms,
                 round_trip_ms=round_trip_ms,
                 decode_ms=decode_ms,
-                bytes_sent=len(prepared.body),
+                bytes_sent=len(prepared.body)
+                + (prepared.frames.nbytes if prepared.frames is not None else 0),
                 bytes_received=bytes_received,
                 server=server or {},
             ),

@@ -16,7 +16,8 @@ class Timings:
     image size); `round_trip_ms` runs from the first byte sent to the last byte received;
     `network_ms` is that minus the server's own `total_ms` when the server reports one, which
     needs no synchronised clocks. `server` holds the server's timings verbatim
-    (`preprocess_ms`, `inference_ms`, ...).
+    (`preprocess_ms`, `inference_ms`, ...). `bytes_sent` counts the request's body and, over
+    ``ipc://``, the frames written to shared memory beside it.
     """
 
     encode_ms: float

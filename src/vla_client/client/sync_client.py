@@ -31,7 +31,8 @@ class ActionClient(ClientBase[Transport]):
     503 with Retry-After, over either transport. `stats` counts what was refused or discarded.
 
     Args:
-        base_url: ``http(s)://host:port``, or ``ws(s)://`` for a websocket.
+        base_url: ``http(s)://host:port``, ``ws(s)://`` for a websocket, or ``ipc://PATH`` for
+            a server's Unix socket on this host, frames in shared memory (``serve --ipc``).
         options: The fitting, encoding and time-limit options in one `ClientOptions` value
             (``encoding`` through ``check_contract``), instead of as keywords; giving one both
             ways is a `ValueError`, even when the keyword repeats its default.

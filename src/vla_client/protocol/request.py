@@ -111,7 +111,7 @@ def build_openpi_request(
     if observation.depth:
         raise CodecError(
             f"openpi requests carry no depth frames ({', '.join(observation.depth)}); send them "
-            "on the action API (HTTP or the /v1/actions/realtime websocket)"
+            "on the action API (HTTP, the /v1/actions/realtime websocket or ipc://)"
         )
     if isinstance(layout, OpenpiLayout):
         request = layout.encode(

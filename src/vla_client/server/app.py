@@ -3,7 +3,8 @@
 `create_app` picks the runner (a supervised inference worker process by default, a thread
 with ``in_process``), builds the request `Pipeline` around it, and puts the routes in front:
 the HTTP edge (`vla_client.server.edge.http`), the websocket edge
-(`vla_client.server.edge.websocket`) and Prometheus's ``/metrics``
+(`vla_client.server.edge.websocket`), with ``config.ipc_path`` the Unix socket of ``ipc://``
+clients (`vla_client.server.edge.ipc`) and Prometheus's ``/metrics``
 (`vla_client.server.edge.metrics`). The API-key check wraps them all, and the request count
 wraps that. The app's lifespan starts the runner in the background
 (`vla_client.server.engine.startup`: the server listens, and ``/health`` says ``loading``,
@@ -34,6 +35,7 @@ from vla_client.server.config import ServerConfig
 from vla_client.server.edge.auth import APIKeyMiddleware
 from vla_client.server.edge.families import family_socket, install_family
 from vla_client.server.edge.http import failure_handler, generations_endpoint, health_endpoint
+from vla_client.server.edge.ipc import IpcEdge
 from vla_client.server.edge.metrics import METRICS_PATH, MetricsMiddleware, metrics_endpoint
 from vla_client.server.edge.openapi import generations_openapi
 from vla_client.server.edge.quiet_logs import quiet_refused_handshakes, redact_credentials_in_logs
@@ -116,6 +118,9 @@ def create_app(
                 record.folder, max_bytes=record.max_bytes, max_files=record.max_files
             )
         pipeline.startup.begin()
+        ipc = None if config.ipc_path is None else IpcEdge(pipeline, config.ipc_path)
+        if ipc is not None:
+            await ipc.start()
         if isinstance(runner, WorkerRunner) and runner.links:
             # An entrypoint of --api-servers links to a worker whose policy is loaded already:
             # it listens once linked, so a replacement for a killed one never answers "loading"
@@ -124,6 +129,8 @@ def create_app(
         try:
             yield
         finally:
+            if ipc is not None:
+                await ipc.close()
             await pipeline.startup.cancel()
             await runner.close()
             if pipeline.recorder is not None:  # writes what is queued: off the event loop

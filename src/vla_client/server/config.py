@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import math
+import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vla_client.protocol import DecodeLimits, openpi_layout
@@ -163,6 +165,8 @@ class ServerConfig:
     # Tell the client a policy exception's message in its 500, not only its type: for a server
     # whose clients are its policy's author (`vla-client serve` on loopback turns it on).
     send_policy_errors: bool = False
+    # A Unix socket to serve ipc:// clients on, beside the port (None: none).
+    ipc_path: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.host, str) or not self.host:
@@ -198,6 +202,8 @@ class ServerConfig:
             )
         check_api_key_setting(self.api_key)
         openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
+        if self.ipc_path is not None and (not isinstance(self.ipc_path, str) or not self.ipc_path):
+            raise ValueError(f"ipc_path must be a socket path or None; got {self.ipc_path!r}")
         if self.record is not None and not isinstance(self.record, RecordSettings):
             raise ValueError(f"record must be a RecordSettings or None; got {self.record!r}")
         if self.protocol is not None and not isinstance(self.protocol, ProtocolSettings):
@@ -238,3 +244,23 @@ def uvicorn_options(config: ServerConfig) -> dict[str, Any]:
         "limit_concurrency": config.max_connections,
         "server_header": False,
     }
+
+
+def check_ipc_path(path: str) -> None:
+    """`ValueError` naming `path` unless a socket can be made there: its folder exists and
+    nothing is there but, at most, a stale socket (a killed server's, which is replaced)."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise ValueError(f"--ipc {path}: no folder {target.parent}; make it first")
+    if target.exists() or target.is_symlink():
+        if not target.is_socket():
+            raise ValueError(f"--ipc {path}: the path exists and is not a socket; choose another")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except ConnectionRefusedError:
+            pass  # stale
+        else:
+            raise ValueError(f"--ipc {path}: another server listens there")
+        finally:
+            probe.close()

@@ -1,5 +1,6 @@
-"""Transports carry encoded requests to a server: HTTP, and websockets beside it, and ZeroMQ
-for GR00T's policy server.
+"""Transports carry encoded requests to a server: HTTP, and websockets beside it, a Unix socket
+with shared memory for a server on the same host (``ipc://``), and ZeroMQ for GR00T's policy
+server.
 
 The websocket transports need the ``websocket`` extra, the ZeroMQ ones the ``gr00t`` extra;
 like every name here they load on first use (``vla_client.transports.WebSocketTransport``),
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from vla_client.transports.base import Transport as Transport
     from vla_client.transports.http import AsyncHTTPTransport as AsyncHTTPTransport
     from vla_client.transports.http import HTTPTransport as HTTPTransport
+    from vla_client.transports.ipc import AsyncIpcTransport as AsyncIpcTransport
+    from vla_client.transports.ipc import IpcTransport as IpcTransport
     from vla_client.transports.retry import NO_RETRY as NO_RETRY
     from vla_client.transports.retry import Backoff as Backoff
     from vla_client.transports.retry import RetryPolicy as RetryPolicy
@@ -36,6 +39,8 @@ _FACE = {
     "Transport": "vla_client.transports.base",
     "AsyncHTTPTransport": "vla_client.transports.http",
     "HTTPTransport": "vla_client.transports.http",
+    "AsyncIpcTransport": "vla_client.transports.ipc",
+    "IpcTransport": "vla_client.transports.ipc",
     "NO_RETRY": "vla_client.transports.retry",
     "Backoff": "vla_client.transports.retry",
     "RetryPolicy": "vla_client.transports.retry",

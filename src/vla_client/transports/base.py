@@ -68,6 +68,15 @@ class MessageTransport(Protocol):
 
 
 @runtime_checkable
+class FrameTransport(Protocol):
+    """A transport whose requests carry their frames apart from the body (``ipc://``: in
+    shared memory), as `exchange`'s `frames`; the client then leaves them out of the body."""
+
+    frames: Any
+    """Where the frames go (`vla_client.transports.ipc_memory.FramePool`)."""
+
+
+@runtime_checkable
 class ReplyStream(Protocol):
     """A transport with one connection for many requests, whose replies arrive in order."""
 

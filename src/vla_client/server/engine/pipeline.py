@@ -38,6 +38,7 @@ from vla_client.protocol import (
     FLAT,
     ErrorStatus,
     SamplingParameters,
+    Wire,
     dumps,
     error_status,
     loads,
@@ -119,6 +120,12 @@ class Pipeline:
             if not isinstance(payload, dict):
                 raise CodecError(f"request must be a msgpack map, got {type(payload).__name__}")
             payload = self.openpi_layout.to_flat(payload)
+        return await self.decode_document(payload, wire)
+
+    async def decode_document(self, payload: Any, wire: Wire) -> DecodedRequest:
+        """`decode` for a parsed document: the ``ipc://`` edge's (its frames put back, as
+        arrays in shared memory) and every msgpack body's."""
+        limits, keep_jpeg = self.config.limits, self.keeps_jpeg
         if not has_encoded_images(payload):
             return decode_payload(payload, wire, limits=limits)
         return await run_in_threadpool(

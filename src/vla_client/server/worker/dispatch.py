@@ -41,8 +41,10 @@ from vla_client.server.worker.messages import (
 )
 from vla_client.server.worker.scheduler import Batcher, Pending
 from vla_client.server.worker.shm import (
+    AdoptedSlot,
     ArrayLayout,
     Lease,
+    Segment,
     Slot,
     SlotPool,
     plan_layout,
@@ -162,6 +164,20 @@ class WorkerRunner:
     def lend_memory(self) -> Lease:
         """A shared-memory slot to read a request body into; pass it to `infer`, then release."""
         return self._pool.lend()
+
+    def adopt(self, segment: Segment) -> AdoptedSlot:
+        """A slot for a client's segment (``ipc://``), whose frames the worker reads in place;
+        `let_go` it when the client is done with it."""
+        return self._pool.adopt(segment)
+
+    def lend_adopted(self, slot: AdoptedSlot, used: int) -> Lease:
+        """The memory of one request whose frames fill `slot`'s first `used` bytes: pass it to
+        `infer`, then release."""
+        return self._pool.lend_adopted(slot, used)
+
+    def let_go(self, slot: AdoptedSlot) -> None:
+        """Unmap a client's segment here and, at the next batch, in the worker."""
+        self._pool.let_go(slot)
 
     async def infer(
         self, observation: PolicyInput, memory: RequestMemory | None = None
@@ -302,7 +318,12 @@ class WorkerRunner:
             pending.fail(InferenceError(500, result.error or "policy returned no actions"))
             return
         if result.inline is None:
-            actions = np.array(view(self._pool.slot(pending.item.slot_index).buffer, layout))
+            try:
+                slot = self._pool.slot(pending.item.slot_index)
+            except KeyError:  # a client's segment let go after its request timed out
+                pending.fail(InferenceError(503, "the request's shared memory is gone"))
+                return
+            actions = np.array(view(slot.buffer, layout))
         else:
             actions = np.frombuffer(result.inline, layout.dtype).reshape(layout.shape).copy()
         timings = {

@@ -28,28 +28,26 @@ out as soon as the request lets go of the slot.
 
 from __future__ import annotations
 
-import _posixshmem  # type: ignore[import-not-found]  # the module SharedMemory is built on
 import contextlib
 import errno
 import itertools
 import logging
-import mmap
 import os
 import secrets
-import sys
 from collections import deque
 from collections.abc import Callable, Mapping
-from multiprocessing import resource_tracker
 
 import msgspec
 import numpy as np
 
 from vla_client.errors import InferenceError
+from vla_client.segments import SEGMENT_PREFIX as SEGMENT_PREFIX
+from vla_client.segments import SHM_DIR as SHM_DIR
+from vla_client.segments import Segment as Segment
+from vla_client.segments import shm_space as shm_space
 
 log = logging.getLogger("vla_client.server.worker")
 
-SEGMENT_PREFIX = "vlac_"
-SHM_DIR = "/dev/shm"
 MIN_SLOT_BYTES = 1 << 20
 RECENT_REQUESTS = 64
 """How many of the latest requests decide how many idle slots the pool keeps, and how big."""
@@ -92,12 +90,6 @@ def slot_size(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
-def shm_space() -> tuple[int, int]:
-    """The size of ``/dev/shm`` and the bytes free there."""
-    stats = os.statvfs(SHM_DIR)
-    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
-
-
 def _address(array: np.ndarray) -> int:
     # Not `array.ctypes.data`: that builds a Python helper object, a quarter slower when cold.
     address: int = array.__array_interface__["data"][0]
@@ -126,93 +118,6 @@ def write_arrays(
     for layout, array in zip(layouts, arrays.values(), strict=True):
         np.copyto(view(buffer, layout), array, casting="no")
     return layouts
-
-
-class Segment:
-    """A POSIX shared-memory segment mapped into this process (`buf` is the whole of it).
-
-    This is `multiprocessing.shared_memory.SharedMemory` less two of its habits, both wrong for a
-    server that gives segments up while views of them may still live:
-
-    - `SharedMemory` keeps the segment's file descriptor open beside the mapping until `close()`,
-      and `close()` raises `BufferError` while any view exists. A segment dropped in that state
-      (its `__del__` fails the same way) kept its descriptor, and the memory the descriptor
-      pins, for the life of the process: the leak behind 408s. Here the descriptor is closed as
-      soon as the mapping exists, and the mapping is owned by its `mmap` object, which unmaps
-      itself (and closes the duplicate descriptor `mmap` keeps before Python 3.13) when the last
-      view of it goes. A `close()` that must wait therefore frees everything later, by itself.
-    - On Python before 3.13, *attaching* to an existing segment registers it with this process's
-      resource tracker, which unlinks what it tracks when the process dies. The worker used to
-      register and then unregister at once; a worker killed in between had its tracker unlink a
-      segment the entrypoint was still using. `attach` never calls the tracker, so there is no
-      such moment. `create` does register, so that if the entrypoint (the owner) is killed
-      outright, its tracker unlinks the segments it made.
-    """
-
-    def __init__(self, name: str, mapping: mmap.mmap) -> None:
-        self.name = name
-        self.size = len(mapping)
-        self._mmap = mapping
-        self.buf = memoryview(mapping)
-
-    @classmethod
-    def create(cls, name: str, size: int) -> Segment:
-        """A new segment of `size` bytes, owned by this process (unlink it when done), its pages
-        reserved: `OSError` with ``ENOSPC`` when ``/dev/shm`` lacks the room."""
-        fd = _posixshmem.shm_open(f"/{name}", os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
-        try:
-            os.ftruncate(fd, size)
-            if size and hasattr(os, "posix_fallocate"):  # not on macOS: its segments are no files
-                os.posix_fallocate(fd, 0, size)
-            mapping = _map(fd, size)
-        except BaseException:
-            os.close(fd)
-            _posixshmem.shm_unlink(f"/{name}")
-            raise
-        os.close(fd)
-        resource_tracker.register(f"/{name}", "shared_memory")
-        return cls(name, mapping)
-
-    @classmethod
-    def attach(cls, name: str) -> Segment:
-        """Map an existing segment another process owns; no resource tracker is involved."""
-        fd = _posixshmem.shm_open(f"/{name}", os.O_RDWR, mode=0o600)
-        try:
-            mapping = _map(fd, os.fstat(fd).st_size)
-        finally:
-            os.close(fd)
-        return cls(name, mapping)
-
-    def discard(self, start: int = 0) -> None:
-        """Give the pages from `start` (rounded up to a page) to the end back to ``/dev/shm``
-        now, even while a view or another process (the worker) still maps them: for memory
-        nothing will read again. They read as zeros afterwards. Linux only (``MADV_REMOVE``);
-        elsewhere the pages go when the last mapping does."""
-        start = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
-        if start < self.size and hasattr(mmap, "MADV_REMOVE"):
-            self._mmap.madvise(mmap.MADV_REMOVE, start, self.size - start)
-
-    def close(self) -> bool:
-        """Unmap now; False while a view still uses the segment (it is unmapped when the last
-        one goes, and nothing more needs doing)."""
-        try:
-            self.buf.release()
-            self._mmap.close()
-        except BufferError:
-            return False
-        return True
-
-    def unlink(self) -> None:
-        """Remove the name (the owner's job): the memory goes once nothing maps it."""
-        with contextlib.suppress(FileNotFoundError):
-            _posixshmem.shm_unlink(f"/{self.name}")
-        resource_tracker.unregister(f"/{self.name}", "shared_memory")
-
-
-def _map(fd: int, size: int) -> mmap.mmap:
-    if sys.version_info >= (3, 13):  # the mapping needs no descriptor of its own
-        return mmap.mmap(fd, size, trackfd=False)
-    return mmap.mmap(fd, size)
 
 
 def _try_create(name: str, nbytes: int) -> Segment | None:
@@ -334,6 +239,42 @@ class Slot:
             segment.close()
 
 
+class AdoptedSlot(Slot):
+    """A slot whose segment a client of ``ipc://`` made and owns: its frames already lie there.
+
+    The server maps it (`SlotPool.adopt`) and never grows, discards or unlinks it: what is in
+    it is the client's. A request writes only past the client's frames (`used`), where the
+    client left room for the state and the chunk; what does not fit there is refused, not
+    moved to another segment.
+    """
+
+    def __init__(self, segment: Segment, index: int, forgotten: list[int]) -> None:
+        super().__init__("", index, forgotten)
+        self._segment = segment
+        self._address = _address(np.frombuffer(segment.buf, np.uint8, count=1))
+
+    def reserve(self, nbytes: int) -> None:
+        self.needed = max(self.needed, nbytes)
+        if not self.fits(nbytes):
+            raise InferenceError(
+                400,
+                f"the client's shared-memory segment holds {self.size} bytes; the request "
+                f"needs {nbytes} (its frames, state and chunk)",
+            )
+
+    def reset(self) -> None:
+        self.needed = 0  # `used` is the client's frames, set for each request
+
+    def discard(self) -> None:
+        """Nothing: the pages are the client's."""
+
+    def release(self) -> None:
+        """Unmap (now, or when the last view goes); the client unlinks its segment."""
+        segment, self._segment = self._segment, None
+        if segment is not None:
+            segment.close()
+
+
 class Lease:
     """A request's hold on a slot, from the body's arrival to the worker's reply.
 
@@ -402,6 +343,7 @@ class SlotPool:
         self._indices = itertools.count()
         self._free: list[Slot] = []
         self._live: dict[int, Slot] = {}
+        self._adopted: dict[int, AdoptedSlot] = {}
         self._closed = False
         self._told_short = False
         # What each of the latest requests needed, and how many slots were lent when it began.
@@ -430,6 +372,24 @@ class SlotPool:
         self._crowd[slot.index] = self.in_use
         return Lease(self, slot)
 
+    def adopt(self, segment: Segment) -> AdoptedSlot:
+        """A slot for a client's `segment` (mapped here), kept until `let_go`: each request
+        whose frames lie there borrows it with `lend_adopted`."""
+        slot = AdoptedSlot(segment, next(self._indices), self.forgotten)
+        self._adopted[slot.index] = slot
+        return slot
+
+    def lend_adopted(self, slot: AdoptedSlot, used: int) -> Lease:
+        """A lease on `slot` for one request whose frames fill its first `used` bytes."""
+        slot.used = used
+        return Lease(self, slot)
+
+    def let_go(self, slot: AdoptedSlot) -> None:
+        """Unmap a client's segment (no request holds it) and tell the worker to unmap it."""
+        if self._adopted.pop(slot.index, None) is not None:
+            slot.release()
+            self.forgotten.append(slot.index)
+
     def take_forgotten(self) -> tuple[int, ...]:
         """The indices the worker should unmap, once: the list is emptied."""
         forgotten = tuple(self.forgotten)
@@ -437,9 +397,12 @@ class SlotPool:
         return forgotten
 
     def slot(self, index: int) -> Slot:
-        return self._live[index]
+        return self._live[index] if index in self._live else self._adopted[index]
 
     def give_back(self, slot: Slot) -> None:
+        if isinstance(slot, AdoptedSlot):  # the client's: neither kept nor counted here
+            slot.reset()
+            return
         self._needs.append(slot.needed)
         self._crowds.append(self._crowd.pop(slot.index))  # recorded when it was lent
         slot.reset()
@@ -463,9 +426,10 @@ class SlotPool:
         given back after this is unlinked as soon as it comes back.
         """
         self._closed = True
-        for slot in self._live.values():
+        for slot in (*self._live.values(), *self._adopted.values()):
             slot.release()
         self._live.clear()
+        self._adopted.clear()
         self._free.clear()
 
     def _drop(self, slot: Slot) -> None:
