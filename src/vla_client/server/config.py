@@ -169,6 +169,20 @@ class ServerConfig:
     ipc_path: str | None = None
 
     def __post_init__(self) -> None:
+        self._check_address()
+        if self.model_name is not None and (
+            not isinstance(self.model_name, str) or not self.model_name
+        ):
+            raise ValueError(f"model_name must be a non-empty string; got {self.model_name!r}")
+        self._check_bounds()
+        self._check_decode_limits()
+        self._check_where_policy_runs()
+        check_api_key_setting(self.api_key)
+        openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
+        self._check_optional_parts()
+
+    def _check_address(self) -> None:
+        """The interface and port it listens on."""
         if not isinstance(self.host, str) or not self.host:
             raise ValueError(f"host must be an interface name or address; got {self.host!r}")
         # 0 lets the OS pick a free port: for a server handed its own socket (LocalServer, the
@@ -176,10 +190,9 @@ class ServerConfig:
         check_at_least("port", self.port, 0, integer=True)
         if self.port > 65535:
             raise ValueError(f"port must be in 0..65535; got {self.port}")
-        if self.model_name is not None and (
-            not isinstance(self.model_name, str) or not self.model_name
-        ):
-            raise ValueError(f"model_name must be a non-empty string; got {self.model_name!r}")
+
+    def _check_bounds(self) -> None:
+        """The sizes, connection count and deadlines that bound what a client may send."""
         for option in ("max_body_bytes", "max_ws_message_bytes", "idle_timeout_s"):
             check_positive(option, getattr(self, option), integer=True)
         check_positive("max_connections", self.max_connections, allow_none=True, integer=True)
@@ -187,10 +200,16 @@ class ServerConfig:
             check_positive(option, getattr(self, option))
         if not math.isfinite(self.header_timeout_s):  # a deadline, which infinity is not
             raise ValueError(f"header_timeout_s must be finite; got {self.header_timeout_s}")
+
+    def _check_decode_limits(self) -> None:
+        """The cameras and pixels a request may carry."""
         if not isinstance(self.limits, DecodeLimits):
             raise ValueError(f"limits must be a DecodeLimits; got {self.limits!r}")
         check_positive("limits.max_cameras", self.limits.max_cameras, integer=True)
         check_positive("limits.max_image_pixels", self.limits.max_image_pixels, integer=True)
+
+    def _check_where_policy_runs(self) -> None:
+        """The worker's settings, the two switches, and that a thread has no worker's threads."""
         if not isinstance(self.worker, WorkerSettings):
             raise ValueError(f"worker must be a WorkerSettings; got {self.worker!r}")
         for option in ("in_process", "send_policy_errors"):
@@ -200,8 +219,9 @@ class ServerConfig:
             raise ValueError(
                 "worker.torch_threads sets the worker process's threads; in_process has none"
             )
-        check_api_key_setting(self.api_key)
-        openpi_layout(self.openpi_layout)  # raises ValueError naming the layouts
+
+    def _check_optional_parts(self) -> None:
+        """The parts a server may go without: the Unix socket, the recorder, another family."""
         if self.ipc_path is not None and (not isinstance(self.ipc_path, str) or not self.ipc_path):
             raise ValueError(f"ipc_path must be a socket path or None; got {self.ipc_path!r}")
         if self.record is not None and not isinstance(self.record, RecordSettings):
