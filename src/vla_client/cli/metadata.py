@@ -65,30 +65,56 @@ def summary(url: str, document: Mapping[str, Any]) -> list[str]:
     """The lines of the readable summary of a metadata `document` (with ``client_checks``)."""
     taken, given = document.get("input") or {}, document.get("output") or {}
     checks = document.get("client_checks") or {}
-    server = document.get("server") or {}
-    named = " ".join(str(server[key]) for key in ("name", "version") if server.get(key))
-    model, family = document.get("model") or "unnamed", document.get("policy_family")
     rows = [
-        ("server", f"{url}" + (f" ({named})" if named else "")),
-        ("model", model + (f" (policy family {family})" if family and family != model else "")),
+        ("server", _server(url, document.get("server") or {})),
+        ("model", _model(document)),
         ("cameras", _cameras(taken)),
         ("image size", _image_size(taken, checks)),
-        (
-            "state",
-            "any length" if taken.get("state_dim") is None else f"{taken['state_dim']} values",
-        ),
+        ("state", _state(taken)),
         ("actions", _actions(given)),
+        *_settings(taken, document),
+        ("offers", _offers(document.get("capabilities") or {})),
+        *_client(checks),
+        *_unsummarised(document),
     ]
+    width = max(len(name) for name, _ in rows)
+    return [f"{name:<{width}}  {text}" for name, text in rows] + [
+        "(--json prints the whole document)"
+    ]
+
+
+def _server(url: str, server: Mapping[str, Any]) -> str:
+    named = " ".join(str(server[key]) for key in ("name", "version") if server.get(key))
+    return f"{url}" + (f" ({named})" if named else "")
+
+
+def _model(document: Mapping[str, Any]) -> str:
+    model, family = document.get("model") or "unnamed", document.get("policy_family")
+    return model + (f" (policy family {family})" if family and family != model else "")
+
+
+def _state(taken: Mapping[str, Any]) -> str:
+    return "any length" if taken.get("state_dim") is None else f"{taken['state_dim']} values"
+
+
+def _settings(taken: Mapping[str, Any], document: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The rows of the settings the server reads requests with, where it has any."""
+    rows = []
     if taken.get("openpi_layout"):
         rows.append(("openpi layout", str(taken["openpi_layout"])))
     if document.get("defaults"):
         rows.append(("defaults", _pairs(document["defaults"])))
-    offered = [
-        name.replace("_", " ")
-        for name, on in (document.get("capabilities") or {}).items()
-        if on is True
-    ]
-    rows.append(("offers", ", ".join(offered) or "nothing beyond the action API"))
+    return rows
+
+
+def _offers(capabilities: Mapping[str, Any]) -> str:
+    offered = [name.replace("_", " ") for name, on in capabilities.items() if on is True]
+    return ", ".join(offered) or "nothing beyond the action API"
+
+
+def _client(checks: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The rows of what the client does before sending: its camera map, whether it checks."""
+    rows = []
     if checks.get("camera_map"):
         rows.append(("camera map", _pairs(checks["camera_map"], "->")))
     rows.append(
@@ -99,14 +125,15 @@ def summary(url: str, document: Mapping[str, Any]) -> list[str]:
             else "does not check observations (--no-check)",
         )
     )
-    rows += [
+    return rows
+
+
+def _unsummarised(document: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A row for each key of the document no other row says, as it came."""
+    return [
         (key, str(value))
         for key, value in document.items()
         if key not in SUMMARISED and key != "client_checks" and value
-    ]
-    width = max(len(name) for name, _ in rows)
-    return [f"{name:<{width}}  {text}" for name, text in rows] + [
-        "(--json prints the whole document)"
     ]
 
 
