@@ -55,11 +55,23 @@ def arena_cameras(spec: PolicySpec) -> dict[str, str]:
     names = spec.camera_names
     if not names:
         return {EXTERIOR[0]: EXTERIOR[0], WRIST: WRIST}
+    named = _by_name(spec)
+    return named if named is not None else _in_order(names)
+
+
+def _by_name(spec: PolicySpec) -> dict[str, str] | None:
+    """RoboArena's cameras the policy's cameras are by name or alias, if every one of them is."""
+    names = spec.camera_names
     aliases = {alias: name for alias, name in spec.camera_aliases.items() if name in names}
     named = {name: name for name in names if name in ARENA_CAMERAS}
     named.update({alias: name for alias, name in aliases.items() if alias in ARENA_CAMERAS})
-    if set(named.values()) == set(names):
-        return {camera: named[camera] for camera in ARENA_CAMERAS if camera in named}
+    if set(named.values()) != set(names):
+        return None
+    return {camera: named[camera] for camera in ARENA_CAMERAS if camera in named}
+
+
+def _in_order(names: tuple[str, ...]) -> dict[str, str]:
+    """The policy's `names` paired in order with the cameras RoboArena sends for that many."""
     order = {1: EXTERIOR[:1], 2: (EXTERIOR[0], WRIST), 3: ARENA_CAMERAS}.get(len(names))
     if order is None:
         raise ValueError(
@@ -137,19 +149,33 @@ async def _answer(
     pipeline: Pipeline, frame: bytes | None, cameras: dict[str, str], started: float
 ) -> np.ndarray | str:
     """The chunk for one observation frame, or the reset's text."""
-    if frame is None:
-        raise CodecError("frames must be binary msgpack, got a text frame")
-    limit = pipeline.config.max_ws_message_bytes
-    if len(frame) > limit:
-        raise PayloadTooLargeError(f"{len(frame)}-byte frame, over the limit of {limit}")
-    request = loads(frame, "msgpack")
-    if not isinstance(request, dict):
-        raise CodecError(f"a request must be a msgpack map, got {type(request).__name__}")
+    request = _request(frame, pipeline.config.max_ws_message_bytes)
     endpoint = request.get("endpoint", "infer")
     if endpoint == "reset":
         return RESET_ANSWER
     if endpoint != "infer":
         raise CodecError(f"endpoint must be infer or reset, got {endpoint!r}")
+    images, state = _observation(request, cameras)
+    task = text_task(request.get("prompt") or "", "prompt")
+    return await run_policy(pipeline, images, state, task, started=started)
+
+
+def _request(frame: bytes | None, limit: int) -> dict[str, Any]:
+    """The msgpack map one binary `frame` of at most `limit` bytes carries."""
+    if frame is None:
+        raise CodecError("frames must be binary msgpack, got a text frame")
+    if len(frame) > limit:
+        raise PayloadTooLargeError(f"{len(frame)}-byte frame, over the limit of {limit}")
+    request = loads(frame, "msgpack")
+    if not isinstance(request, dict):
+        raise CodecError(f"a request must be a msgpack map, got {type(request).__name__}")
+    return request
+
+
+def _observation(
+    request: dict[str, Any], cameras: dict[str, str]
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The policy's images (by its camera names) and its state: the joints, then the gripper."""
     missing = [f"observation/{c}" for c in cameras if f"observation/{c}" not in request]
     if missing:
         raise CodecError(f"this server's config asks for {missing}; the request lacks them")
@@ -157,6 +183,4 @@ async def _answer(
     parts = [request.get(f"observation/{key}") for key in ("joint_position", "gripper_position")]
     if any(part is None for part in parts):
         raise CodecError("observation/joint_position and observation/gripper_position are needed")
-    state = np.concatenate([np.ravel(np.asarray(part, dtype=np.float64)) for part in parts])
-    task = text_task(request.get("prompt") or "", "prompt")
-    return await run_policy(pipeline, images, state, task, started=started)
+    return images, np.concatenate([np.ravel(np.asarray(part, dtype=np.float64)) for part in parts])
