@@ -128,6 +128,22 @@ def read_observation(
 ) -> tuple[dict[str, np.ndarray], np.ndarray, str]:
     """The frames, the joined state and the task of ``get_action``'s data; `CodecError` or
     `InvalidObservationError` naming what is missing or malformed."""
+    observation = _observation(data)
+    video, state, language = (_map(observation, name) for name in ("video", "state", "language"))
+    for name, keys, given in (("video", cameras, video), ("state", parts, state)):
+        missing = [key for key in keys if key not in given]
+        if missing:
+            raise InvalidObservationError(
+                f"observation.{name}: missing {missing}; this server's keys are {keys}"
+            )
+    frames = {key: _one(video[key], f"video {key!r}", 5, "u") for key in cameras}
+    values = [_one(state[key], f"state {key!r}", 3, "fiu") for key in parts]
+    return frames, np.concatenate(values), _task(language)
+
+
+def _observation(data: Any) -> Mapping[str, Any]:
+    """``get_action``'s observation map; `InvalidObservationError` for real-time chunking's
+    previous action or options, which this server does not do on GR00T's protocol."""
     observation = data.get("observation") if isinstance(data, Mapping) else None
     if not isinstance(observation, Mapping):
         raise CodecError("get_action's data needs an observation map")
@@ -138,22 +154,19 @@ def read_observation(
             "this server does no real-time chunking on GR00T's protocol; send no previous "
             f"action and no {list(RTC_OPTIONS)} options"
         )
-    video, state, language = (_map(observation, name) for name in ("video", "state", "language"))
-    for name, keys, given in (("video", cameras, video), ("state", parts, state)):
-        missing = [key for key in keys if key not in given]
-        if missing:
-            raise InvalidObservationError(
-                f"observation.{name}: missing {missing}; this server's keys are {keys}"
-            )
-    frames = {key: _one(video[key], f"video {key!r}", 5, "u") for key in cameras}
-    values = [_one(state[key], f"state {key!r}", 3, "fiu") for key in parts]
+    return observation
+
+
+def _task(language: Mapping[str, Any]) -> str:
+    """The one task of the language map, sent as ``[[task]]``."""
     texts = language.get(LANGUAGE_KEY)
     if not (
         isinstance(texts, list) and len(texts) == 1 and isinstance(texts[0], list)
         and len(texts[0]) == 1 and isinstance(texts[0][0], str)
     ):  # fmt: skip
         raise CodecError(f"observation.language[{LANGUAGE_KEY!r}] must be [[task]]")
-    return frames, np.concatenate(values), texts[0][0]
+    task: str = texts[0][0]
+    return task
 
 
 class Gr00tRoute:
