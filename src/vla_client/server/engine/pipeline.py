@@ -247,6 +247,27 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
     """The arrays-only observation for `policy`; `InvalidObservationError` naming unknown or
     missing cameras, a state of the wrong size, or none where the policy needs one."""
     spec = policy.spec
+    images = _camera_images(decoded, spec)
+    depth = depth_frames(decoded, spec)
+    _check_frame_sizes({**images, **depth}, spec)
+    _check_state(decoded.state, spec)
+    parameters = decoded.parameters
+    check_sizes(parameters, spec)
+    return PolicyInput(
+        images={**images, **depth},
+        state=decoded.state,
+        task=decoded.task,
+        action_horizon=parameters.action_horizon,
+        num_inference_steps=parameters.num_inference_steps,
+        seed=parameters.seed,
+        rtc=_rtc(decoded, spec),
+    )
+
+
+def _camera_images(decoded: DecodedRequest, spec: PolicySpec) -> dict[str, np.ndarray]:
+    """The request's colour frames by the policy's camera names (its aliases resolved);
+    `InvalidObservationError` for no frames at all, or for cameras the policy does not take
+    or lacks."""
     if not decoded.images and not (decoded.depth and spec.depth_cameras):
         raise InvalidObservationError(
             "input.observation.images: the observation has no camera images"
@@ -260,41 +281,33 @@ def policy_input(decoded: DecodedRequest, policy: Policy) -> PolicyInput:
                 f"input.observation.images: unknown cameras {unknown}, missing cameras {missing}; "
                 f"this policy takes {list(spec.camera_names)}"
             )
-    depth = depth_frames(decoded, spec)
+    return images
+
+
+def _check_frame_sizes(frames: dict[str, np.ndarray], spec: PolicySpec) -> None:
+    """`InvalidObservationError` naming the `frames` not of the size a policy requires."""
     if spec.image_size_required and spec.image_size is not None:
         wrong = {
-            name: list(f.shape[:2])
-            for name, f in {**images, **depth}.items()
-            if f.shape[:2] != spec.image_size
+            name: list(f.shape[:2]) for name, f in frames.items() if f.shape[:2] != spec.image_size
         }
         if wrong:
             raise InvalidObservationError(
                 f"input.observation.images: frames must be {list(spec.image_size)} (height, "
                 f"width); got {wrong}"
             )
-    if decoded.state is None and spec.state_required:
+
+
+def _check_state(state: np.ndarray | None, spec: PolicySpec) -> None:
+    """`InvalidObservationError` for no state where the policy needs one, or one of the
+    wrong size."""
+    if state is None and spec.state_required:
         raise InvalidObservationError(
             f"input.observation.state: this policy needs a state of {spec.state_dim} values"
         )
-    if (
-        decoded.state is not None
-        and spec.state_dim is not None
-        and decoded.state.size != spec.state_dim
-    ):
+    if state is not None and spec.state_dim is not None and state.size != spec.state_dim:
         raise InvalidObservationError(
-            f"input.observation.state: expected {spec.state_dim} values, got {decoded.state.size}"
+            f"input.observation.state: expected {spec.state_dim} values, got {state.size}"
         )
-    parameters = decoded.parameters
-    check_sizes(parameters, spec)
-    return PolicyInput(
-        images={**images, **depth},
-        state=decoded.state,
-        task=decoded.task,
-        action_horizon=parameters.action_horizon,
-        num_inference_steps=parameters.num_inference_steps,
-        seed=parameters.seed,
-        rtc=_rtc(decoded, spec),
-    )
 
 
 def depth_frames(decoded: DecodedRequest, spec: PolicySpec) -> dict[str, np.ndarray]:
