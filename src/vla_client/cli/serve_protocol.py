@@ -64,13 +64,7 @@ def protocol_settings(args: argparse.Namespace) -> ProtocolSettings | None:
     from vla_client.server.config import ProtocolSettings
 
     name = args.protocol
-    given = [flag for flag in FAMILY_FLAGS if getattr(args, flag[2:].replace("-", "_")) is not None]
-    if name is not None and name not in PROTOCOL_NAMES:
-        raise ValueError(f"--protocol must be one of {', '.join(PROTOCOL_NAMES)}, got {name!r}")
-    refused = [flag for flag in given if name not in FAMILY_FLAGS[flag]]
-    if refused:
-        takers = " or ".join(f"--protocol {taker}" for taker in FAMILY_FLAGS[refused[0]])
-        raise ValueError(f"{refused[0]} is for {takers}; drop it or serve that protocol")
+    _check_names(args, name)
     if name is None:
         return None
     if args.protocol_port is not None:
@@ -83,6 +77,18 @@ def protocol_settings(args: argparse.Namespace) -> ProtocolSettings | None:
         state_split=_split("--state-split", args.state_split),
         action_split=_split("--action-split", args.action_split),
     )
+
+
+def _check_names(args: argparse.Namespace, name: str | None) -> None:
+    """`ValueError` for a family this server cannot speak, or a family's flag given without
+    that family (or with no family at all)."""
+    given = [flag for flag in FAMILY_FLAGS if getattr(args, flag[2:].replace("-", "_")) is not None]
+    if name is not None and name not in PROTOCOL_NAMES:
+        raise ValueError(f"--protocol must be one of {', '.join(PROTOCOL_NAMES)}, got {name!r}")
+    refused = [flag for flag in given if name not in FAMILY_FLAGS[flag]]
+    if refused:
+        takers = " or ".join(f"--protocol {taker}" for taker in FAMILY_FLAGS[refused[0]])
+        raise ValueError(f"{refused[0]} is for {takers}; drop it or serve that protocol")
 
 
 def _split(flag: str, parts: list[tuple[str, int]] | None) -> dict[str, int] | None:
