@@ -299,25 +299,12 @@ def _executor(
     gate: SafetyGate,
 ) -> ChunkExecutor:
     horizon = None if metadata is None else metadata.output.action_horizon
-    action_dim = None if metadata is None else metadata.output.action_dim
-    if args.joints is not None and action_dim is not None and action_dim != len(args.joints):
-        raise argparse.ArgumentError(
-            None,
-            f"--joints names {len(args.joints)} joints, the server at {args.url} gives actions "
-            f"of {action_dim} values: a command needs one value per joint",
-        )
+    _check_joints(args, None if metadata is None else metadata.output.action_dim)
     options: dict[str, Any] = {}
     if args.mode == "rtc":
         options["server"] = metadata
     else:
-        prefetch = args.prefetch_at if args.prefetch_at is not None else (horizon or 2) // 2
-        if horizon is not None and prefetch >= horizon:
-            raise argparse.ArgumentError(
-                None,
-                f"--prefetch-at {prefetch} is not below the server's action horizon of "
-                f"{horizon}: give 0..{horizon - 1}",
-            )
-        options["prefetch_at"] = prefetch
+        options["prefetch_at"] = _prefetch_at(args.prefetch_at, horizon)
     if args.mode == "blended":
         options["blend_steps"] = args.blend_steps
     return ChunkExecutor(
@@ -329,6 +316,29 @@ def _executor(
         clock=time.time,
         **options,
     )
+
+
+def _check_joints(args: argparse.Namespace, action_dim: int | None) -> None:
+    """`ArgumentError` for ``--joints`` naming other than one joint per action value."""
+    if args.joints is not None and action_dim is not None and action_dim != len(args.joints):
+        raise argparse.ArgumentError(
+            None,
+            f"--joints names {len(args.joints)} joints, the server at {args.url} gives actions "
+            f"of {action_dim} values: a command needs one value per joint",
+        )
+
+
+def _prefetch_at(given: int | None, horizon: int | None) -> int:
+    """The step at which the next chunk is asked for: `given`, or half the server's
+    `horizon` (1 where it has none); `ArgumentError` for one not below the horizon."""
+    prefetch = given if given is not None else (horizon or 2) // 2
+    if horizon is not None and prefetch >= horizon:
+        raise argparse.ArgumentError(
+            None,
+            f"--prefetch-at {prefetch} is not below the server's action horizon of "
+            f"{horizon}: give 0..{horizon - 1}",
+        )
+    return prefetch
 
 
 @contextmanager
