@@ -108,18 +108,10 @@ class Sent:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.verify and args.encoding == "jpeg":
-        raise argparse.ArgumentError(
-            None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
-        )
+    kind = _source_kind(args)
     from vla_client.client import ActionClient
     from vla_client.recording import save_action_chunks
 
-    kind = source_kind(args)
-    if args.rate == RECORDED and kind not in ("obs", "bag"):
-        raise argparse.ArgumentError(
-            None, "--rate recorded needs a recording: add --obs FILE or --bag PATH"
-        )
     try:
         if args.save_actions:
             check_output_file(args.save_actions, "--save-actions")
@@ -145,6 +137,27 @@ def run(args: argparse.Namespace) -> int:
     except (VLAClientError, ValueError, OSError) as exc:
         return fail(failure_line(exc, args))
     _report(args, sent, camera_bytes)
+    return _exit_status(args, sent)
+
+
+def _source_kind(args: argparse.Namespace) -> str:
+    """The kind of frame source the options name; `ArgumentError` for ``--verify`` of a lossy
+    encoding, or ``--rate recorded`` without a recording."""
+    if args.verify and args.encoding == "jpeg":
+        raise argparse.ArgumentError(
+            None, "--verify needs a lossless encoding (png, raw or pixels); jpeg is lossy"
+        )
+    kind = source_kind(args)
+    if args.rate == RECORDED and kind not in ("obs", "bag"):
+        raise argparse.ArgumentError(
+            None, "--rate recorded needs a recording: add --obs FILE or --bag PATH"
+        )
+    return kind
+
+
+def _exit_status(args: argparse.Namespace, sent: Sent) -> int:
+    """The exit status after the report: 130 after Ctrl-C and 1 after a failed request (each
+    said in a line on stderr), 1 for a camera that came back changed, else 0."""
     if isinstance(sent.stopped, KeyboardInterrupt):
         return fail(f"stopped by Ctrl-C after {len(sent.results)} of {sent.planned} requests", 130)
     if sent.stopped is not None:
@@ -157,8 +170,6 @@ def run(args: argparse.Namespace) -> int:
 def _send(
     client: ActionClient, args: argparse.Namespace, source: Source, log: RerunLog | None = None
 ) -> Sent:
-    from vla_client.client import mismatched_cameras
-
     count = args.repeat or source.length or 1
     results: list[ActionResult] = []
     mismatched: set[str] = set()
@@ -179,13 +190,7 @@ def _send(
                 if first is None:
                     first = observation
                     warn_unmatched_camera_map(args, list(observation.images))
-                result = client.infer(observation, return_digest=args.verify)
-                if log is not None:
-                    log.sent(previous, observation, result, fit=client.fit)
-                    log.tick(previous, observation, None)  # the state sent
-                if args.verify:
-                    mismatched.update(mismatched_cameras(observation, result))
-                results.append(result)
+                results.append(_request(client, args, observation, previous, log, mismatched))
                 bar.advance()
         except (KeyboardInterrupt, VLAClientError) as exc:
             if not results:  # nothing to report: the error alone says it
@@ -195,6 +200,27 @@ def _send(
         raise VLAClientError("the frame source gave no observations")
     duration_s = time.monotonic() - started
     return Sent(first, results, sorted(mismatched), duration_s, count, stopped)
+
+
+def _request(
+    client: ActionClient,
+    args: argparse.Namespace,
+    observation: Observation,
+    at: float,
+    log: RerunLog | None,
+    mismatched: set[str],
+) -> ActionResult:
+    """One request for `observation`, sent at monotonic time `at`: logged where there is a
+    `log`, and its cameras that came back changed added to `mismatched` with ``--verify``."""
+    from vla_client.client import mismatched_cameras
+
+    result = client.infer(observation, return_digest=args.verify)
+    if log is not None:
+        log.sent(at, observation, result, fit=client.fit)
+        log.tick(at, observation, None)  # the state sent
+    if args.verify:
+        mismatched.update(mismatched_cameras(observation, result))
+    return result
 
 
 MAX_RECORDED_GAP_S = 10.0
@@ -239,52 +265,69 @@ def plan_period(rate: float | str | None, source: Source) -> float:
 
 
 def _report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) -> None:
+    if args.json:
+        print_json(_document(args, sent, camera_bytes))
+    else:
+        _print_report(args, sent, camera_bytes)
+
+
+def _document(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) -> dict[str, Any]:
+    """The ``--json`` report of the requests `sent`."""
     results = sent.results
     last = results[-1]
     stages = stage_percentiles(results)
     sent_sizes = [result.timings.bytes_sent for result in results]
     received_sizes = [result.timings.bytes_received for result in results]
-    if args.json:
-        document: dict[str, Any] = {
-            "url": args.url,
-            "encoding": args.encoding,
-            "wire": args.wire,
-            "requests": len(results),
-            "duration_s": sent.duration_s,
-            "action_shape": list(last.actions.shape),
-            "actions": last.actions,
-            "bytes_sent": sum(sent_sizes),
-            "bytes_received": sum(received_sizes),
-            "bytes_sent_per_request": sent_sizes,
-            "bytes_received_per_request": received_sizes,
-            "bytes_per_camera": camera_bytes,
-            "timings_ms": {
-                name: {"p50": p50, "p90": p90, "p99": p99} for name, p50, p90, p99 in stages
-            },
-        }
-        if args.save_actions:
-            document["saved_actions"] = args.save_actions
-        if args.print_actions:
-            document["all_actions"] = [result.actions for result in results]
-        if args.verify:
-            document["lossless"] = not sent.mismatched
-            document["mismatched_cameras"] = sent.mismatched
-        if sent.stopped is not None:
-            document["planned_requests"] = sent.planned
-            document["stopped_by"] = (
-                "Ctrl-C"
-                if isinstance(sent.stopped, KeyboardInterrupt)
-                else (str(sent.stopped).splitlines() or [type(sent.stopped).__name__])[0]
-            )
-        print_json(document)
-        return
-    shape = "x".join(map(str, last.actions.shape))
+    document: dict[str, Any] = {
+        "url": args.url,
+        "encoding": args.encoding,
+        "wire": args.wire,
+        "requests": len(results),
+        "duration_s": sent.duration_s,
+        "action_shape": list(last.actions.shape),
+        "actions": last.actions,
+        "bytes_sent": sum(sent_sizes),
+        "bytes_received": sum(received_sizes),
+        "bytes_sent_per_request": sent_sizes,
+        "bytes_received_per_request": received_sizes,
+        "bytes_per_camera": camera_bytes,
+        "timings_ms": {
+            name: {"p50": p50, "p90": p90, "p99": p99} for name, p50, p90, p99 in stages
+        },
+    }
+    if args.save_actions:
+        document["saved_actions"] = args.save_actions
+    if args.print_actions:
+        document["all_actions"] = [result.actions for result in results]
+    if args.verify:
+        document["lossless"] = not sent.mismatched
+        document["mismatched_cameras"] = sent.mismatched
+    if sent.stopped is not None:
+        document["planned_requests"] = sent.planned
+        document["stopped_by"] = _stopped_by(sent.stopped)
+    return document
+
+
+def _stopped_by(stopped: BaseException) -> str:
+    """What ended a run early, in a few words: ``Ctrl-C``, or the first line of the error."""
+    if isinstance(stopped, KeyboardInterrupt):
+        return "Ctrl-C"
+    return (str(stopped).splitlines() or [type(stopped).__name__])[0]
+
+
+def _print_report(args: argparse.Namespace, sent: Sent, camera_bytes: dict[str, int]) -> None:
+    """The readable report of the requests `sent`: what was sent, the sizes, the stages'
+    times, the bytes of each camera, and what the options asked for besides."""
+    results = sent.results
+    shape = "x".join(map(str, results[-1].actions.shape))
     print(
         f"{len(results)} request(s) to {args.url} in {sent.duration_s:.2f} s  "
         f"encoding={args.encoding} wire={args.wire}  actions {shape}"
     )
+    sent_sizes = [result.timings.bytes_sent for result in results]
+    received_sizes = [result.timings.bytes_received for result in results]
     print(f"sent {_sizes(sent_sizes)}, received {_sizes(received_sizes)}")
-    print_table(("stage (ms)", "p50", "p90", "p99"), stages)
+    print_table(("stage (ms)", "p50", "p90", "p99"), stage_percentiles(results))
     print()
     print_table(("camera", "bytes"), [(name, size) for name, size in camera_bytes.items()])
     if args.print_actions:
