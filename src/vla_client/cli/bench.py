@@ -107,18 +107,12 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import orjson
-
     from vla_client.client import ActionClient
 
     try:
         paths = _paths(args)
         _check_outputs(args, paths)
-        split = state_split(args)
-        fit: dict[str, Any] = {"state_split": split} if split else {}
-        fit.update(connect_option(args))
-        if family := dialect(args):
-            fit["endpoint"] = family
+        fit = _client_options(args)
         wait_for_server(args.url, args.wait_for_server)
         with _server(args.url) as url:
             with ActionClient(url, timeout_s=args.timeout, api_key=args.api_key, **fit) as probe:
@@ -133,11 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 not_a_vla_server(args.url)
                 or f"every path failed; {results[0].name}: {results[0].error}"
             )
-        report = build_report(results, args, url, plan)
-        if args.save:
-            Path(args.save).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-        if args.plot:
-            plot_report(report, args.plot)
+        _write_outputs(build_report(results, args, url, plan), args)
     except (VLAClientError, ValueError, ImportError, OSError) as exc:
         return fail(failure_line(exc, args))
     _print_ranking(results, url)
@@ -146,6 +136,27 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"saved plot to {args.plot}")
     return 1 if any(result.error is not None for result in results) else 0
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What every client of the run is given besides its URL: GR00T's ``state_split``, how it
+    connects, the ``endpoint`` of a server with its own dialect."""
+    split = state_split(args)
+    fit: dict[str, Any] = {"state_split": split} if split else {}
+    fit.update(connect_option(args))
+    if family := dialect(args):
+        fit["endpoint"] = family
+    return fit
+
+
+def _write_outputs(report: dict[str, Any], args: argparse.Namespace) -> None:
+    """The `report` as ``--save``'s JSON and ``--plot``'s figures, where asked for."""
+    import orjson
+
+    if args.save:
+        Path(args.save).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    if args.plot:
+        plot_report(report, args.plot)
 
 
 def bench_observations(plan: SyntheticPlan, count: int = 4) -> list[Observation]:
@@ -340,12 +351,8 @@ def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
             None, "bench measures every path of the action API; --endpoint takes "
             f"{', '.join(('gr00t', *DIALECTS))} only",
         )  # fmt: skip
-    if is_gr00t(args):  # one path: GR00T's raw arrays in its msgpack, over ZeroMQ
-        return [("raw", "msgpack", "zmq")]
-    if dialect(args):  # one path: raw arrays in the family's msgpack, over its websocket
-        return [("raw", "msgpack", "ws")]
-    if (args.url or "").startswith("ipc://"):  # one path: raw frames in shared memory
-        return [("raw", "msgpack", "ipc")]
+    if only := _only_path(args):
+        return [only]
     if args.state_split:
         raise argparse.ArgumentError(None, "--state-split is for GR00T's server (tcp:// URLs)")
     encodings = cast(list[Encoding], args.encodings)
@@ -357,6 +364,17 @@ def _paths(args: argparse.Namespace) -> list[tuple[Encoding, Wire, str]]:
         for encoding, wire, transport in itertools.product(encodings, wires, transports)
         if not (transport == "ws" and wire == "json")
     ]
+
+
+def _only_path(args: argparse.Namespace) -> tuple[Encoding, Wire, str] | None:
+    """The one path of a server that has only one, or None for the action API's matrix."""
+    if is_gr00t(args):  # GR00T's raw arrays in its msgpack, over ZeroMQ
+        return ("raw", "msgpack", "zmq")
+    if dialect(args):  # raw arrays in the family's msgpack, over its websocket
+        return ("raw", "msgpack", "ws")
+    if (args.url or "").startswith("ipc://"):  # raw frames in shared memory
+        return ("raw", "msgpack", "ipc")
+    return None
 
 
 def _subset(allowed: Sequence[str]) -> Callable[[str], list[str]]:
