@@ -156,13 +156,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return fail(str(exc), USAGE_EXIT)
     try:
-        config = _config(args)
-        if config.ipc_path is not None:
-            from vla_client.server.config import check_ipc_path
-
-            check_ipc_path(config.ipc_path)
-        policy = build_policy(args)
-        _check_protocol(config, policy, args.api_servers)
+        config, policy = _config_and_policy(args)
     except ValueError as exc:
         sock.close()
         return fail(str(exc), USAGE_EXIT)
@@ -173,13 +167,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(
             f"--port-file {args.port_file}: cannot write it ({exc.strerror or exc})", USAGE_EXIT
         )
-    if config.api_key is None and not is_loopback(config.host):
-        print(
-            f"WARNING: serving on {config.host} without an API key: anyone who can reach this "
-            f"port can drive the robot. Set {API_KEY_ENV} or pass --api-key "
-            "(see docs/security.md).",
-            file=sys.stderr,
-        )
+    _warn_if_open(config)
     from vla_client.server.worker import WorkerStartError
 
     try:
@@ -196,8 +184,38 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         sock.close()
-    if failure is None:
-        return 0
+    return 0 if failure is None else _failed(args, failure)
+
+
+def _config_and_policy(args: argparse.Namespace) -> tuple[ServerConfig, Policy]:
+    """The server's settings and its policy, each checked (`ValueError` naming the option):
+    the Unix socket's path, then the policy, then the family the policy is served in too."""
+    config = _config(args)
+    if config.ipc_path is not None:
+        from vla_client.server.config import check_ipc_path
+
+        check_ipc_path(config.ipc_path)
+    policy = build_policy(args)
+    _check_protocol(config, policy, args.api_servers)
+    return config, policy
+
+
+def _warn_if_open(config: ServerConfig) -> None:
+    """A warning on stderr for a server that anyone on the network may drive."""
+    if config.api_key is None and not is_loopback(config.host):
+        print(
+            f"WARNING: serving on {config.host} without an API key: anyone who can reach this "
+            f"port can drive the robot. Set {API_KEY_ENV} or pass --api-key "
+            "(see docs/security.md).",
+            file=sys.stderr,
+        )
+
+
+def _failed(args: argparse.Namespace, failure: BaseException) -> int:
+    """The error line and exit status of a server whose policy did not load: a usage error
+    where ``--weights`` named the policy's weights."""
+    from vla_client.server.worker import WorkerStartError
+
     reason = str(failure).splitlines()[0]
     if not isinstance(failure, WorkerStartError):  # ThreadRunner: the policy's own exception
         reason = f"policy failed to load: {type(failure).__name__}: {reason}"
@@ -209,23 +227,10 @@ def run(args: argparse.Namespace) -> int:
 def _config(args: argparse.Namespace) -> ServerConfig:
     """The server's settings from the options, each checked with its option's name."""
     from vla_client.server import ServerConfig
-    from vla_client.server.config import WorkerSettings, check_api_key_setting
-    from vla_client.server.worker.threads import check_torch_threads, check_wait_policy
+    from vla_client.server.config import WorkerSettings
 
     in_range("--port", args.port, 1, 65535)
-    in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
-    if args.api_servers > 1 and args.in_process:
-        raise ValueError("--api-servers needs the worker process; drop --in-process")
-    if args.api_servers > 1 and args.ipc is not None:
-        raise ValueError("--ipc is served by one entrypoint; drop --api-servers or --ipc")
-    in_range("--max-batch", args.max_batch, 1, 256)
-    in_range("--queue-size", args.queue_size, 1, 4096)
-    in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
-    if args.torch_threads is not None and args.in_process:
-        raise ValueError("--torch-threads sets the worker process's threads; drop --in-process")
-    check_torch_threads("--torch-threads", args.torch_threads)
-    if not args.in_process:
-        check_wait_policy(os.environ)
+    _check_workers(args)
     if not (math.isfinite(args.max_body_mb) and args.max_body_mb > 0):
         raise ValueError(f"--max-body-mb must be a number > 0, got {args.max_body_mb:g}")
     if args.openpi_layout not in LAYOUTS:
@@ -233,12 +238,7 @@ def _config(args: argparse.Namespace) -> ServerConfig:
             f"--openpi-layout must be one of {', '.join(LAYOUTS)}, got {args.openpi_layout!r}"
         )
     record = _record(args)
-    key, source = _api_key(args)
-    try:
-        check_api_key_setting(key)
-    except ValueError as exc:
-        reason = str(exc).removeprefix("api_key ")
-        raise ValueError(f"{source} {reason}") from None
+    key = _checked_api_key(args)
     return ServerConfig(
         host=args.host,
         port=args.port,
@@ -259,6 +259,40 @@ def _config(args: argparse.Namespace) -> ServerConfig:
         ),
         ipc_path=args.ipc,
     )
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    """The options of the processes that answer: the API servers, the worker's batches and
+    queue, its threads (`ValueError` naming the option)."""
+    from vla_client.server.worker.threads import check_torch_threads, check_wait_policy
+
+    in_range("--api-servers", args.api_servers, 1, MAX_API_SERVERS)
+    if args.api_servers > 1 and args.in_process:
+        raise ValueError("--api-servers needs the worker process; drop --in-process")
+    if args.api_servers > 1 and args.ipc is not None:
+        raise ValueError("--ipc is served by one entrypoint; drop --api-servers or --ipc")
+    in_range("--max-batch", args.max_batch, 1, 256)
+    in_range("--queue-size", args.queue_size, 1, 4096)
+    in_range("--batch-wait-ms", args.batch_wait_ms, 0, 1000)
+    if args.torch_threads is not None and args.in_process:
+        raise ValueError("--torch-threads sets the worker process's threads; drop --in-process")
+    check_torch_threads("--torch-threads", args.torch_threads)
+    if not args.in_process:
+        check_wait_policy(os.environ)
+
+
+def _checked_api_key(args: argparse.Namespace) -> str | None:
+    """The API key of ``--api-key`` or the environment, checked; `ValueError` naming where
+    it came from."""
+    from vla_client.server.config import check_api_key_setting
+
+    key, source = _api_key(args)
+    try:
+        check_api_key_setting(key)
+    except ValueError as exc:
+        reason = str(exc).removeprefix("api_key ")
+        raise ValueError(f"{source} {reason}") from None
+    return key
 
 
 def _check_protocol(config: ServerConfig, policy: Policy, api_servers: int) -> None:
