@@ -129,6 +129,12 @@ class _IpcLink:
                 f"{self.url}: cannot connect to {self.path} ({exc.strerror or exc})", sent=False
             ) from None
         self._socket = sock
+        yield from self._greeted(sock, end)
+        return sock
+
+    def _greeted(self, sock: socket.socket, end: float) -> Steps[None]:
+        """Read the server's greeting on a new connection; `ProtocolError` (the connection
+        closed) for a peer that is no vla-client server, or one of another protocol version."""
         try:
             hello = decode_hello((yield from self._read_record(sock, end, 4096)))
         except (ProtocolError, msgspec.ValidationError, msgspec.DecodeError, ConnectError):
@@ -142,7 +148,6 @@ class _IpcLink:
                 f"{self.url}: {self.path} speaks {hello.greeting!r} version {hello.version}, "
                 f"not {GREETING!r} version {VERSION}"
             )
-        return sock
 
     def _read_record(self, sock: socket.socket, end: float, limit: int) -> Steps[bytes]:
         """One length-prefixed record, refused past `limit` bytes."""
