@@ -111,7 +111,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="also listen on a Unix socket at PATH (mode 0600) for clients on this host: "
         "ActionClient('ipc://PATH') writes frames once into shared memory the policy reads "
-        "(docs/server.md, 'Same host: ipc://')",
+        "(docs/server.md, 'Same host: ipc://') (default: none, the port only)",
     )
     add(
         "--openpi-layout",

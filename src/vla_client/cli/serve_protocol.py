@@ -55,7 +55,7 @@ def add_protocol_options(parser: argparse.ArgumentParser) -> None:
             action="append",
             metavar="KEY=DIM",
             help=f"--protocol {who}: the next DIM values of the policy's {what} are the part "
-            f"KEY the family's config announces (repeatable, in order; default: one part)",
+            f"KEY the family's config announces, repeatable, in order (default: one part)",
         )
 
 
