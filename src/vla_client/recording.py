@@ -48,12 +48,13 @@ from vla_client.errors import (
 from vla_client.observation import Observation
 from vla_client.protocol import DecodeLimits
 from vla_client.protocol.image_forms import encodes_in_parallel
+from vla_client.protocol.names import RECORDING_SUFFIX
 from vla_client.validation import check_at_least, check_choice
 
 MAGIC = b"\x89VLAOBS\n"
 FORMAT = "vla-client.observations"
 VERSION = 1
-SUFFIX = ".vlaobs"
+SUFFIX = RECORDING_SUFFIX
 IMAGE_FORMATS = ("png", "raw")
 ImageFormat = Literal["png", "raw"]
 _LENGTH = struct.Struct(">I")

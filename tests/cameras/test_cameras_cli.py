@@ -11,6 +11,7 @@ import pytest
 
 from vla_client.cameras import CameraDevice, Mode
 from vla_client.cli import cameras as command
+from vla_client.cli.sheet import frame_grid
 
 
 def run(*argv: str) -> int:
@@ -26,13 +27,13 @@ def test_lists_devices_with_modes(
 ) -> None:
     mode = Mode("MJPG", 640, 480, (30,))
     found = [CameraDevice("/dev/video0", "640x480 @ 30.0 fps MJPG", (mode,))]
-    monkeypatch.setattr(command, "list_devices", lambda: found)
+    monkeypatch.setattr("vla_client.cameras.list_devices", lambda: found)
     assert run() == 0
     assert capsys.readouterr().out.splitlines() == [
         "/dev/video0: 640x480 @ 30.0 fps MJPG",
         "    MJPG 640x480 @ 30 fps",
     ]
-    monkeypatch.setattr(command, "list_devices", list)
+    monkeypatch.setattr("vla_client.cameras.list_devices", list)
     assert run("--grid", "unused.png") == 1
     assert "no cameras found" in capsys.readouterr().out
 
@@ -66,7 +67,7 @@ def test_bad_camera_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_frame_grid_keeps_aspect() -> None:
     images = {"a": np.zeros((90, 160, 3), np.uint8), "b": np.zeros((100, 100, 3), np.uint8)}
-    grid = command.frame_grid(images, tile_height=50)
+    grid = frame_grid(images, tile_height=50)
     assert grid.shape == (50, 2 * 89, 3)
 
 
@@ -87,7 +88,7 @@ def test_two_opencv_wheels_fail_the_check_naming_both(
         tmp_path, ("opencv-python", "5.0.0.93"), ("opencv-python-headless", "4.12.0.88")
     )
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(command, "list_devices", list)
+    monkeypatch.setattr("vla_client.cameras.list_devices", list)
     assert run() == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err

@@ -1,7 +1,8 @@
 """What ``vla-client`` imports before a command's work (issue 45 item 10): ``--help``,
 ``--version`` and the commands below parse their command line without numpy, OpenCV, httpx,
-pydantic or the server's libraries, which is most of what made every command take 0.7 s to
-start. How long it takes is measured by ``benchmarks/bench_cli_start.py``, not here."""
+pydantic, the server's libraries, torch, Zenoh or Rerun, which is most of what made every
+command take 0.7 s to start. How long it takes is measured by ``benchmarks/bench_cli_start.py``,
+not here."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from vla_client import recording
 from vla_client.cameras import ros_bag
 from vla_client.cli import COMMANDS, bag
 from vla_client.protocol import LAYOUTS
-from vla_client.protocol.names import LAYOUT_NAMES
+from vla_client.protocol.names import LAYOUT_NAMES, RECORDING_SUFFIX
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("numpy", "cv2", "httpx", "pydantic", "fastapi", "uvicorn", "torch")
+HEAVY = ("numpy", "cv2", "httpx", "pydantic", "fastapi", "uvicorn", "torch", "zenoh", "rerun")
 PROBE = """
 import sys
 from vla_client.cli import main
@@ -50,6 +52,7 @@ def loaded(*words: str) -> list[str]:
         ("--help",),
         ("--version",),
         *((name, "--help") for name in ("serve", "send", "metadata", "demo", "bench")),
+        *((name, "--help") for name in ("record", "view", "export", "cameras")),
     ],
     ids=" ".join,
 )
@@ -89,9 +92,42 @@ def test_a_command_imports_no_other_commands_module(name: str) -> None:
     }
 
 
+PARSE_ONLY = """
+import sys
+from vla_client.cli import build_parser
+args = build_parser(only=sys.argv[1]).parse_args(sys.argv[1:])
+heavy = sorted(name for name in {heavy!r} if name in sys.modules)
+print("HEAVY", heavy, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ("record", "out.vlaobs", "--frames", "3", "--rate", "5", "--raw"),
+        ("view", "in.vlaobs", "--frames", "4", "--tile-height", "120"),
+        ("export", "in.vlaobs", "--lerobot", "dataset", "--repo-id", "me/data", "--fps", "30"),
+        ("cameras", "--camera", "front=synthetic", "--grid", "grid.png", "--timeout", "2"),
+    ],
+    ids=lambda words: words[0],
+)
+def test_parsing_a_commands_options_imports_no_heavy_library(words: tuple[str, ...]) -> None:
+    """Every option's check runs while parsing (a file's suffix, a rate's range, a repo id),
+    and none of them needs a heavy library: what they check against is in light modules."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run(
+        [sys.executable, "-c", PARSE_ONLY.format(heavy=HEAVY), *words],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    line = next(line for line in run.stderr.splitlines() if line.startswith("HEAVY "))
+    assert ast.literal_eval(line.removeprefix("HEAVY ")) == []
+
+
 def test_the_names_the_command_line_keeps_are_the_librarys() -> None:
     assert tuple(LAYOUTS) == LAYOUT_NAMES
     assert bag.STATE == ros_bag.STATE
+    assert recording.SUFFIX == RECORDING_SUFFIX
 
 
 def test_what_a_recording_costs_a_step_is_what_the_help_says(cli, tmp_path: Path) -> None:

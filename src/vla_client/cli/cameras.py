@@ -12,17 +12,16 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import cv2
-
-from vla_client.cameras import CameraDevice, CameraError, CameraRig, list_devices, parse_camera_args
-from vla_client.cameras.opencv_install import opencv_clash
 from vla_client.cli.checks import check_output_file, file_type
 from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import seconds
-from vla_client.cli.sheet import frame_grid
-from vla_client.cli.sources import CAMERAS_HINT, camera_for
+from vla_client.errors import CameraError
+
+if TYPE_CHECKING:  # imported where used: the options are parsed without OpenCV
+    from vla_client.cameras import CameraDevice
 
 GRID_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -51,6 +50,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """List devices, or capture once from the configured cameras; 0 on success, 1 on failure
     (also when more than one OpenCV wheel is installed: which cv2 is loaded is then chance)."""
+    from vla_client.cameras import list_devices, parse_camera_args
+    from vla_client.cameras.opencv_install import opencv_clash
+
     clash = opencv_clash()
     if clash is not None:
         return fail(clash)
@@ -81,6 +83,12 @@ def _print_devices(devices: list[CameraDevice]) -> None:
 
 
 def _check(specs: Mapping[str, str], grid: str | None, timeout: float) -> int:
+    import cv2
+
+    from vla_client.cameras import CameraRig
+    from vla_client.cli.sheet import frame_grid
+    from vla_client.cli.sources import CAMERAS_HINT, camera_for
+
     cameras = {name: camera_for(spec) for name, spec in specs.items()}
     rig = CameraRig(cameras, timeout_s=timeout, max_age_s=max(timeout, 1.0))
     try:

@@ -22,8 +22,8 @@ from vla_client.cli.failures import failure_line
 from vla_client.cli.output import fail
 from vla_client.cli.parser import positive_int
 from vla_client.errors import VLAClientError
-from vla_client.lerobot.dataset import MAX_FPS, REPO_ID, export_lerobot_dataset
-from vla_client.recording import SUFFIX
+from vla_client.lerobot.limits import MAX_FPS, REPO_ID
+from vla_client.protocol.names import RECORDING_SUFFIX as SUFFIX
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +83,8 @@ def task_text(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vla_client.lerobot.dataset import export_lerobot_dataset
+
     try:
         summary = export_lerobot_dataset(
             args.recording, args.lerobot, repo_id=args.repo_id, fps=args.fps,

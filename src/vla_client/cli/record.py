@@ -21,7 +21,7 @@ from vla_client.cli.parser import non_negative_float, positive_int
 from vla_client.cli.progress import Progress
 from vla_client.cli.sources import add_source_options, open_source
 from vla_client.errors import VLAClientError
-from vla_client.recording import SUFFIX, ObservationWriter
+from vla_client.protocol.names import RECORDING_SUFFIX as SUFFIX
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +44,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vla_client.recording import ObservationWriter
+
     period = 1.0 / args.rate if args.rate else 0.0
     try:
         check_output_file(args.output, "the recording")

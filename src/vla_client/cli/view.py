@@ -21,9 +21,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-
-import cv2
-import numpy as np
+from typing import TYPE_CHECKING
 
 from vla_client.cli.checks import (
     check_output_file,
@@ -33,9 +31,13 @@ from vla_client.cli.checks import (
 )
 from vla_client.cli.output import fail
 from vla_client.cli.parser import positive_int
-from vla_client.cli.sheet import draw_label, fit_height, sheet
 from vla_client.errors import RecordingError
-from vla_client.recording import ObservationReader
+
+if TYPE_CHECKING:  # imported where used: the options are parsed without numpy or OpenCV
+    import cv2
+    import numpy as np
+
+    from vla_client.recording import ObservationReader
 
 SHEET_SUFFIXES = (".png", ".jpg", ".jpeg")
 DEFAULT_FPS = 10.0
@@ -67,6 +69,10 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import cv2
+
+    from vla_client.recording import ObservationReader
+
     if args.rerun:
         return _to_rerun(args)
     out = args.out or str(Path(args.recording).with_suffix(".png"))
@@ -94,6 +100,8 @@ def _read_steps(
 ) -> tuple[dict[int, dict[str, np.ndarray]], Videos | None]:
     """The sheet's rows (the ``--frames`` steps sampled, each camera fitted to the tile
     height) and, with ``--video``, every step written to the videos."""
+    from vla_client.cli.sheet import fit_height
+
     chosen = set(sample(len(times), args.frames))
     rows: dict[int, dict[str, np.ndarray]] = {}
     with ExitStack() as stack:
@@ -129,6 +137,8 @@ def sample(total: int, count: int) -> list[int]:
     """`count` step positions spread evenly over `total` steps, first and last included."""
     if total <= count:
         return list(range(total))
+    import numpy as np
+
     return sorted({round(x) for x in np.linspace(0, total - 1, count)})
 
 
@@ -150,6 +160,8 @@ def contact_sheet(
 
     `rows` maps step positions to their frames, already fitted to the tile height.
     """
+    from vla_client.cli.sheet import sheet
+
     widths: dict[str, int] = {}  # camera -> column width, in order of first appearance
     for images in rows.values():
         for camera, fitted in images.items():
@@ -170,6 +182,8 @@ def contact_sheet(
 
 
 def _labelled(image: np.ndarray, lines: list[str]) -> np.ndarray:
+    from vla_client.cli.sheet import draw_label
+
     tile: np.ndarray = image.copy()
     draw_label(tile, lines)
     return tile
@@ -187,6 +201,10 @@ class Videos:
 
     def add(self, images: Mapping[str, np.ndarray], label: str) -> None:
         """One step: each camera's frame, labelled, appended to that camera's video."""
+        import cv2
+
+        from vla_client.cli.sheet import draw_label
+
         for camera, frame in images.items():
             video = self._open.get(camera) or self._start(camera, frame)
             if (frame.shape[1], frame.shape[0]) != video.size:
@@ -197,6 +215,8 @@ class Videos:
             video.frames += 1
 
     def _start(self, camera: str, frame: np.ndarray) -> _Video:
+        import cv2
+
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{_file_name(camera, self._open)}.mp4"
         size = (frame.shape[1], frame.shape[0])

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from vla_client.errors import TruncatedRecordingError
+from vla_client.lerobot.limits import MAX_FPS, REPO_ID
 from vla_client.recording import ObservationReader, RecordedObservation
 from vla_client.validation import check_positive
 
@@ -55,7 +56,6 @@ INSTALL = (
     "'lerobot' extra would pull CUDA torch and LeRobot's older OpenCV and rerun-sdk); "
     "in a checkout, .ci/lerobot_venv.sh DIR builds such a venv"
 )
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 
 @dataclass(frozen=True)
@@ -164,11 +164,6 @@ def _check_export_options(fps: int | None, task: str | None, videos: bool | None
         raise ValueError(f"task must be a non-empty string or None; got {task!r}")
     if videos is not None and not isinstance(videos, bool):
         raise ValueError(f"videos must be True, False or None; got {videos!r}")
-
-
-MAX_FPS = 1000
-"""The fastest dataset rate `export_lerobot_dataset` writes: beyond it a header's ``fps`` is a
-mistake (inf, 1e300), not a camera."""
 
 
 def video_unreadable() -> str | None:

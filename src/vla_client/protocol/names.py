@@ -24,3 +24,6 @@ RESIZES: tuple[Resize, ...] = ("auto", "pad", "crop", "none")
 """How frames meet the server's image size: ``auto`` pads (as ``pad``) only when the server
 refuses other sizes and leaves them otherwise; ``pad``, ``crop`` and ``none`` as
 `FramePreprocessor` does them, whatever the server says."""
+
+RECORDING_SUFFIX = ".vlaobs"
+"""The file suffix of a recording of observations (`vla_client.recording`'s ``SUFFIX``)."""
