@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vla_client.cli.eval import PLOT_STYLES
+from vla_client.cli.eval_run import PLOT_STYLES
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results-eval.json"
@@ -214,7 +214,7 @@ def render_rtc(report: dict[str, Any]) -> str:
 
 def plot_rtc(report: dict[str, Any], path: Path) -> None:
     """Success and seams against delay, a line per mode, as ``vla-client eval --plot`` draws."""
-    from vla_client.cli.eval import Cell, plot_success
+    from vla_client.cli.eval_run import Cell, plot_success
     from vla_client.sim.episode import EpisodeResult
     from vla_client.sim.seams import Seams
 

@@ -14,7 +14,7 @@ import pytest
 
 from vla_client.client.result import ActionResult, Timings
 from vla_client.control import ChunkExecutor
-from vla_client.control.chunk import MAX_REFUSALS
+from vla_client.control.names import MAX_REFUSALS
 from vla_client.errors import (
     ConnectError,
     ProtocolError,

@@ -9,9 +9,8 @@ import math
 from typing import Any
 
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int
-from vla_client.control.safety import ON_VIOLATION
-from vla_client.control.watchdog import BEHAVIOURS
-from vla_client.sim.episode import RATE_RANGE_HZ
+from vla_client.control.names import BEHAVIOURS, ON_VIOLATION
+from vla_client.sim.limits import RATE_RANGE_HZ
 
 
 def rate_hz(text: str) -> float:

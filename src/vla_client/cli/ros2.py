@@ -48,16 +48,16 @@ from vla_client.cli.control_options import (
 )
 from vla_client.cli.parser import non_negative_int, positive_float, positive_int, seconds
 from vla_client.cli.server_wait import wait_for_server
-from vla_client.client import ActionClient
-from vla_client.control.chunk import EXECUTION_MODES, MAX_REFUSALS, ChunkExecutor
-from vla_client.control.safety import SafetyGate
-from vla_client.control.watchdog import Watchdog
+from vla_client.control.names import EXECUTION_MODES, MAX_REFUSALS
 from vla_client.errors import VLAClientError
-from vla_client.protocol import ActionMetadata
 from vla_client.protocol.endpoints import API_KEY_ENV
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: the options are parsed without numpy or pydantic
+    from vla_client.client import ActionClient
+    from vla_client.control.chunk import ChunkExecutor
     from vla_client.control.clocks import Clock
+    from vla_client.control.safety import SafetyGate
+    from vla_client.protocol import ActionMetadata
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +174,8 @@ def joint_list(text: str) -> tuple[str, ...]:
 
 def run(args: argparse.Namespace) -> int:
     _check_args(args)
+    from vla_client.client import ActionClient
+    from vla_client.control.watchdog import Watchdog
     from vla_client.ros2.bridge import RosBridge
     from vla_client.ros2.graph import Node
 
@@ -284,6 +286,8 @@ def _gate(
 ) -> SafetyGate:
     """The safety gate the options describe, sized by the server's metadata where it has some
     (`ValueError` from the gate: a usage error)."""
+    from vla_client.control.safety import SafetyGate
+
     try:
         if metadata is not None:
             return SafetyGate.from_metadata(metadata, clock=clock, **options)
@@ -298,6 +302,8 @@ def _executor(
     metadata: ActionMetadata | None,
     gate: SafetyGate,
 ) -> ChunkExecutor:
+    from vla_client.control.chunk import ChunkExecutor
+
     horizon = None if metadata is None else metadata.output.action_horizon
     _check_joints(args, None if metadata is None else metadata.output.action_dim)
     options: dict[str, Any] = {}

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from vla_client._lazy import lazy_face
 
 if TYPE_CHECKING:
-    from vla_client.control.chunk import EXECUTION_MODES as EXECUTION_MODES
     from vla_client.control.chunk import ActionSource as ActionSource
     from vla_client.control.chunk import ChunkExecutor as ChunkExecutor
     from vla_client.control.chunk import cross_fade as cross_fade
     from vla_client.control.loop import ControlLoop as ControlLoop
+    from vla_client.control.names import EXECUTION_MODES as EXECUTION_MODES
     from vla_client.control.safety import SafetyGate as SafetyGate
     from vla_client.control.sim import SimRobot as SimRobot
     from vla_client.control.stats import ExecutorStats as ExecutorStats
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 # What `lazy_face` hands out: each name of the block above, from the same module.
 _FACE = {
-    "EXECUTION_MODES": "vla_client.control.chunk",
+    "EXECUTION_MODES": "vla_client.control.names",
     "ActionSource": "vla_client.control.chunk",
     "ChunkExecutor": "vla_client.control.chunk",
     "cross_fade": "vla_client.control.chunk",

@@ -47,12 +47,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
 from vla_client.client.result import ActionResult
 from vla_client.control.clocks import StepWatch, check_monotonic
+from vla_client.control.names import CLIENT_MODES, EXECUTION_MODES, MAX_REFUSALS, ExecutionMode
 from vla_client.control.stats import ExecutorStats, LatencySample
 from vla_client.control.types import Action, InferFn, Observe
 from vla_client.errors import (
@@ -79,17 +80,6 @@ SEEN_IDS = 1_000
 DELAY_WINDOW = 5
 """Measured inference delays remembered in ``rtc`` mode; the largest is sent as d (the paper's
 conservative choice: a delay underestimated leaves executed rows unguided)."""
-MAX_REFUSALS = 3
-"""Requests refused in a row (4xx) that end a loop, by default: one may be the request's own
-fault, three in a row are a server that will not serve this robot."""
-
-ExecutionMode = Literal["naive", "aligned", "blended", "rtc"]
-EXECUTION_MODES: tuple[ExecutionMode, ...] = ("naive", "aligned", "blended", "rtc")
-"""How chunks are played: from the first row however late (naive), from the row for the tick
-the chunk arrives on (aligned), aligned and cross-faded (blended), or continued by the server
-(rtc: real-time chunking, when the server announces it)."""
-CLIENT_MODES = EXECUTION_MODES[:3]
-"""The modes every server supports: the executor alone does them."""
 PAST_HINT = "chunks shorter than the round trip in ticks can only be played in mode 'naive'"
 """Logged with a reply whose chunk is wholly past when it lands (a one-action policy's, always,
 outside mode 'naive')."""

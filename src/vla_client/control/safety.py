@@ -12,12 +12,13 @@ import functools
 import numbers
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from vla_client.control.clocks import Clock, check_monotonic, shared_clock
+from vla_client.control.names import ON_VIOLATION, OnViolation
 from vla_client.control.types import Action
 from vla_client.errors import UnsafeActionError
 from vla_client.validation import check_choice
@@ -25,8 +26,6 @@ from vla_client.validation import check_choice
 if TYPE_CHECKING:
     from vla_client.protocol import ActionMetadata
 
-OnViolation = Literal["clip", "reject"]
-ON_VIOLATION: tuple[OnViolation, ...] = ("clip", "reject")
 Limit = float | npt.ArrayLike
 
 

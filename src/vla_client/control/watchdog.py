@@ -28,20 +28,17 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from vla_client.control.clocks import check_monotonic, shared_clock
+from vla_client.control.names import BEHAVIOURS, Behaviour
 from vla_client.control.types import Action
 from vla_client.errors import ServerSilentError
 from vla_client.validation import check_choice, check_positive
 
 log = logging.getLogger(__name__)
-
-Behaviour = Literal["hold", "zero", "stop", "finish_chunk"]
-BEHAVIOURS: tuple[Behaviour, ...] = ("hold", "zero", "stop", "finish_chunk")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from vla_client.client.result import ActionResult
-from vla_client.control.chunk import EXECUTION_MODES, ChunkExecutor, ExecutionMode
+from vla_client.control.chunk import ChunkExecutor
+from vla_client.control.names import EXECUTION_MODES, ExecutionMode
 from vla_client.control.pacing import TickSchedule
 from vla_client.control.safety import SafetyGate
 from vla_client.control.stats import ExecutorStats
@@ -34,6 +35,7 @@ from vla_client.control.watchdog import Watchdog
 from vla_client.errors import VLAClientError
 from vla_client.observation import Observation
 from vla_client.recording import ObservationWriter
+from vla_client.sim.limits import RATE_RANGE_HZ
 from vla_client.sim.network import NetworkDelay, SimulatedTime
 from vla_client.sim.seams import SeamMeter, Seams
 from vla_client.validation import check_at_least, check_choice, check_positive
@@ -51,8 +53,6 @@ it arrives on (aligned), aligned and cross-faded from the old chunk (blended), o
 the server (rtc, real-time chunking; see `ChunkExecutor`)."""
 JOIN_TIMEOUT_S = 60.0
 """The longest an episode's end waits for its last request (a client timeout is shorter)."""
-RATE_RANGE_HZ = (0.1, 1000.0)
-"""Control rates accepted: from a tick every 10 s to a fast joint controller's 1 kHz."""
 
 
 class World(Protocol):

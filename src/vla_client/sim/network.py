@@ -29,10 +29,9 @@ from vla_client.client.result import ActionResult
 from vla_client.control.types import InferFn
 from vla_client.observation import Observation
 from vla_client.protocol import Reply
+from vla_client.sim.limits import MAX_DELAY_S
 from vla_client.transports.base import ReplyStream, Transport
 
-MAX_DELAY_S = 10.0
-"""The longest one-way delay or jitter accepted: longer is a typo, not a network."""
 _EPSILON_S = 1e-9
 
 
