@@ -132,11 +132,11 @@ def test_frame_preprocessor_refuses(options: dict[str, Any], message: str) -> No
         FramePreprocessor(**options)
 
 
-@pytest.mark.parametrize("image_format", ["jpeg", "PNG", "", None])
-def test_a_recording_format_other_than_png_or_raw_is_refused(
+@pytest.mark.parametrize("image_format", ["jpg", "webp", "PNG", "", None])
+def test_a_recording_format_other_than_png_jpeg_or_raw_is_refused(
     tmp_path: Path, image_format: Any
 ) -> None:
-    with pytest.raises(ValueError, match="image_format must be one of 'png', 'raw'"):
+    with pytest.raises(ValueError, match="image_format must be one of 'png', 'jpeg', 'raw'"):
         ObservationWriter(tmp_path / "run.vlaobs", image_format=image_format)
     assert not (tmp_path / "run.vlaobs").exists()
 

@@ -246,7 +246,7 @@ def test_a_request_it_cannot_store_is_skipped_and_counted(tmp_path, caplog):
     ("options", "message"),
     [
         ({"on_full": "drop"}, "on_full must be one of 'rotate', 'stop'"),
-        ({"image_format": "jpeg"}, "image_format must be one of 'png', 'raw'"),
+        ({"image_format": "webp"}, "image_format must be one of 'png', 'jpeg', 'raw'"),
         ({"max_files": 0}, "max_files must be at least 1"),
         ({"max_bytes": 100}, "max_bytes must allow"),
         ({"queue_size": 0}, "queue_size must be at least 1"),

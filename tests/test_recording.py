@@ -42,7 +42,7 @@ def test_round_trip(tmp_path, frames, image_format):
     assert second.observation.state is None and list(second.observation.images) == ["wrist"]
 
 
-@pytest.mark.parametrize("image_format", ["png", "raw"])
+@pytest.mark.parametrize("image_format", ["png", "jpeg", "raw"])
 def test_depth_frames_round_trip_bit_for_bit(tmp_path, frames, image_format):
     """uint16 depth as 16-bit PNG (or raw), float32 always raw: every bit back, dtype kept."""
     rng = np.random.default_rng(3)
@@ -132,7 +132,7 @@ def test_a_writer_can_refuse_to_replace_a_file(tmp_path):
     with pytest.raises(FileExistsError):
         ObservationWriter(path, exclusive=True)
     assert path.read_bytes() == b"keep me"
-    with pytest.raises(ValueError, match="'png', 'raw'"):
+    with pytest.raises(ValueError, match="'png', 'jpeg', 'raw'"):
         ObservationWriter(tmp_path / "x.vlaobs", image_format="webp")  # type: ignore[arg-type]
 
 
@@ -307,3 +307,22 @@ def test_a_cut_inside_a_step_is_a_truncated_recording_error(tmp_path, frames):
         for index, _ in reader.read():
             steps.append(index)
     assert steps == [0, 1]
+
+
+def test_jpeg_frames_are_smaller_and_close_and_read_back_as_frames(tmp_path, frames):
+    """``image_format="jpeg"``: lossy colour frames (close, not equal), several times smaller
+    than PNG, read back as RGB frames like any other recording's."""
+    sizes = {}
+    for image_format in ("png", "jpeg"):
+        path = tmp_path / f"{image_format}.vlaobs"
+        with ObservationWriter(path, image_format=image_format) as writer:
+            writer.write(Observation(frames, state=[1.0]), wall_time=1.0)
+        sizes[image_format] = path.stat().st_size
+        with ObservationReader(path) as reader:
+            (step,) = list(reader)
+        for name, frame in frames.items():
+            read = step.observation.images[name]
+            assert read.shape == frame.shape and read.dtype == np.uint8
+            difference = np.abs(read.astype(np.int16) - frame.astype(np.int16)).mean()
+            assert difference == 0 if image_format == "png" else 0 < difference < 8, difference
+    assert sizes["jpeg"] * 3 < sizes["png"], sizes

@@ -13,8 +13,10 @@ the format's first files and are optional, so files without them read as before 
 readers that predate them skip them: the format's version is still 1. Depth frames
 (`Observation.depth`) came later too, in a ``depth`` map of their own beside ``images``, left
 out when there are none. Frames are stored as lossless PNG bytes by default (smaller than raw
-pixels) or as raw arrays (``image_format="raw"``, fastest to write); uint16 depth as 16-bit
-PNG or raw alike, float32 depth always raw (a float has no lossless PNG).
+pixels), as JPEG bytes (``image_format="jpeg"``, quality 90: several times smaller, lossy, for
+recordings that only need to be looked at or replayed roughly) or as raw arrays
+(``image_format="raw"``, fastest to write); uint16 depth as 16-bit PNG with PNG or JPEG (depth
+is never stored lossy) and raw with raw, float32 depth always raw (a float has no lossless PNG).
 Nothing is pickled, so reading a file from someone else runs no code.
 
 Writes are unbuffered and a failed write is cut back to the last complete step, so a file whose
@@ -36,7 +38,13 @@ from typing import Any, BinaryIO, Literal, TypeVar
 
 import numpy as np
 
-from vla_client.codecs import as_rgb_frame, decode_image_bytes, encode_png, map_frames
+from vla_client.codecs import (
+    as_rgb_frame,
+    decode_image_bytes,
+    encode_jpeg,
+    encode_png,
+    map_frames,
+)
 from vla_client.codecs.depth import as_depth_frame, decode_depth_png, encode_depth_png
 from vla_client.codecs.msgpack_numpy import packb, unpackb
 from vla_client.errors import (
@@ -55,8 +63,11 @@ MAGIC = b"\x89VLAOBS\n"
 FORMAT = "vla-client.observations"
 VERSION = 1
 SUFFIX = RECORDING_SUFFIX
-IMAGE_FORMATS = ("png", "raw")
-ImageFormat = Literal["png", "raw"]
+IMAGE_FORMATS = ("png", "jpeg", "raw")
+ImageFormat = Literal["png", "jpeg", "raw"]
+_ENCODERS = {"png": encode_png, "jpeg": encode_jpeg}
+"""The image formats stored as encoded bytes, and their encoders (raw frames are stored as they
+are)."""
 _LENGTH = struct.Struct(">I")
 _MAX_RECORD_BYTES = 1 << 30
 
@@ -142,25 +153,28 @@ def encode_step(
 def _stored_images(
     observation: Observation, image_format: ImageFormat, *, parallel: bool
 ) -> dict[str, Any]:
-    """The frames as a recording stores them: PNG bytes (encoded in the codec threads when
-    `parallel` and the encoder gains by it), or the arrays as they are."""
+    """The frames as a recording stores them: PNG or JPEG bytes (encoded in the codec threads
+    when `parallel` and the encoder gains by it), or the arrays as they are."""
     names = list(observation.images)
+    frames = [observation.images[name] for name in names]
+    encode = _ENCODERS.get(image_format)
     values: list[Any]
-    if image_format == "png":
-        frames = [observation.images[name] for name in names]
-        threads = parallel and encodes_in_parallel("png", "msgpack")
-        values = map_frames(encode_png, frames) if threads else [encode_png(f) for f in frames]
+    if encode is None:
+        values = frames
+    elif parallel and encodes_in_parallel(image_format, "msgpack"):
+        values = map_frames(encode, frames)
     else:
-        values = [observation.images[name] for name in names]
+        values = [encode(frame) for frame in frames]
     return dict(zip(names, values, strict=True))
 
 
 def _stored_depth(observation: Observation, image_format: ImageFormat) -> dict[str, Any]:
     """The depth frames as a recording stores them: uint16 as 16-bit PNG bytes with the
-    ``png`` format, everything else (float32 always) as the arrays."""
+    ``png`` or ``jpeg`` format (depth is never stored lossy), everything else (float32 always)
+    as the arrays."""
     return {
         name: encode_depth_png(frame)
-        if image_format == "png" and frame.dtype == np.uint16
+        if image_format != "raw" and frame.dtype == np.uint16
         else frame
         for name, frame in observation.depth.items()
     }

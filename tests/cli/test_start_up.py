@@ -168,13 +168,15 @@ def test_the_names_the_command_line_keeps_are_the_librarys() -> None:
 
 def test_what_a_recording_costs_a_step_is_what_the_help_says(cli, tmp_path: Path) -> None:
     """``record --help``: three synthetic 360x640 cameras take about 1.2 MB a step as PNG,
-    2.1 MB raw."""
-    for options, low, high in (((), 1.0e6, 1.4e6), (("--raw",), 2.0e6, 2.2e6)):
-        path = tmp_path / f"steps{len(options)}.vlaobs"
+    2.1 MB raw, 0.11 MB as JPEG."""
+    sizes = (((), 1.0e6, 1.4e6), (("--raw",), 2.0e6, 2.2e6), (("--jpeg",), 0.08e6, 0.15e6))
+    for index, (options, low, high) in enumerate(sizes):
+        path = tmp_path / f"steps{index}.vlaobs"
         run = cli("record", str(path), "--frames", "4", "--rate", "0", *options)
         assert run.code == 0, run.err
         assert low < path.stat().st_size / 4 < high, path.stat().st_size
-    assert "about 1.2 MB a step as PNG, 2.1 MB raw" in " ".join(cli("record", "--help").out.split())
+    help_text = " ".join(cli("record", "--help").out.split())
+    assert "about 1.2 MB a step as PNG, 2.1 MB raw, 0.11 MB as JPEG" in help_text
 
 
 def test_what_a_rerun_file_costs_a_step_is_what_the_help_says(cli, server_url, tmp_path) -> None:

@@ -1,12 +1,13 @@
 """``vla-client record``: record observations to a file, to replay later with ``send --obs``.
 
 Frames come from live cameras, a video, image files or synthetic cameras, read at ``--rate`` Hz
-(as fast as the source gives them when 0). Each observation keeps its frames (lossless PNG, or
-raw with ``--raw``), state, task, per-camera capture times and the time it was recorded. What a
-step costs is mostly its frames: three synthetic 360x640 cameras take about 1.2 MB a step as
-PNG, 2.1 MB raw. The file replays to any server, at its recorded pace if asked:
-``vla-client send URL --obs FILE --rate recorded --save-actions actions.npz``; ``vla-client view
-FILE`` shows its frames. The output file's folder is checked before any camera opens.
+(as fast as the source gives them when 0). Each observation keeps its frames (lossless PNG, raw
+with ``--raw``, or lossy JPEG with ``--jpeg``), state, task, per-camera capture times and the
+time it was recorded. What a step costs is mostly its frames: three synthetic 360x640 cameras
+take about 1.2 MB a step as PNG, 2.1 MB raw, 0.11 MB as JPEG. The file replays to any server,
+at its recorded pace if asked: ``vla-client send URL --obs FILE --rate recorded --save-actions
+actions.npz``; ``vla-client view FILE`` shows its frames. The output file's folder is checked
+before any camera opens.
 """
 
 from __future__ import annotations
@@ -37,9 +38,15 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--rate", type=non_negative_float, default=10.0, metavar="HZ",
         help="observations per second, 0 for as fast as the source gives them",
     )  # fmt: skip
-    parser.add_argument(
+    stored = parser.add_mutually_exclusive_group()
+    stored.add_argument(
         "--raw", action="store_true", help="store raw pixels instead of PNG (bigger, faster)"
     )
+    stored.add_argument(
+        "--jpeg", action="store_true",
+        help="store JPEG frames (quality 90) instead of PNG: several times smaller, lossy (for "
+        "looking at or replaying roughly; depth stays lossless)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             open_source(args) as source,
             ObservationWriter(
                 args.output,
-                image_format="raw" if args.raw else "png",
+                image_format="raw" if args.raw else "jpeg" if args.jpeg else "png",
                 task=args.task,
                 source="record",
             ) as writer,
