@@ -2,9 +2,10 @@
 
 The families' routes (`vla_client.server.edge.families`) read their own documents, then hand
 the frames, the state and the task to `run_policy`, which puts them in the action API's request
-document and sends it down the same path as every other request: `Pipeline.decode` (msgpack,
-every frame an ndarray within the server's limits), then `Pipeline.answer` (checked against the
-policy, run by the runner under the inference timeout, recorded when asked). The chunk it
+document and sends it down the same path as every other request: `Pipeline.decode_document`
+(what a msgpack body becomes once parsed: every frame an ndarray within the server's limits,
+without packing the frames again), then `Pipeline.answer` (checked against the policy, run by
+the runner under the inference timeout, recorded when asked). The chunk it
 answers is the family's to put in its own reply; a failure is the pipeline's own exception, for
 the route to turn into the family's error with `failure`.
 """
@@ -18,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from vla_client.errors import CodecError
-from vla_client.protocol import MSGPACK_CONTENT_TYPE, dumps
 from vla_client.server.engine.pipeline import Pipeline
 
 
@@ -37,7 +37,7 @@ async def run_policy(
     if state is not None:
         observation["state"] = np.asarray(state)
     document = {"input": {"task": task, "observation": observation}}
-    decoded = await pipeline.decode(dumps(document, "msgpack"), MSGPACK_CONTENT_TYPE)
+    decoded = await pipeline.decode_document(document, "msgpack")  # its arrays, not re-packed
     reply = await pipeline.answer(decoded, form="raw", started=started)
     return np.asarray(reply["actions"], dtype=np.float32)
 
