@@ -69,6 +69,13 @@ def test_send_without_the_split_says_which_flag_to_give(cli) -> None:
     assert "--state-split" in run.err and len(run.err.strip().splitlines()) == 1
 
 
+def test_send_without_a_state_names_the_flag(cli) -> None:
+    with Gr00tServer() as server:
+        run = cli("send", server.url)
+    assert run.code == 1
+    assert "--state" in run.err and len(run.err.strip().splitlines()) == 1
+
+
 def test_bench_measures_gr00ts_one_path(cli) -> None:
     with Gr00tServer() as server:
         run = cli("bench", server.url, *SPLIT, "--repeat", "2", "--warmup", "1")

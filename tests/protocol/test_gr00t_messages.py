@@ -358,7 +358,8 @@ def test_a_policy_without_state_gets_none_and_an_observation_without_a_task_an_e
             None,
             SPLIT,
             "state.modality_keys: the server expects a state for ['arm', 'hand', 'grip'], the "
-            "observation has none",
+            "observation has none; give the observation the robot's state "
+            "(Observation(state=...); on the command line, --state)",
         ),
         (
             np.zeros(6),

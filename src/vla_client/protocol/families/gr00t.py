@@ -276,7 +276,11 @@ def _state_parts(
     least one value); any other length needs the split."""
     keys = config.state_keys
     if state is None:
-        raise ContractError("state.modality_keys", f"a state for {list(keys)}", "none")
+        raise ContractError(
+            "state.modality_keys", f"a state for {list(keys)}", "none",
+            "give the observation the robot's state (Observation(state=...); "
+            "on the command line, --state)",
+        )  # fmt: skip
     if split is None and len(state) == len(keys):
         split = dict.fromkeys(keys, 1)
     if split is None:
