@@ -286,6 +286,7 @@ def run_module(module: str, settings: dict[str, object], timeout_s: float) -> Mo
     (work / "src").symlink_to(ROOT / "src")
     (work / "tests").symlink_to(ROOT / "tests")
     (work / "docs").symlink_to(ROOT / "docs")  # for the tests that run the docs' snippets
+    (work / "tools").symlink_to(ROOT / "tools")  # for the tests that drive a tool
     (work / "pyproject.toml").write_text(work_pyproject(module, settings))
     # The tests, and the servers and CLIs they start in other processes, must import the
     # mutated copy mutmut makes in mutants/src. The folder exists before Python starts, so
@@ -323,7 +324,7 @@ def work_pyproject(module: str, settings: dict[str, object]) -> str:
         f"source_paths = {json.dumps(settings.get('source_paths', ['src']))}",
         f'only_mutate = ["src/vla_client/{module}.py"]',
         f"pytest_add_cli_args_test_selection = {json.dumps(MODULES[module])}",
-        'also_copy = ["docs"]',
+        'also_copy = ["docs", "tools"]',
         f"pytest_add_cli_args = {json.dumps(settings.get('pytest_add_cli_args', []))}",
         "",
         "[tool.pytest.ini_options]",
