@@ -137,6 +137,7 @@ def test_the_entrypoint_and_health_check_serve_as_in_the_image(tmp_path: Path) -
         server.terminate()  # what `docker stop` sends
         _, errors = server.communicate(timeout=30)
     assert b"Finished server process" in errors, errors.decode()[-2000:]
+    assert not Path(port_file).exists(), "the port file goes with the server"
 
 
 def test_the_docs_say_how_much_shared_memory_to_give_the_container() -> None:

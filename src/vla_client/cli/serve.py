@@ -16,6 +16,7 @@ the server, one line, exit code 1, or 2 naming ``--weights`` when a weights file
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import ipaddress
 import math
@@ -153,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         in_range("--port", args.port, 1, 65535)
         sock = _bind(args.host, args.port)  # first: a client started beside this one queues
+        bound_port = sock.getsockname()[1]
     except ValueError as exc:
         return fail(str(exc), USAGE_EXIT)
     try:
@@ -161,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
         return fail(str(exc), USAGE_EXIT)
     try:
-        _write_port_file(args.port_file, sock)
+        _write_port_file(args.port_file, bound_port)
     except OSError as exc:
         sock.close()
         return fail(
@@ -177,12 +179,13 @@ def run(args: argparse.Namespace) -> int:
             serve(policy, config, args.api_servers, sock=sock, log_level="info")
             failure = None
         else:
-            failure = _serve_one(policy, config, sock)
+            failure = _serve_one(policy, config, sock, args.port_file)
     except WorkerStartError as exc:
         failure = exc
     except KeyboardInterrupt:  # during start-up, before the server's own handler is in place
         return 130
     finally:
+        _remove_port_file(args.port_file, bound_port)
         sock.close()
     return 0 if failure is None else _failed(args, failure)
 
@@ -341,15 +344,27 @@ def _api_key(args: argparse.Namespace) -> tuple[str | None, str]:
     return key, API_KEY_ENV
 
 
-def _write_port_file(path: str | None, sock: socket.socket) -> None:
-    """``--port-file``: the port `sock` listens on, one line, written whole (renamed into
+def _write_port_file(path: str | None, port: int) -> None:
+    """``--port-file``: the `port` the server listens on, one line, written whole (renamed into
     place, so a reader never sees half of it)."""
     if path is None:
         return
     partial = f"{path}.{os.getpid()}.partial"
     with open(partial, "w") as file:
-        file.write(f"{sock.getsockname()[1]}\n")
+        file.write(f"{port}\n")
     os.replace(partial, path)
+
+
+def _remove_port_file(path: str | None, port: int) -> None:
+    """The port file goes when the server does (a script waiting for it must not read a dead
+    server's port), unless another server has written its own port there since."""
+    if path is None:
+        return
+    with contextlib.suppress(OSError):
+        with open(path) as file:
+            written = file.read()
+        if written == f"{port}\n":
+            os.unlink(path)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -383,11 +398,15 @@ def _bind_failure(host: str, port: int, exc: OSError) -> str:
     return f"--host {host} --port {port}: cannot listen: {exc.strerror or exc}"
 
 
-def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exception | None:
+def _serve_one(
+    policy: Policy, config: ServerConfig, sock: socket.socket, port_file: str | None
+) -> Exception | None:
     """One entrypoint on `sock` until stopped. It listens at once (``/health`` says
     ``loading``) while the policy loads in the background; uvicorn's start-up lines are held
     back until the policy is ready, so a policy that fails to start stops the server with the
-    one line the caller prints. Returns the exception the policy failed to start with."""
+    one line the caller prints. Returns the exception the policy failed to start with. The
+    `port_file` is removed as the server stops (uvicorn ends a stop by SIGTERM or SIGINT by
+    raising the signal again, so the caller's clean-up would not run)."""
     import asyncio
     import contextlib
     import logging
@@ -405,6 +424,7 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
 
     app = create_app(policy, config)
     startup = app.state.pipeline.startup
+    port = sock.getsockname()[1]  # read now: uvicorn closes the socket as it stops
     failure: Exception | None = None
     uvicorn_log = logging.getLogger("uvicorn.error")
 
@@ -416,7 +436,10 @@ def _serve_one(policy: Policy, config: ServerConfig, sock: socket.socket) -> Exc
             previous = signal.signal(signal.SIGHUP, self._hang_up)
             try:
                 with super().capture_signals():
-                    yield
+                    try:
+                        yield
+                    finally:
+                        _remove_port_file(port_file, port)
             finally:
                 signal.signal(signal.SIGHUP, previous)
 
