@@ -56,7 +56,7 @@ def register(parser: argparse.ArgumentParser) -> None:
         "--port-file",
         metavar="PATH",
         help="write the port listened on to PATH once it is bound, for a container's health "
-        "check (default: none)",
+        "check; removed when the server stops (default: none)",
     )
     add_policy_options(parser)
     add(
