@@ -129,3 +129,94 @@ def test_concurrent_requests_share_one_policy_call() -> None:
     assert sizes[0] == 1
     assert sorted(sizes[1:]) == [2, 2, 4, 4, 4, 4], "6 queued requests: a batch of 4, then 2"
     assert np.isfinite(sizes).all()
+
+
+def test_a_request_gives_back_what_it_holds_once_and_its_first_outcome_stands() -> None:
+    async def scenario() -> tuple[list[str], object]:
+        given_back: list[str] = []
+        pending = Pending(0, asyncio.get_running_loop().create_future(),
+                          on_retire=lambda: given_back.append("slot"))  # fmt: skip
+        pending.fail(RuntimeError("worker died"))
+        pending.resolve("late reply")
+        pending.retire()
+        return given_back, pending.future.exception()
+
+    given_back, outcome = asyncio.run(scenario())
+    assert given_back == ["slot"]
+    assert isinstance(outcome, RuntimeError) and str(outcome) == "worker died"
+
+
+def test_a_batch_of_one_is_allowed_and_none_is_refused_by_name() -> None:
+    assert Batcher(1, 0.0, lambda batch: None).max_batch == 1
+    with pytest.raises(ValueError, match=r"^max_batch must be at least 1$"):
+        Batcher(0, 0.0, lambda batch: None)
+
+
+def test_by_default_the_next_batch_waits_for_resume() -> None:
+    async def scenario() -> list[list[int]]:
+        sent: list[list[int]] = []
+        batcher: Batcher[int] = Batcher(2, 0.0, lambda b: sent.append([p.item for p in b]))
+        batcher.resume()
+        assert batcher.paused is False
+        loop = asyncio.get_running_loop()
+        batcher.put(Pending(0, loop.create_future(), on_retire=lambda: None))
+        assert batcher.paused is True, "the worker has a batch: the next one waits"
+        batcher.put(Pending(1, loop.create_future(), on_retire=lambda: None))
+        assert sent == [[0]]
+        batcher.resume()
+        return sent
+
+    assert asyncio.run(scenario()) == [[0], [1]]
+
+
+def test_a_request_cancelled_mid_queue_leaves_the_rest_of_the_batch_together() -> None:
+    async def scenario() -> list[list[int]]:
+        sent: list[list[int]] = []
+        batcher: Batcher[int] = Batcher(8, 0.0, lambda b: sent.append([p.item for p in b]))
+        loop = asyncio.get_running_loop()
+        pendings = [Pending(i, loop.create_future(), on_retire=lambda: None) for i in range(4)]
+        for pending in pendings:
+            batcher.put(pending)
+        pendings[1].future.cancel()
+        batcher.resume()
+        return sent
+
+    assert asyncio.run(scenario()) == [[0, 2, 3]]
+
+
+def test_a_cancelled_request_does_not_count_towards_a_full_batch() -> None:
+    async def scenario() -> tuple[list[list[int]], list[list[int]]]:
+        sent: list[list[int]] = []
+        batcher: Batcher[int] = Batcher(2, 30.0, lambda b: sent.append([p.item for p in b]),
+                                        one_at_a_time=False)  # fmt: skip
+        batcher.resume()
+        loop = asyncio.get_running_loop()
+        gone = Pending(0, loop.create_future(), on_retire=lambda: None)
+        batcher.put(gone)
+        gone.future.cancel()
+        batcher.put(Pending(1, loop.create_future(), on_retire=lambda: None))
+        before = list(sent)
+        batcher.put(Pending(2, loop.create_future(), on_retire=lambda: None))
+        return before, sent
+
+    before, sent = asyncio.run(scenario())
+    assert before == [], "one live request waits for company"
+    assert sent == [[1, 2]]
+
+
+def test_the_wait_window_opens_again_for_each_batch() -> None:
+    async def scenario() -> list[list[int]]:
+        sent: list[list[int]] = []
+        batcher: Batcher[int] = Batcher(4, 0.05, lambda b: sent.append([p.item for p in b]),
+                                        one_at_a_time=False)  # fmt: skip
+        batcher.resume()
+        loop = asyncio.get_running_loop()
+        for i in range(2):
+            batcher.put(Pending(i, loop.create_future(), on_retire=lambda: None))
+            for _ in range(200):  # the window is 50 ms; a busy machine may take longer
+                if len(sent) > i:
+                    break
+                await asyncio.sleep(0.05)
+        return sent
+
+    assert asyncio.run(scenario()) == [[0], [1]]
