@@ -156,6 +156,8 @@ def bad(**changes: Any) -> dict[str, Any]:
         ({"rtc": bad(prefix_actions=np.zeros((9, 7)).tolist())}, r"\[P, 7\] with P in 1\.\.8"),
         ({"rtc": bad(execution_horizon=9)}, r"execution_horizon must be in 1\.\.8"),
         ({"rtc": bad(inference_delay_steps=-1)}, "inference_delay_steps must be an integer >= 0"),
+        ({"rtc": bad(prefix_actions=PREFIX[:2].tolist(), inference_delay_steps=3)},
+         r"inference_delay_steps must be at most the prefix's 2 rows .*got 3"),
         ({"rtc": bad(prefix_actions=[[math.nan] * 7])}, "finite"),
         ({"rtc": {"prefix_actions": PREFIX.tolist()}}, "lacks"),
         ({"rtc": "on"}, "must be an object"),

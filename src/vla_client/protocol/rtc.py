@@ -70,6 +70,12 @@ class RTCRequest:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+        if self.inference_delay_steps > prefix.shape[0]:
+            raise ValueError(
+                f"inference_delay_steps must be at most the prefix's {prefix.shape[0]} rows (the "
+                f"rows the robot executes while it waits come from it), got "
+                f"{self.inference_delay_steps}"
+            )
 
     @classmethod
     def from_parameters(cls, parameters: Any) -> RTCRequest:
@@ -128,8 +134,9 @@ def read_rtc(
 
     Looked for in ``parameters.rtc`` (the action API) and in the ``rtc/*`` observation keys
     (openpi's websocket). The prefix must have `action_dim` columns and at most
-    `action_horizon` rows (the server's announced bound), the delay and horizon at most
-    `action_horizon`; anything else is a `CodecError` naming the field.
+    `action_horizon` rows (the server's announced bound), the delay at most the prefix's rows
+    (the robot executes them while it waits) and the horizon at most `action_horizon`; anything
+    else is a `CodecError` naming the field.
     """
     if PARAMETER in parameters:
         raw = parameters[PARAMETER]
@@ -146,7 +153,7 @@ def read_rtc(
         return None
     fields = [where + name for name in names]
     prefix = _prefix(values[0], fields[0], action_dim, action_horizon)
-    delay = _count(values[1], fields[1], 0, action_horizon)
+    delay = _count(values[1], fields[1], 0, len(prefix))  # rows executed come from the prefix
     horizon = _count(values[2], fields[2], 1, action_horizon)
     return RTCRequest(prefix, delay, horizon)
 
