@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
 from vla_client.errors import CodecError
@@ -61,17 +62,9 @@ def build_request(
     Raises `CodecError` for a `runtime` block the API does not allow, a `request_id` that is
     not a string, or a depth frame `encoding` cannot carry exactly (`encode_depth_value`).
     """
-    check_request_id(request_id)
-    runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
-    depth = {  # first: a depth frame the encoding cannot carry is refused before any work
-        name: encode_depth_value(frame, encoding, wire) for name, frame in observation.depth.items()
-    }
-    images = encode_images(observation, encoding, wire, jpeg_quality)
-    state: Any = observation.state
-    if state is not None:
-        state = state.astype(np.float32, copy=False)  # the action API's state is float32
-        if wire == "json":
-            state = state.tolist()
+    runtime_options, images, state, depth = _request_parts(
+        observation, encoding, wire, request_id, runtime, jpeg_quality
+    )
     return ActionRequest(
         request_id=request_id,
         input=ActionInput(
@@ -86,6 +79,68 @@ def build_request(
         parameters=dict(parameters or {}),
         runtime=runtime_options,
     )
+
+
+def request_payload(
+    observation: Observation,
+    *,
+    encoding: Encoding = "png",
+    wire: Wire = "json",
+    request_id: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    runtime: Mapping[str, Any] | None = None,
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
+) -> dict[str, Any]:
+    """``build_request(...).to_payload()``, the same document key for key, without building
+    the models: what they would check of an `Observation` (its task a string, its capture
+    times finite seconds) it has checked itself, and the blocks are checked here as there.
+    This is every request's path (`encode_request`); the models' validation of the nested
+    document cost more than the rest of a raw msgpack request's encoding."""
+    runtime_options, images, state, depth = _request_parts(
+        observation, encoding, wire, request_id, runtime, jpeg_quality
+    )
+    block: dict[str, Any] = {"images": images}
+    if state is not None:
+        block["state"] = state
+    if observation.capture_times:
+        block["capture_times"] = dict(observation.capture_times)
+    if depth:
+        block["depth"] = depth
+    payload: dict[str, Any] = {
+        "input": {"task": observation.task, "observation": block},
+        "parameters": _PARAMETERS.validate_python(dict(parameters or {})),
+        "runtime": runtime_options.model_dump(exclude_defaults=True),
+    }
+    if request_id is not None:
+        payload["request_id"] = request_id
+    return payload
+
+
+_PARAMETERS = TypeAdapter(dict[str, Any])
+"""`ActionRequest.parameters`' own check: a map with string keys."""
+
+
+def _request_parts(
+    observation: Observation,
+    encoding: Encoding,
+    wire: Wire,
+    request_id: str | None,
+    runtime: Mapping[str, Any] | None,
+    jpeg_quality: int,
+) -> tuple[RuntimeOptions, dict[str, Any], Any, dict[str, Any]]:
+    """The checked runtime block, and the images, state and depth as `wire` carries them."""
+    check_request_id(request_id)
+    runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
+    depth = {  # first: a depth frame the encoding cannot carry is refused before any work
+        name: encode_depth_value(frame, encoding, wire) for name, frame in observation.depth.items()
+    }
+    images = encode_images(observation, encoding, wire, jpeg_quality)
+    state: Any = observation.state
+    if state is not None:
+        state = state.astype(np.float32, copy=False)  # the action API's state is float32
+        if wire == "json":
+            state = state.tolist()
+    return runtime_options, images, state, depth
 
 
 def build_openpi_request(
@@ -181,7 +236,7 @@ def encode_request(
             jpeg_quality=jpeg_quality,
         )
     else:
-        payload = build_request(
+        payload = request_payload(
             observation,
             encoding=encoding,
             wire=wire,
@@ -189,5 +244,5 @@ def encode_request(
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=jpeg_quality,
-        ).to_payload()
+        )
     return dumps(payload, wire), CONTENT_TYPES[wire]
