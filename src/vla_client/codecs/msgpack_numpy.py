@@ -256,5 +256,6 @@ def _unpack_array(obj: dict[Any, Any]) -> np.ndarray:
             f"ndarray data has {len(data)} bytes, shape {list(shape)} of {dtype} needs {expected}"
         )
     array: np.ndarray = np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
-    array.flags.writeable = False
+    if isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly):
+        array.flags.writeable = False  # bytes and read-only views give read-only arrays already
     return array
