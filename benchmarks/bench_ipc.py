@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import os
 import socket
 import statistics
@@ -88,7 +89,9 @@ def served(path: str) -> Iterator[int]:
         server.wait(30)
 
 
-def call_cost(client: ActionClient, observation: Observation, stages: dict[str, list[float]]):
+def call_cost(
+    client: ActionClient, observation: Observation, stages: dict[str, list[float]]
+) -> float:
     """The ms of one `infer` less the server's inference_ms; its stages added to `stages`."""
     start = time.perf_counter()
     result = client.infer(observation, runtime={"return_timing": True})
@@ -165,7 +168,7 @@ def run(repeats: int) -> tuple[dict[str, float], dict[str, float]]:
         }
         stages: dict[str, dict[str, list[float]]] = {name: {} for name in clients}
         runs: dict[str, Callable[[], float]] = {
-            name: (lambda c=client, s=stages[name]: call_cost(c, observation, s))
+            name: functools.partial(call_cost, client, observation, stages[name])
             for name, client in clients.items()
         }
         runs["one copy (np.copyto)"] = lambda: copy_ms(list(frames.values()), buffers)
