@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import os
 import socket
 import statistics
@@ -37,6 +38,24 @@ from vla_client.protocol.ipc import SharedFrames
 from vla_client.transports.ipc_memory import FramePool
 
 CAMERAS, HEIGHT, WIDTH = 3, 360, 640
+FLOOR = """
+import os, socket, sys
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(sys.argv[1])
+listener.listen()
+relay, worker = socket.socketpair()
+if os.fork() == 0:  # the worker: answers each byte the relay passes on
+    relay.close()
+    while data := worker.recv(1):
+        worker.sendall(data)
+    os._exit(0)
+worker.close()
+client, _ = listener.accept()
+while data := client.recv(1):  # the entrypoint: passes each byte to the worker and back
+    relay.sendall(data)
+    client.sendall(relay.recv(1))
+"""
+"""Two processes doing nothing but pass one byte on: the wake-ups of an ipc:// call, bare."""
 
 
 def free_port() -> int:
@@ -70,7 +89,9 @@ def served(path: str) -> Iterator[int]:
         server.wait(30)
 
 
-def call_cost(client: ActionClient, observation: Observation, stages: dict[str, list[float]]):
+def call_cost(
+    client: ActionClient, observation: Observation, stages: dict[str, list[float]]
+) -> float:
     """The ms of one `infer` less the server's inference_ms; its stages added to `stages`."""
     start = time.perf_counter()
     result = client.infer(observation, runtime={"return_timing": True})
@@ -83,6 +104,32 @@ def call_cost(client: ActionClient, observation: Observation, stages: dict[str, 
     ):  # fmt: skip
         stages.setdefault(name, []).append(value)
     return total_ms - timings.server["inference_ms"]
+
+
+@contextlib.contextmanager
+def floor_link(path: str) -> Iterator[socket.socket]:
+    """A connection to `FLOOR`'s relay at `path` (its worker behind it)."""
+    relay = subprocess.Popen([sys.executable, "-c", FLOOR, path])
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path):
+            if relay.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the floor's relay did not start")
+            time.sleep(0.01)
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+            yield sock
+    finally:
+        relay.wait(30)
+
+
+def floor_ms(sock: socket.socket) -> float:
+    """One byte to the floor's worker and back, through its relay."""
+    start = time.perf_counter()
+    sock.sendall(b"x")
+    if sock.recv(1) != b"x":
+        raise RuntimeError("the floor's relay answered wrong")
+    return (time.perf_counter() - start) * 1000
 
 
 def copy_ms(frames: list[np.ndarray], into: list[np.ndarray]) -> float:
@@ -107,7 +154,11 @@ def run(repeats: int) -> tuple[dict[str, float], dict[str, float]]:
     observation = Observation(frames, state=np.zeros(7, np.float32), task="pick")
     buffers = [np.empty_like(frame) for frame in frames.values()]
     pool = FramePool()
-    with tempfile.TemporaryDirectory() as folder, served(str(Path(folder) / "s.sock")) as port:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        served(str(Path(folder) / "s.sock")) as port,
+        floor_link(str(Path(folder) / "floor.sock")) as floor,
+    ):
         clients = {
             "ipc://": ActionClient(f"ipc://{folder}/s.sock"),
             "http raw/msgpack": ActionClient(
@@ -117,11 +168,12 @@ def run(repeats: int) -> tuple[dict[str, float], dict[str, float]]:
         }
         stages: dict[str, dict[str, list[float]]] = {name: {} for name in clients}
         runs: dict[str, Callable[[], float]] = {
-            name: (lambda c=client, s=stages[name]: call_cost(c, observation, s))
+            name: functools.partial(call_cost, client, observation, stages[name])
             for name, client in clients.items()
         }
         runs["one copy (np.copyto)"] = lambda: copy_ms(list(frames.values()), buffers)
         runs["ipc frame write"] = lambda: write_ms(pool, observation)
+        runs["floor (4 wake-ups)"] = lambda: floor_ms(floor)
         samples: dict[str, list[float]] = {name: [] for name in runs}
         for _ in range(5):  # warm-up: connections, segments, the worker's mappings
             for call in runs.values():

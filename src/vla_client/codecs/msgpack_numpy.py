@@ -209,6 +209,11 @@ def _get(obj: dict[Any, Any], key: str) -> Any:
 
 
 def _unpack_hook(obj: dict[Any, Any]) -> Any:
+    if not (  # most maps: four lookups, and no call
+        "__ndarray__" in obj or b"__ndarray__" in obj
+        or "__npgeneric__" in obj or b"__npgeneric__" in obj
+    ):  # fmt: skip
+        return obj
     # The markers are `True` where an array or scalar was written (by us or openpi): a map that
     # merely has such a key (a camera named "__ndarray__", its pixels a list) is a map.
     if _get(obj, "__ndarray__") is True:
@@ -251,5 +256,6 @@ def _unpack_array(obj: dict[Any, Any]) -> np.ndarray:
             f"ndarray data has {len(data)} bytes, shape {list(shape)} of {dtype} needs {expected}"
         )
     array: np.ndarray = np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
-    array.flags.writeable = False
+    if isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly):
+        array.flags.writeable = False  # bytes and read-only views give read-only arrays already
     return array

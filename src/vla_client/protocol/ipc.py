@@ -28,7 +28,7 @@ import msgspec
 import numpy as np
 
 from vla_client.observation import Observation
-from vla_client.protocol.request import build_request
+from vla_client.protocol.request import request_payload
 from vla_client.protocol.wire import CONTENT_TYPES, dumps
 
 SCHEME = "ipc"
@@ -129,14 +129,14 @@ def encode_request_apart(
     """The action request for `observation` as msgpack, without its frames, colour or depth
     (they travel in shared memory), and its content type: everything else as `encode_request`
     writes it."""
-    payload = build_request(
+    payload = request_payload(
         observation,
         encoding="raw",  # the frames themselves (no copy), taken out below
         wire="msgpack",
         request_id=request_id,
         parameters=parameters,
         runtime=runtime,
-    ).to_payload()
+    )
     observation_block = payload["input"]["observation"]
     observation_block["images"] = {}
     observation_block.pop("depth", None)

@@ -321,9 +321,8 @@ def validate_block(model: type[ModelT], raw: Any, name: str) -> ModelT:
     """`raw` (the request's `name` block) as `model`, or a `CodecError` naming the bad field."""
     if not isinstance(raw, dict):
         raise CodecError(f"{name} must be an object", field=name)
-    if not raw:  # the usual case; the defaults need no validating
-        return model.model_construct()
-    try:
+    try:  # an empty block (the usual case) too: pydantic's core fills in the defaults in a
+        # third of the time `model_construct` takes to do it in Python
         return model.model_validate(raw)
     except ValidationError as exc:
         raise CodecError(validation_message(exc, name)) from None

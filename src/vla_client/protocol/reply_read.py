@@ -196,6 +196,8 @@ def _as_float32(values: Any) -> np.ndarray:
         raise ProtocolError(f"actions must be a list or an array, got {type(values).__name__}")
     if array.dtype.kind not in _NUMERIC_KINDS:
         raise ProtocolError(f"actions must be numbers, got dtype {array.dtype}")
+    if array.dtype == np.float32:  # a msgpack reply's: a copy, and nothing can overflow
+        return array.astype(np.float32)
     with np.errstate(over="ignore"):
         actions = array.astype(np.float32)
     if np.isinf(actions).any() and not np.isinf(array[np.isinf(actions)]).all():

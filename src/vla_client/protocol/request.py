@@ -19,10 +19,12 @@ request without depth is what it always was); an openpi request refuses them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from vla_client.codecs import DEFAULT_JPEG_QUALITY, map_frames
 from vla_client.errors import CodecError
@@ -63,15 +65,7 @@ def build_request(
     """
     check_request_id(request_id)
     runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
-    depth = {  # first: a depth frame the encoding cannot carry is refused before any work
-        name: encode_depth_value(frame, encoding, wire) for name, frame in observation.depth.items()
-    }
-    images = encode_images(observation, encoding, wire, jpeg_quality)
-    state: Any = observation.state
-    if state is not None:
-        state = state.astype(np.float32, copy=False)  # the action API's state is float32
-        if wire == "json":
-            state = state.tolist()
+    images, state, depth = _observation_parts(observation, encoding, wire, jpeg_quality)
     return ActionRequest(
         request_id=request_id,
         input=ActionInput(
@@ -86,6 +80,93 @@ def build_request(
         parameters=dict(parameters or {}),
         runtime=runtime_options,
     )
+
+
+def request_payload(
+    observation: Observation,
+    *,
+    encoding: Encoding = "png",
+    wire: Wire = "json",
+    request_id: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    runtime: Mapping[str, Any] | None = None,
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY,
+) -> dict[str, Any]:
+    """``build_request(...).to_payload()``, the same document key for key, without building
+    the models: what they would check of an `Observation` (its task a string, its capture
+    times finite seconds) it has checked itself, and the blocks are checked here as there.
+    This is every request's path (`encode_request`); the models' validation of the nested
+    document cost more than the rest of a raw msgpack request's encoding."""
+    check_request_id(request_id)
+    runtime_block = runtime_document(runtime)
+    images, state, depth = _observation_parts(observation, encoding, wire, jpeg_quality)
+    block: dict[str, Any] = {"images": images}
+    if state is not None:
+        block["state"] = state
+    if observation.capture_times:
+        block["capture_times"] = dict(observation.capture_times)
+    if depth:
+        block["depth"] = depth
+    payload: dict[str, Any] = {
+        "input": {"task": observation.task, "observation": block},
+        "parameters": _checked_parameters(parameters),
+        "runtime": runtime_block,
+    }
+    if request_id is not None:
+        payload["request_id"] = request_id
+    return payload
+
+
+def runtime_document(runtime: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``runtime`` block as a request carries it: checked as `RuntimeOptions` (a
+    `CodecError` naming the bad field), without the values that are its defaults. A block of
+    plain values is checked once and remembered: a control loop sends the same one each time."""
+    block = dict(runtime or {})
+    if not block:  # nothing to check, nothing left once the defaults are taken out
+        return {}
+    items = tuple((key, type(value), value) for key, value in block.items())
+    if all(kind in _PLAIN_TYPES for _, kind, _ in items):
+        return dict(_plain_runtime_document(items))
+    return _runtime_dump(block)
+
+
+_PLAIN_TYPES = frozenset({str, bool, int, float, type(None)})
+"""The values a remembered runtime block holds; with their types in the key, ``1`` and
+``True`` (equal in Python) stay apart."""
+
+
+@functools.lru_cache(maxsize=32)
+def _plain_runtime_document(items: tuple[tuple[Any, type, Any], ...]) -> dict[str, Any]:
+    return _runtime_dump({key: value for key, _, value in items})
+
+
+def _runtime_dump(block: dict[str, Any]) -> dict[str, Any]:
+    return validate_block(RuntimeOptions, block, "runtime").model_dump(exclude_defaults=True)
+
+
+def _checked_parameters(parameters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``parameters`` block as `ActionRequest` checks it: a map with string keys."""
+    block = dict(parameters or {})
+    return _PARAMETERS.validate_python(block) if block else block
+
+
+_PARAMETERS = TypeAdapter(dict[str, Any])
+
+
+def _observation_parts(
+    observation: Observation, encoding: Encoding, wire: Wire, jpeg_quality: int
+) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """The images, state and depth as `wire` carries them."""
+    depth = {  # first: a depth frame the encoding cannot carry is refused before any work
+        name: encode_depth_value(frame, encoding, wire) for name, frame in observation.depth.items()
+    }
+    images = encode_images(observation, encoding, wire, jpeg_quality)
+    state: Any = observation.state
+    if state is not None:
+        state = state.astype(np.float32, copy=False)  # the action API's state is float32
+        if wire == "json":
+            state = state.tolist()
+    return images, state, depth
 
 
 def build_openpi_request(
@@ -181,7 +262,7 @@ def encode_request(
             jpeg_quality=jpeg_quality,
         )
     else:
-        payload = build_request(
+        payload = request_payload(
             observation,
             encoding=encoding,
             wire=wire,
@@ -189,5 +270,5 @@ def encode_request(
             parameters=parameters,
             runtime=runtime,
             jpeg_quality=jpeg_quality,
-        ).to_payload()
+        )
     return dumps(payload, wire), CONTENT_TYPES[wire]

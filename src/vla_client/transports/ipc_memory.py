@@ -39,6 +39,8 @@ KEEP = 2
 """Idle segments kept for reuse (one per call in flight, up to this)."""
 RETRY_AFTER_S = 1.0
 _MIB = 1 << 20
+_NAMES = {np.dtype(name): name for name in ("uint8", "uint16", "float32")}
+"""The name of each dtype a frame may have (`np.dtype.name` is Python code, 2 us a call)."""
 
 
 def plan(frames: Mapping[str, np.ndarray], start: int = 0) -> tuple[tuple[FrameLayout, ...], int]:
@@ -47,7 +49,8 @@ def plan(frames: Mapping[str, np.ndarray], start: int = 0) -> tuple[tuple[FrameL
     layouts: list[FrameLayout] = []
     offset = start
     for camera, frame in frames.items():
-        layouts.append(FrameLayout(camera, tuple(frame.shape), offset, frame.dtype.name))
+        dtype = _NAMES.get(frame.dtype) or frame.dtype.name
+        layouts.append(FrameLayout(camera, tuple(frame.shape), offset, dtype))
         offset = -(-(offset + frame.nbytes) // ALIGN) * ALIGN
     return tuple(layouts), offset
 

@@ -325,15 +325,23 @@ def _decode_state(observation: dict[str, Any], prefix: str) -> np.ndarray | None
         field_name = prefix + key
         if isinstance(value, dict):
             value = tensor_payload_to_array(value, field=field_name)
-        try:
-            with np.errstate(over="ignore"):  # too-large values become inf, refused below
-                state = np.asarray(value, dtype=np.float32).reshape(-1)
-        except (ValueError, TypeError, OverflowError):
-            raise CodecError("state must be a list of numbers", field=field_name) from None
+        if isinstance(value, np.ndarray) and value.dtype == np.float32:  # msgpack's: as it is
+            state = value.reshape(-1)
+        else:
+            state = _float32_state(value, field_name)
         if not np.isfinite(state).all():
             raise CodecError("state contains NaN or infinity", field=field_name)
         return state
     return None
+
+
+def _float32_state(value: Any, field_name: str) -> np.ndarray:
+    """A state of numbers (a list, an array of another dtype) as a flat float32 array."""
+    try:
+        with np.errstate(over="ignore"):  # too-large values become inf, refused by the caller
+            return np.asarray(value, dtype=np.float32).reshape(-1)
+    except (ValueError, TypeError, OverflowError):
+        raise CodecError("state must be a list of numbers", field=field_name) from None
 
 
 def _capture_times(value: Any, prefix: str) -> dict[str, float]:

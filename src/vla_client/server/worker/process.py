@@ -136,9 +136,13 @@ class Entrypoints:
         return True
 
     def _drain(self, source: Channel, *, wait: bool) -> bool:
-        """Queue the batches `source` sent, until it has nothing more (waiting for the first
-        read only with `wait`); False once told to stop or the starter is gone (an entrypoint
-        that is gone is dropped)."""
+        """Queue the batches `source` sent, until it has nothing more; False once told to
+        stop or the starter is gone (an entrypoint that is gone is dropped).
+
+        With `wait` (the starter of a worker no other entrypoint shares: it sends a batch and
+        waits for its reply before the next) one read, which waits, takes what it sent; one
+        more, to find nothing, would be a system call and an exception before every batch."""
+        once = wait
         while True:  # until the socket has nothing more (a read never blocks after the first)
             try:  # a part of a frame is finished by a later read
                 frames = source.receive(wait=wait)
@@ -156,6 +160,8 @@ class Entrypoints:
                 if isinstance(order, Stop):
                     return False
                 self._waiting.append((source, order, arrived))
+            if once:
+                return True
 
     def take(self, max_batch: int) -> list[Order]:
         """The first waiting batches whose jobs fit in `max_batch` together (always at least
