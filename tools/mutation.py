@@ -109,6 +109,7 @@ MODULES: dict[str, list[str]] = {
     "client/addressing": ["tests/client/test_client_options.py", "tests/cli/test_api_key_env.py",
                           "tests/client/test_client_path.py"],
     "client/options": ["tests/client/test_client_options.py",
+                       "tests/client/test_options_per_transport.py",
                        "tests/client/test_time_limits_at_the_edge.py"],
     "client/dialect": ["tests/protocol/test_dialects.py", "tests/client/test_vllm_omni.py"],
     "client/action_api": ["tests/client/test_client_path.py", "tests/client/test_clients.py",
