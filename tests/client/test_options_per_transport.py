@@ -188,10 +188,13 @@ def test_for_transport_refuses_what_the_transport_cannot_carry(
 
 
 def test_what_a_transport_takes_as_given_is_accepted() -> None:
-    """The values a transport would fill in, given outright, are not refused."""
+    """The values a transport would fill in, given outright, are not refused; GR00T's options
+    are taken when its family is named by its label as well as by ``gr00t=True``."""
     raw = ClientOptions(encoding="raw", wire="msgpack")
     assert raw.for_transport(websocket=False, openpi=False, ipc=True) == raw
     split = ClientOptions(state_split={"arm": 7})
+    named = split.for_transport(websocket=False, openpi=False, dialect="GR00T's server")
+    assert (named.state_split, named.encoding, named.wire) == ({"arm": 7}, "raw", "msgpack")
     assert split.for_transport(websocket=False, openpi=False, gr00t=True).state_split == {"arm": 7}
     layout = OpenpiLayout("mine", (), "image/{camera}", ())
     mine = ClientOptions(layout=layout).for_transport(websocket=True, openpi=True)
