@@ -103,3 +103,16 @@ def test_a_way_that_cannot_reach_the_server_is_refused_saying_which_would(
 ) -> None:
     with pytest.raises(ValueError, match=exactly(said)):
         client(url.format(tmp=tmp_path), **keywords)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:1/healthX", "http://127.0.0.1:1/v1/actions/generations2",
+     "http://127.0.0.1:1/robot/health-check/"],
+)  # fmt: skip
+def test_a_path_that_only_begins_like_a_route_is_a_base_url(url: str) -> None:
+    """Only a path that ends in a whole route is a copied request URL; a longer last segment
+    is the server's own base path, and is taken as given."""
+    with ActionClient(url) as client:
+        assert client.base_url == url
+        assert type(client.transport).__name__ == "HTTPTransport"
