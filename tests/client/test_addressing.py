@@ -5,26 +5,15 @@ in one of the server's routes) refused naming the base URL to give."""
 
 from __future__ import annotations
 
-import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from client_kit import closed, exactly
 
 from vla_client import ActionClient, AsyncActionClient
 
 CLIENTS = [ActionClient, AsyncActionClient]
-
-
-def closed(client: Any) -> None:
-    result = client.close()
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
-
-
-def exactly(message: str) -> str:
-    return f"^{re.escape(message)}$"
 
 
 @pytest.mark.parametrize("client", CLIENTS)

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from client_kit import to_droid
 
 from vla_client import ActionClient, AsyncActionClient, ClientOptions
 from vla_client.protocol import openpi_layout
@@ -152,10 +153,6 @@ def test_a_keyword_passed_on_by_a_factory_is_refused_beside_options() -> None:
 def test_client_options_check_each_value_when_made(options: dict[str, Any], said: str) -> None:
     with pytest.raises((ValueError, TypeError), match="^" + re.escape(said)):
         ClientOptions(**options)
-
-
-def to_droid(observation: Any) -> dict[str, Any]:
-    return {"prompt": observation.task}
 
 
 @pytest.mark.parametrize(

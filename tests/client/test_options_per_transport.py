@@ -5,13 +5,12 @@ every value given kept as given, and what the transport cannot carry refused wit
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from client_kit import closed, exactly, to_droid
 
 from vla_client import ActionClient, AsyncActionClient, ClientOptions
 from vla_client.client.options import fill_in
@@ -23,27 +22,11 @@ FLAT, DROID = openpi_layout("flat"), openpi_layout("droid")
 VLLM, ROBOARENA = vllm_omni.NAME, roboarena.NAME
 
 
-def to_droid(observation: Any) -> dict[str, Any]:
-    """A layout function: the robot's own mapping of an observation to openpi's keys."""
-    return {"prompt": observation.task}
-
-
 def make(client: str, url: str, **keywords: Any) -> Any:
     """A client made `client`'s way: directly, as a robot's factory would, or the async one."""
     if client == "factory":
         return functools.partial(ActionClient, url, check_contract=False)(**keywords)
     return {"sync": ActionClient, "async": AsyncActionClient}[client](url, **keywords)
-
-
-def closed(client: Any) -> None:
-    result = client.close()
-    if asyncio.iscoroutine(result):
-        asyncio.run(result)
-
-
-def exactly(message: str) -> str:
-    """A `pytest.raises` match for the whole of `message`."""
-    return f"^{re.escape(message)}$"
 
 
 CLIENTS = ["sync", "async", "factory"]
