@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import pytest
+from client_kit import to_droid
 
 from vla_client import ActionClient, AsyncActionClient, ClientOptions
 from vla_client.protocol import openpi_layout
@@ -132,13 +134,42 @@ def test_a_keyword_passed_on_by_a_factory_is_refused_beside_options() -> None:
 @pytest.mark.parametrize(
     ("options", "said"),
     [
-        ({"encoding": "webp"}, "encoding must be one of"),
+        ({"encoding": "webp"},
+         "encoding must be one of 'png', 'jpeg', 'raw', 'pixels'; got 'webp'"),
         ({"layout": "bridge"}, "openpi layout must be one of"),
-        ({"layout": 3}, "layout must be a layout name, an OpenpiLayout or a function"),
-        ({"layout": "droid", "encoding": "png"}, "encoding must be 'raw'"),
+        ({"layout": 3}, "layout must be a layout name, an OpenpiLayout or a function, got 3"),
+        ({"layout": "droid", "encoding": "png"},
+         "openpi layout 'droid' sends raw arrays, as openpi's policies read them; encoding must "
+         "be 'raw', got 'png'"),
         ({"layout": "flat", "wire": "json"}, "openpi requests travel as msgpack only"),
+        ({"state_split": {}}, "state_split maps state keys to their lengths, got {}"),
+        ({"image_size": (224,)}, "image_size must be (height, width), got (224,)"),
+        ({"image_size": (224, 224, 3)}, "image_size must be (height, width), got (224, 224, 3)"),
+        ({"image_size": (224.0, 224)}, "image_size must be (height, width), got (224.0, 224)"),
+        ({"image_size": (224, 7)}, "image_size (224, 7) is under 8 pixels a side"),
+        ({"jpeg_quality": True}, "jpeg_quality must be in 1..100, got True"),
+    ],
+)  # fmt: skip
+def test_client_options_check_each_value_when_made(options: dict[str, Any], said: str) -> None:
+    with pytest.raises((ValueError, TypeError), match="^" + re.escape(said)):
+        ClientOptions(**options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"image_size": (8, 8)},
+        {"image_size": (224, 320)},
+        {"jpeg_quality": 1},
+        {"jpeg_quality": 100},
+        {"layout": to_droid, "encoding": "png", "wire": "msgpack"},
+        {"layout": openpi_layout("droid"), "encoding": "raw"},
+        {"layout": "flat", "encoding": "jpeg"},
+        {"state_split": {"arm": 6, "gripper": 1}},
     ],
 )
-def test_client_options_check_each_value_when_made(options: dict[str, Any], said: str) -> None:
-    with pytest.raises((ValueError, TypeError), match=said):
-        ClientOptions(**options)
+def test_client_options_take_each_value_at_its_edge(options: dict[str, Any]) -> None:
+    """The smallest image and JPEG quality allowed, the largest quality, a layout of each kind
+    (a function or the flat layout with any encoding, a layout object of raw arrays)."""
+    made = ClientOptions(**options)
+    assert {name: getattr(made, name) for name in options} == options

@@ -35,6 +35,21 @@ def test_503_with_retry_after_is_retried(small_observation: Observation) -> None
     assert runner.calls == 3 and result.actions.shape == (4, 3)
 
 
+def test_the_async_client_waits_out_a_503_on_the_event_loop(small_observation: Observation) -> None:
+    """The wait before each retry is `asyncio.sleep` (`adrive`'s `Sleep`), and the retried call
+    succeeds as the blocking client's does."""
+    runner = FlakyRunner(InferenceError(503, "busy", retry_after=0), failures=2)
+
+    async def run(url: str) -> tuple[tuple[int, ...], int]:
+        async with AsyncActionClient(url) as client:
+            result = await client.infer(small_observation)
+            return result.actions.shape, client.stats.retries
+
+    with serve(runner) as server:
+        assert asyncio.run(run(server.url)) == ((4, 3), 2)
+    assert runner.calls == 3
+
+
 @pytest.mark.parametrize(
     "error", [InferenceError(503, "busy"), InferenceError(500, "policy failed")]
 )
