@@ -26,6 +26,16 @@ def test_unpacked_arrays_are_read_only_views():
     assert not out.flags.writeable
 
 
+@pytest.mark.parametrize("shape", [(4, 4), (360, 640, 3)])
+@pytest.mark.parametrize("kind", [bytearray, lambda body: memoryview(bytearray(body))])
+def test_arrays_of_a_writable_body_are_read_only_too(shape, kind):
+    """A small body and a big one (walked as views of the body), handed over writable."""
+    out = unpackb(kind(packb({"frame": np.ones(shape, np.uint8)})))["frame"]
+    assert out.shape == shape and not out.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        out[0, 0] = 5
+
+
 def test_non_contiguous_arrays_pack_in_c_order():
     array = np.arange(12).reshape(3, 4).T
     np.testing.assert_array_equal(unpackb(packb(array)), array)

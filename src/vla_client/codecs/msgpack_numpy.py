@@ -255,7 +255,7 @@ def _unpack_array(obj: dict[Any, Any]) -> np.ndarray:
         raise CodecError(
             f"ndarray data has {len(data)} bytes, shape {list(shape)} of {dtype} needs {expected}"
         )
+    # Read-only, as its buffer is: msgpack gives bin values as bytes, and `_Walk` slices of a
+    # read-only view of the body.
     array: np.ndarray = np.ndarray(buffer=data, dtype=dtype, shape=tuple(shape))
-    if isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly):
-        array.flags.writeable = False  # bytes and read-only views give read-only arrays already
     return array
