@@ -376,3 +376,12 @@ def test_envelope_entries_of_different_shapes_are_a_protocol_error():
     }
     with pytest.raises(ProtocolError, match=r"differ in shape: \[\(1, 2\), \(1, 3\)\]"):
         read_actions(envelope)
+
+
+def test_float32_actions_from_msgpack_come_back_as_a_float32_copy_the_caller_may_change():
+    sent = np.arange(12, dtype=np.float32).reshape(4, 3) / 7
+    frozen = np.frombuffer(sent.tobytes(), np.float32).reshape(4, 3)  # read-only, as unpacked
+    actions, _ = read_actions({"actions": frozen})
+    assert actions.dtype == np.float32 and actions.flags.writeable
+    assert not np.shares_memory(actions, frozen)
+    np.testing.assert_array_equal(actions, sent)
