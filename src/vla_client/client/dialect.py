@@ -85,9 +85,11 @@ class DialectSession:
         """The cameras already warned about as dropped (each is named once)."""
 
     def config(self, deadline_at: float | None) -> Steps[tuple[Any, ActionMetadata]]:
-        """The current connection's config (connecting if needed), and its metadata."""
+        """The current connection's config (connecting if needed), and its metadata; a config
+        not come by `deadline_at` is a `DeadlineExceededError`."""
         timeout_s = self._book.wait_until(deadline_at)
-        document = yield partial(self._transport.metadata, timeout_s=timeout_s)
+        with self._book.bounded_by(deadline_at, f"config from {self._dialect.NAME}"):
+            document = yield partial(self._transport.metadata, timeout_s=timeout_s)
         if self._config is None or self._config[0] is not document:
             config = self._dialect.read_config(document)
             self._config = (document, config, self._dialect.metadata(config))
@@ -131,7 +133,11 @@ class DialectSession:
         self.session_id = new_session_id()
 
     def _reset_round(self, body: bytes, deadline_at: float | None) -> Steps[None]:
-        answer, _ = yield from self._exchange(body, self._book.wait_until(deadline_at))
+        """Send the reset `body` and check its answer; an answer not come by `deadline_at` is a
+        `DeadlineExceededError`."""
+        timeout_s = self._book.wait_until(deadline_at)
+        with self._book.bounded_by(deadline_at, f"answer to the reset from {self._dialect.NAME}"):
+            answer, _ = yield from self._exchange(body, timeout_s)
         self._dialect.read_reset(answer)
 
     def infer(
