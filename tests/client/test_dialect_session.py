@@ -21,6 +21,7 @@ from openpi_client import msgpack_numpy
 from roboarena_server import ArenaServer
 from vla_client import ActionClient, Observation
 from vla_client.errors import (
+    CodecError,
     ContractError,
     DeadlineExceededError,
     ProtocolError,
@@ -107,6 +108,21 @@ def test_only_the_cameras_sent_are_checked_for_age(stale: str) -> None:
             with pytest.raises(StaleObservationError):
                 client.infer(obs)
     assert len(server.frames) == (stale == "extra")
+
+
+def test_depth_is_refused_when_a_camera_is_left_out_too() -> None:
+    """Leaving out a camera the server does not ask for keeps the depth frames, so they are
+    refused as on every path (these messages carry none), never dropped on the way."""
+    depth = {"d": np.zeros((4, 4), np.uint16)}
+    with (
+        ArenaServer(ARENA) as server,
+        arena(server.url) as client,
+        warnings.catch_warnings(),
+        pytest.raises(CodecError, match=r"carry no depth frames \(d\)"),
+    ):
+        warnings.simplefilter("ignore")
+        client.infer(observation((*ASKED, "extra"), depth=depth))
+    assert server.frames == []
 
 
 def test_the_config_is_read_again_on_a_new_connection() -> None:

@@ -182,7 +182,7 @@ class DialectSession:
     ) -> Observation:
         """`observation` without the cameras the server does not ask for (named, after the
         camera map, as the server names them), each dropped camera warned about once; as it is
-        when the server reads every camera (`asked` None)."""
+        when the server reads every camera (`asked` None). Its depth frames are kept."""
         if asked is None:
             return observation
         names = self._book.options.camera_map
@@ -200,7 +200,8 @@ class DialectSession:
         if not kept:
             raise ContractError("cameras", list(asked), sorted(observation.images))
         times = {name: t for name, t in observation.capture_times.items() if name in kept}
-        return Observation(kept, observation.state, observation.task, times)
+        # the depth frames go on, for the request to refuse them as on every path
+        return Observation(kept, observation.state, observation.task, times, observation.depth)
 
     def _encode(self, config: Any, observation: Observation) -> tuple[bytes, str]:
         """The family's request for the fitted `observation`, in this session."""
