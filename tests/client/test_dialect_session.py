@@ -10,6 +10,7 @@ endpoints refuse before sending; and a client over a transport given to it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import warnings
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from openpi_client import msgpack_numpy
 
 from roboarena_server import ArenaServer
-from vla_client import ActionClient, Observation
+from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.errors import (
     CodecError,
     ContractError,
@@ -123,6 +124,25 @@ def test_depth_is_refused_when_a_camera_is_left_out_too() -> None:
         warnings.simplefilter("ignore")
         client.infer(observation((*ASKED, "extra"), depth=depth))
     assert server.frames == []
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_warning_about_a_camera_left_out_points_at_the_call(kind: str) -> None:
+    obs = observation((*ASKED, "extra"))
+    with ArenaServer(ARENA) as server, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if kind == "sync":
+            with arena(server.url) as client:
+                client.infer(obs)
+        else:
+
+            async def infer() -> None:
+                async with AsyncActionClient(server.url, endpoint="roboarena") as client:
+                    await client.infer(obs)
+
+            asyncio.run(infer())
+    (warned,) = [w for w in caught if "not sending" in str(w.message)]
+    assert warned.filename == __file__
 
 
 def test_the_config_is_read_again_on_a_new_connection() -> None:

@@ -193,7 +193,8 @@ class DialectSession:
             self._dropped.update(dropped)
             warnings.warn(
                 f"{self._dialect.NAME} asks for cameras {list(asked)}; not sending {dropped}",
-                stacklevel=2,
+                stacklevel=6,  # the line that called the client's infer: past this method,
+                # `infer`, the two frames of `drive` (or `adrive`) and the client's `infer`
             )
         if len(kept) == len(observation.images):
             return observation
