@@ -11,6 +11,7 @@ endpoints refuse before sending; and a client over a transport given to it.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import warnings
 from typing import Any
@@ -126,6 +127,11 @@ def test_depth_is_refused_when_a_camera_is_left_out_too() -> None:
     assert server.frames == []
 
 
+@pytest.mark.skipif(
+    "MUTANT_UNDER_TEST" in os.environ,
+    reason="under mutation testing, mutmut's trampolines add frames between the session and "
+    "the client's infer, so the warning's stacklevel names one of them",
+)
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_the_warning_about_a_camera_left_out_points_at_the_call(kind: str) -> None:
     obs = observation((*ASKED, "extra"))
