@@ -19,6 +19,10 @@ openpi-client's own ``msgpack_numpy``, the format vLLM-Omni's frames follow):
   the config. `close_on_first_request` closes the first connection (code 1000) as the first
   request arrives, unanswered: an idle close that crossed the request on the wire.
 
+For the clients' deadlines it can be slow: `config_delay_s` holds each connection's config
+that long, `reset_delay_s` each reset's answer. A policy's answer given as `bytes` is sent as
+the frame it is (one that is not msgpack).
+
 Every request's bytes are kept (`frames`), and each observation with the session it ran in and
 whether it started one (`served`), for the tests to check. `hostile` makes it send more frames
 than it is asked for (tests/hostile_frames.py); `quiet` is set while it has sent all it meant to.
@@ -79,12 +83,18 @@ class OmniServer:
         hostile: str | None = None,
         idle_timeout_s: float | None = None,
         close_on_first_request: bool = False,
+        config_delay_s: float = 0.0,
+        reset_delay_s: float = 0.0,
     ) -> None:
         self.config = config
         self.policy = policy
         self.hostile = hostile
         self.idle_timeout_s = idle_timeout_s
         self.close_on_first_request = close_on_first_request
+        self.config_delay_s = config_delay_s
+        self.reset_delay_s = reset_delay_s
+        self._closing = threading.Event()
+        """Set as the server stops: a delay still running ends."""
         self.quiet = threading.Event()
         self.quiet.set()
         self.frames: list[bytes] = []
@@ -100,6 +110,7 @@ class OmniServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._closing.set()
         self._server.shutdown()
         self._thread.join(timeout=5)
 
@@ -122,7 +133,11 @@ class OmniServer:
             ws.send(json.dumps(refusal))
             ws.close()
             return
-        ws.send(msgpack_numpy.packb(self.config))
+        self._closing.wait(self.config_delay_s)
+        try:
+            ws.send(msgpack_numpy.packb(self.config))
+        except ConnectionClosed:  # the client stopped waiting for it
+            return
         session: str | None = None
         while True:
             try:
@@ -142,6 +157,7 @@ class OmniServer:
                 obs = msgpack_numpy.unpackb(frame)
                 if obs.pop("endpoint", "infer") == "reset":
                     session = None
+                    self._closing.wait(self.reset_delay_s)
                     answer: Any = {"status": "reset successful"}
                 else:
                     current = str(obs.get("session_id") or session or "default")
@@ -155,5 +171,5 @@ class OmniServer:
             error = {"type": "error", "message": "Internal inference error"}
             index = len(self.frames) - 1
             for out in hostile_frames.frames(self.hostile, index, answer, error, self.config):
-                ws.send(msgpack_numpy.packb(out))
+                ws.send(out if isinstance(out, bytes) else msgpack_numpy.packb(out))
             self.quiet.set()

@@ -85,9 +85,11 @@ class DialectSession:
         """The cameras already warned about as dropped (each is named once)."""
 
     def config(self, deadline_at: float | None) -> Steps[tuple[Any, ActionMetadata]]:
-        """The current connection's config (connecting if needed), and its metadata."""
+        """The current connection's config (connecting if needed), and its metadata; a config
+        not come by `deadline_at` is a `DeadlineExceededError`."""
         timeout_s = self._book.wait_until(deadline_at)
-        document = yield partial(self._transport.metadata, timeout_s=timeout_s)
+        with self._book.bounded_by(deadline_at, f"config from {self._dialect.NAME}"):
+            document = yield partial(self._transport.metadata, timeout_s=timeout_s)
         if self._config is None or self._config[0] is not document:
             config = self._dialect.read_config(document)
             self._config = (document, config, self._dialect.metadata(config))
@@ -131,7 +133,11 @@ class DialectSession:
         self.session_id = new_session_id()
 
     def _reset_round(self, body: bytes, deadline_at: float | None) -> Steps[None]:
-        answer, _ = yield from self._exchange(body, self._book.wait_until(deadline_at))
+        """Send the reset `body` and check its answer; an answer not come by `deadline_at` is a
+        `DeadlineExceededError`."""
+        timeout_s = self._book.wait_until(deadline_at)
+        with self._book.bounded_by(deadline_at, f"answer to the reset from {self._dialect.NAME}"):
+            answer, _ = yield from self._exchange(body, timeout_s)
         self._dialect.read_reset(answer)
 
     def infer(
@@ -176,7 +182,7 @@ class DialectSession:
     ) -> Observation:
         """`observation` without the cameras the server does not ask for (named, after the
         camera map, as the server names them), each dropped camera warned about once; as it is
-        when the server reads every camera (`asked` None)."""
+        when the server reads every camera (`asked` None). Its depth frames are kept."""
         if asked is None:
             return observation
         names = self._book.options.camera_map
@@ -187,14 +193,16 @@ class DialectSession:
             self._dropped.update(dropped)
             warnings.warn(
                 f"{self._dialect.NAME} asks for cameras {list(asked)}; not sending {dropped}",
-                stacklevel=2,
+                stacklevel=6,  # the line that called the client's infer: past this method,
+                # `infer`, the two frames of `drive` (or `adrive`) and the client's `infer`
             )
         if len(kept) == len(observation.images):
             return observation
         if not kept:
             raise ContractError("cameras", list(asked), sorted(observation.images))
         times = {name: t for name, t in observation.capture_times.items() if name in kept}
-        return Observation(kept, observation.state, observation.task, times)
+        # the depth frames go on, for the request to refuse them as on every path
+        return Observation(kept, observation.state, observation.task, times, observation.depth)
 
     def _encode(self, config: Any, observation: Observation) -> tuple[bytes, str]:
         """The family's request for the fitted `observation`, in this session."""
