@@ -233,6 +233,35 @@ def test_a_silent_server_ends_at_the_deadline_and_its_late_reply_is_never_read(k
     assert late == 1
 
 
+ENDPOINTS = {"metadata": "get_modality_config", "reset": "reset"}
+
+
+@BOTH
+@pytest.mark.parametrize("what", ["metadata", "reset"])
+def test_a_config_or_reset_answer_past_the_deadline_is_a_deadline_error(
+    kind: str, what: str
+) -> None:
+    with Gr00tServer(delay_s=1.0) as server:
+
+        awaited = f"answer to {ENDPOINTS[what]} from GR00T"
+
+        def late(client: Any) -> Any:
+            if kind == "sync":
+                with pytest.raises(DeadlineExceededError, match=awaited):
+                    getattr(client, what)()
+                return client.stats.late_replies
+
+            async def go() -> Any:
+                with pytest.raises(DeadlineExceededError, match=awaited):
+                    await getattr(client, what)()
+                return client.stats.late_replies
+
+            return go()
+
+        late_replies = call(kind, server.url, late, deadline_s=0.3, timeout_s=5)
+    assert late_replies == 1
+
+
 @BOTH
 def test_a_reply_over_the_cap_is_cut_off_and_the_next_call_works(kind: str) -> None:
     huge = [{"arm": np.zeros((1, 4, 100_000), np.float32), "gripper": np.zeros((1, 4, 1))}, {}]

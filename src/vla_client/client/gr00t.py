@@ -67,10 +67,13 @@ class Gr00tSession:
         return read_answer(reply), len(reply)
 
     def _call(self, call: Call, data: Mapping[str, Any] | None = None) -> Steps[Any]:
-        """`call` with `data`, within the client's deadline."""
+        """`call` with `data`, within the client's deadline: an answer not come by then is a
+        `DeadlineExceededError`, as a late reply to `infer` is."""
         body = message(call, data, self._api_token)
-        timeout_s = self._book.wait_until(self._book.deadline_at())
-        return (yield from self._exchange(body, timeout_s))[0]
+        deadline_at = self._book.deadline_at()
+        timeout_s = self._book.wait_until(deadline_at)
+        with self._book.bounded_by(deadline_at, f"answer to {call} from GR00T's server"):
+            return (yield from self._exchange(body, timeout_s))[0]
 
     def config(self) -> Steps[tuple[Gr00tConfig, ActionMetadata]]:
         """The policy's modality config, and its metadata: read once, and again when the
