@@ -42,6 +42,7 @@ become a float64 array instead of staying a list.
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Any, Literal
 
@@ -60,6 +61,7 @@ PREFIX = "\x00vla-pixels:"
 _OTHER = bytes(0 if b in b"0123456789,[] \t\n\r" else 1 for b in range(256))
 
 _WHITESPACE = b" \t\n\r"
+_NESTED = re.compile(rb"[ \t\n\r]*\[[ \t\n\r]*\[")  # a list's start, when its first item is a list
 _LIST_BYTES = b"0123456789,[]" + _WHITESPACE
 _SEARCH_MAX_COLONS = 4096
 _FEW = 64
@@ -151,8 +153,7 @@ def _parse_span(
     a base64 string's text (the span holds its quotes)."""
     if kind == "base64":
         return body[start + 1 : end - 1], False
-    head = body[start : start + 64].lstrip(_WHITESPACE)
-    if head.startswith(b"[") and head[1:].lstrip(_WHITESPACE).startswith(b"["):
+    if _NESTED.match(body, start):
         text = body[start:end].strip(_WHITESPACE)
         comma = text.endswith(b",")
         frame = read_nested_list_text(text[:-1].rstrip(_WHITESPACE) if comma else text)
@@ -194,7 +195,7 @@ def _spans_by_search(body: bytes, lo: int, base64: bool) -> list[Span] | None:
         brace = body.find(b"}", position, end)
         end = end if brace < 0 else brace
         if end - position >= lo:
-            spans.append((position, end, _list_kind(body[max(0, colon - 32) : colon])))
+            spans.append((position, end, _list_kind(body, colon)))
         position = end
     return None
 
@@ -205,7 +206,7 @@ def _base64_text(body: bytes, colon: int, lo: int) -> tuple[int, int] | None:
     start = colon + 1
     while start < len(body) and body[start] in _WHITESPACE:
         start += 1
-    if body[start : start + 1] != b'"' or not _is_key(body[max(0, colon - 32) : colon], _BASE64):
+    if body[start : start + 1] != b'"' or not _is_key(body, colon, _BASE64):
         return None
     close = body.find(b'"', start + 1)
     if close - start - 1 < lo or body.find(b"\\", start + 1, close) >= 0:
@@ -240,27 +241,40 @@ def _spans_by_scan(body: bytes, lo: int) -> list[Span]:
     """The candidate spans, from the positions of every byte that cannot be in a list."""
     data = np.frombuffer(body, np.uint8)
     other = np.flatnonzero(np.frombuffer(bytes(body).translate(_OTHER), np.bool_))
-    if other.size == 0:
-        return [(0, data.size, "list")] if data.size >= lo else []
     return [
-        (start, end, _list_kind(body[max(0, start - 33) : start - 1]))
-        for start, end in _member_values(data, other, lo)
+        (start, end, _list_kind(body, start - 1)) for start, end in _member_values(data, other, lo)
     ]
 
 
-def _list_kind(before_colon: bytes) -> SpanKind:
-    """A tensor's values when the member whose name ends `before_colon` is ``"values"`` or
+def _list_kind(body: bytes, colon: int) -> SpanKind:
+    """A tensor's values when the member whose colon is at `colon` is ``"values"`` or
     ``"data"``, a list anywhere else."""
-    return "tensor" if _is_key(before_colon, _TENSOR) else "list"
+    return "tensor" if _is_key(body, colon, _TENSOR) else "list"
 
 
-def _is_key(before_colon: bytes, names: tuple[bytes, ...]) -> bool:
-    """Whether the member whose name ends `before_colon` is one of `names` (quoted)."""
-    text = before_colon.rstrip(_WHITESPACE)
+def _is_key(body: bytes, colon: int, names: tuple[bytes, ...]) -> bool:
+    """Whether the member whose colon is at `colon` is named one of `names` (quoted): the
+    name, then the "{" or "," before it, with any JSON whitespace around the name."""
+    end = _text_end(body, colon)
     for name in names:
-        if text.endswith(name):
-            return text[: -len(name)].rstrip(_WHITESPACE)[-1:] in (b"{", b",")
+        if body.startswith(name, end - len(name), end):
+            before = _text_end(body, end - len(name))
+            return body[before - 1 : before] in (b"{", b",")
     return False
+
+
+def _text_end(body: bytes, at: int) -> int:
+    """The index just past the last byte before `at` that is not JSON whitespace, 0 if none.
+
+    Read backwards 64 bytes at a time, so however much indentation lies before a key (deep
+    or wide ``json.dumps(indent=...)``), it is found, at the cost of the whitespace only."""
+    while at > 0:
+        start = max(0, at - 64)
+        kept = len(body[start:at].rstrip(_WHITESPACE))
+        if kept:
+            return start + kept
+        at = start
+    return 0
 
 
 def _member_values(data: np.ndarray, other: np.ndarray, lo: int) -> list[tuple[int, int]]:
