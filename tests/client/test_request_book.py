@@ -34,6 +34,7 @@ from vla_client.errors import (
     DeadlineExceededError,
     MismatchedReplyError,
     ProtocolError,
+    RequestTimeoutError,
     ServerError,
     StaleObservationError,
 )
@@ -564,14 +565,77 @@ def test_a_message_round_without_the_contract_sends_frames_as_they_are() -> None
 
 def test_a_message_round_refuses_depth_frames() -> None:
     book = RequestBook(ClientOptions(), own_msgpack="GR00T")
-    obs = Observation({"front": frame()}, depth={"range": np.zeros((4, 4), np.uint16)})
+    depth = {"range": np.zeros((4, 4), np.uint16), "tof": np.zeros((4, 4), np.float32)}
+    obs = Observation({"front": frame()}, depth=depth)
     with pytest.raises(CodecError) as caught:
         run_round(book, obs, metadata())
     assert str(caught.value) == (
-        "this server family's messages carry no depth frames (range); depth travels on the "
+        "this server family's messages carry no depth frames (range, tof); depth travels on the "
         "action API (HTTP, the /v1/actions/realtime websocket or ipc://)"
     )
     assert book.stats.sent == 0
+
+
+def message(fitted: Observation) -> tuple[bytes, str]:
+    return b"m", "x"
+
+
+def one_action(answer: Any) -> Any:
+    return np.ones((1, 1), np.float32), None, {}
+
+
+def test_a_message_round_answered_after_the_deadline_is_discarded(clock: SimpleNamespace) -> None:
+    book = RequestBook(ClientOptions(deadline_s=0.5), own_msgpack="GR00T")
+
+    def late(body: bytes, timeout_s: float | None) -> Any:
+        clock.now = NOW + 0.75
+        return {}, 1
+        yield
+
+    steps = book.message_round(
+        observation(), metadata(), "r-4", NOW + 0.5, message, late, one_action
+    )
+    step = next(steps)
+    with pytest.raises(DeadlineExceededError) as caught:
+        steps.send(step())
+    assert str(caught.value) == "reply to r-4 came after its deadline of 0.5 s; discarded"
+    assert book.stats.late_replies == 1
+
+
+def test_a_message_round_that_times_out_at_its_deadline_says_so(clock: SimpleNamespace) -> None:
+    book = RequestBook(ClientOptions(deadline_s=0.5), own_msgpack="GR00T")
+
+    def silent(body: bytes, timeout_s: float | None) -> Any:
+        clock.now = NOW + 0.5
+        raise RequestTimeoutError("no answer")
+        yield
+
+    steps = book.message_round(
+        observation(), metadata(), "r-4", NOW + 0.5, message, silent, one_action
+    )
+    step = next(steps)
+    with pytest.raises(DeadlineExceededError) as caught:
+        steps.send(step())
+    assert str(caught.value) == "no reply to r-4 within its deadline of 0.5 s"
+    assert caught.value.request_id == "r-4" and book.stats.late_replies == 1
+
+
+def test_a_message_round_takes_only_an_observation() -> None:
+    book = RequestBook(ClientOptions(), own_msgpack="GR00T")
+    with pytest.raises(TypeError, match="takes an Observation, got dict"):
+        run_round(book, {"front": frame()}, metadata())  # type: ignore[arg-type]
+
+
+def test_a_real_server_answers_in_time_as_the_runtime_block_asks(
+    server_url: str, frames: dict[str, np.ndarray]
+) -> None:
+    obs = Observation(frames, state=np.zeros(7), task="t")
+    with ActionClient(server_url, image_size=(64, 64), deadline_s=30.0) as client:
+        quiet = client.infer(obs, runtime={"return_timing": False})
+        timed = client.infer(obs)
+        assert client.stats.sent == 2 and client.stats.late_replies == 0
+    assert quiet.timings.server == {} and quiet.digests is None
+    assert timed.timings.server and timed.request_id != quiet.request_id
 
 
 # --- through a real server
