@@ -164,6 +164,9 @@ MODULES: dict[str, list[str]] = {
 }  # fmt: skip
 """Module (under src/vla_client, without .py) -> the test files that are about it."""
 
+ALSO_COPY = ("docs", "tools", "benchmarks", "examples")
+"""Folders besides src/ and tests/ that tests read or import from."""
+
 KILLED = ("killed", "timeout")
 """Outcomes that count as caught: a test failed, or the mutant hung until it was stopped."""
 
@@ -290,8 +293,8 @@ def run_module(module: str, settings: dict[str, object], timeout_s: float) -> Mo
     work.mkdir(parents=True)
     (work / "src").symlink_to(ROOT / "src")
     (work / "tests").symlink_to(ROOT / "tests")
-    (work / "docs").symlink_to(ROOT / "docs")  # for the tests that run the docs' snippets
-    (work / "tools").symlink_to(ROOT / "tools")  # for the tests that drive a tool
+    for folder in ALSO_COPY:  # the docs' snippets, the tools and benchmarks tests drive
+        (work / folder).symlink_to(ROOT / folder)
     (work / "pyproject.toml").write_text(work_pyproject(module, settings))
     # The tests, and the servers and CLIs they start in other processes, must import the
     # mutated copy mutmut makes in mutants/src. The folder exists before Python starts, so
@@ -329,7 +332,7 @@ def work_pyproject(module: str, settings: dict[str, object]) -> str:
         f"source_paths = {json.dumps(settings.get('source_paths', ['src']))}",
         f'only_mutate = ["src/vla_client/{module}.py"]',
         f"pytest_add_cli_args_test_selection = {json.dumps(MODULES[module])}",
-        'also_copy = ["docs", "tools"]',
+        f"also_copy = {json.dumps(list(ALSO_COPY))}",
         f"pytest_add_cli_args = {json.dumps(settings.get('pytest_add_cli_args', []))}",
         "",
         "[tool.pytest.ini_options]",
