@@ -12,6 +12,7 @@ import io
 import json
 from typing import Any
 
+import msgpack
 import numpy as np
 import pytest
 from PIL import Image
@@ -63,10 +64,16 @@ def test_a_tensor_payload_is_read_from_values_or_data(key):
     assert same_frame(decode_depth_value(value), MILLIMETRES)
 
 
-def test_a_pre_encoded_tensor_payload_is_read_on_its_wire():
+@pytest.mark.parametrize("wire", ["json", "msgpack"])
+def test_a_pre_encoded_tensor_payload_is_read_on_its_wire(wire):
     document = {"values": MILLIMETRES.reshape(-1).tolist(), "dtype": "uint16", "shape": [2, 3]}
-    value = PreEncoded(json.dumps(document).encode(), "json")
-    assert same_frame(decode_depth_value(value), MILLIMETRES)
+    data = json.dumps(document).encode() if wire == "json" else msgpack.packb(document)
+    assert same_frame(decode_depth_value(PreEncoded(data, wire)), MILLIMETRES)
+
+
+def test_a_bad_tensor_payload_names_its_field():
+    error = refused({"values": [1, 2], "dtype": "uint16", "shape": [3]})
+    assert str(error) == f"{WHERE}: cannot reshape 2 values to shape [3]"
 
 
 @pytest.mark.parametrize(
