@@ -365,7 +365,24 @@ def test_the_first_state_key_wins_and_the_others_stay_extras():
 
 def test_state_as_a_tensor_payload():
     state = {"values": [1, 2, 3, 4], "dtype": "int32", "shape": [2, 2]}
-    assert decode_payload({"state": state}, "json").state.tolist() == [1.0, 2.0, 3.0, 4.0]
+    decoded = decode_payload({"state": state}, "json")
+    assert decoded.state.dtype == np.float32 and decoded.state.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "uint8"])
+def test_a_state_array_of_any_dtype_becomes_flat_float32(dtype):
+    """msgpack brings the robot's own dtype; a float32 array is taken as it is."""
+    state = np.array([[1, 2], [3, 4]], dtype)
+    decoded = decode_payload({"state": state}, "msgpack")
+    assert decoded.state.dtype == np.float32 and decoded.state.shape == (4,)
+    assert decoded.state.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_state_array_is_refused_in_every_dtype(dtype, bad):
+    error = refusal(nested({"state": np.array([[1.0], [bad]], dtype)}))
+    assert str(error) == "input.observation.state: state contains NaN or infinity"
 
 
 @pytest.mark.parametrize(
@@ -465,3 +482,15 @@ def test_decode_request_reads_the_body_on_the_wire_its_content_type_names():
     for decoded in (from_json, from_msgpack):
         assert decoded.task == "t" and decoded.request_id == "x"
         np.testing.assert_array_equal(decoded.images["image"], RED)
+
+
+def test_a_long_base64_string_in_a_json_body_is_read_from_the_bodys_bytes():
+    """decode_request cuts long base64 strings out of a JSON body as bytes, never building them
+    as Python strings: non-ASCII text in one is then no base64 digit (in a parsed document,
+    with the string built, it is refused as non-ASCII text)."""
+    document = {"images": {"wrist": {"b64_json": "é" * 40_000}}}
+    body = json.dumps(document, ensure_ascii=False).encode()
+    with pytest.raises(CodecError) as caught:
+        decode_request(body, "application/json")
+    assert str(caught.value).startswith("images.wrist: invalid base64: ")
+    assert str(refusal(document)) == "images.wrist: base64 text has non-ASCII characters"
