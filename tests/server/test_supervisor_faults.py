@@ -49,6 +49,7 @@ def test_the_start_error_survives_a_reap_that_times_out(
         return started[-1]
 
     monkeypatch.setattr(supervisor.subprocess, "Popen", popen)
+    monkeypatch.setattr(SlowToReap, "timeouts", 0)  # counted afresh when the test runs again
     policy = Lifecycle(str(tmp_path / "log"), fail="load")
     worker = WorkerProcess(policy, max_batch=1, on_message=lambda _: None, on_exit=lambda _: None)
     try:
