@@ -14,6 +14,7 @@ clock. A test at the end goes through a real reference server for what needs the
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -29,6 +30,7 @@ from vla_client.client.options import ClientOptions
 from vla_client.client.request_book import RequestBook
 from vla_client.errors import (
     ConnectError,
+    ContractError,
     DeadlineExceededError,
     ProtocolError,
     RequestTimeoutError,
@@ -53,7 +55,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     def perf_counter() -> float:
         fake.perf += 0.25
-        return fake.perf
+        return float(fake.perf)
 
     faked = SimpleNamespace(monotonic=lambda: fake.now, perf_counter=perf_counter)
     for module in (action_api, request_book, retry_module):
@@ -62,8 +64,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
 
 class Scripted:
-    """A transport that answers from scripts: each call takes the next item of its list, and
-    raises it when it is an exception. Every call is recorded with its keywords."""
+    """A transport that answers from scripts: each call takes the next item of its list (the
+    last one answers every call after it), and raises it when it is an exception. Every call is
+    recorded with its keywords."""
 
     def __init__(
         self,
@@ -207,12 +210,13 @@ def test_the_contract_is_read_with_the_time_left_before_the_deadline(
 ) -> None:
     transport = Scripted(replies=[reply()])
     the_session, _ = session(transport, deadline_s=2.0)
-    result = infer(the_session, clock, parameters={"horizon": 4})
+    result = infer(the_session, clock, parameters={"horizon": 4}, runtime={"return_timing": False})
     assert transport.named("metadata") == [{"timeout_s": 2.0}]
     (sent,) = transport.named("exchange")
     assert sent["timeout_s"] == 2.0 and "frames" not in sent
     body = json.loads(sent["body"])
     assert body["request_id"] == "r-1" and body["parameters"] == {"horizon": 4}
+    assert body["runtime"] == {"return_timing": False}
     assert result.request_id == "r-1" and result.actions.tolist() == [[0.5, -0.5]]
 
 
@@ -256,7 +260,7 @@ def test_contract_retries_are_counted_and_end_at_the_deadline(clock: SimpleNames
 def test_http_keeps_the_metadata_until_a_connection_fails_or_a_4xx(clock: SimpleNamespace) -> None:
     once = RetryPolicy(max_attempts=1)
     replies = [reply(), reply(), ConnectError("dropped"), reply(), reply(status=500), reply()]
-    transport = Scripted(replies=[*replies, reply(status=422), reply()])
+    transport = Scripted(replies=[*replies, reply(status=400), reply()])
     the_session, _ = session(transport, retry=once)
     infer(the_session, clock)
     infer(the_session, clock)
@@ -273,7 +277,7 @@ def test_http_keeps_the_metadata_until_a_connection_fails_or_a_4xx(clock: Simple
     with pytest.raises(ServerError):
         infer(the_session, clock)
     infer(the_session, clock)
-    assert len(transport.named("metadata")) == 3  # read again after the 4xx
+    assert len(transport.named("metadata")) == 3  # read again after a 4xx, 400 the first
     assert transport.named("reset") == []  # HTTP has no connection of its own to end
 
 
@@ -294,6 +298,28 @@ def test_a_websocket_reads_one_metadata_document_once(clock: SimpleNamespace) ->
     assert first is second and len(transport.named("metadata")) == 2
     transport.documents = [{"object": "action.metadata"}]  # a new connection's document
     assert run(the_session.contract(None), clock) is not first
+
+
+def test_a_contract_that_changed_is_checked_before_anything_is_sent(
+    clock: SimpleNamespace,
+) -> None:
+    """A new connection's metadata (websocket), or the metadata read again after a 4xx (HTTP),
+    that asks for a camera the observation lacks refuses the request before it is sent."""
+    wrist = {"object": "action.metadata", "input": {"image_keys": ["wrist"]}}
+    websocket = Scripted(documents=[DOCUMENT], replies=[reply()])
+    the_session, _ = session(websocket, stream=True)
+    infer(the_session, clock)
+    websocket.documents = [wrist]  # reconnected to a server that announces another camera
+    with pytest.raises(ContractError, match=r"input\.image_keys"):
+        infer(the_session, clock)
+    assert len(websocket.named("exchange")) == 1
+    http = Scripted(documents=[DOCUMENT, wrist], replies=[reply(status=404), reply()])
+    the_session, _ = session(http, retry=RetryPolicy(max_attempts=1))
+    with pytest.raises(ServerError):
+        infer(the_session, clock)
+    with pytest.raises(ContractError, match=r"input\.image_keys"):
+        infer(the_session, clock)
+    assert len(http.named("exchange")) == 1 and len(http.named("metadata")) == 2
 
 
 # --- the exchange
@@ -371,13 +397,21 @@ def test_openpis_connection_is_discarded_after_an_unreadable_reply(
 # --- a real server
 
 
-def test_the_blocking_and_asyncio_clients_against_the_reference_server(server_url: str) -> None:
+def test_the_clients_against_the_reference_server(server_url: str) -> None:
+    """Blocking over HTTP, asyncio over the realtime websocket, and a client a factory makes
+    with options of its own: each gets the reply to its request."""
     with ActionClient(server_url, image_size=(64, 64), deadline_s=30.0) as client:
         result = client.infer(observation(), request_id="r-9")
     assert result.request_id == "r-9" and result.actions.shape == (10, 7)
+    websocket_url = "ws" + server_url.removeprefix("http")
 
     async def main() -> Any:
-        async with AsyncActionClient(server_url, image_size=(64, 64)) as client:
-            return await client.infer(observation(), request_id="r-10")
+        async with AsyncActionClient(websocket_url, image_size=(64, 64)) as client:
+            return [await client.infer(observation(), request_id=f"r-{n}") for n in (10, 11)]
 
-    assert asyncio.run(main()).request_id == "r-10"
+    assert [result.request_id for result in asyncio.run(main())] == ["r-10", "r-11"]
+    factory = functools.partial(ActionClient, server_url, resize="crop", image_size=(32, 32))
+    with factory(check_contract=False, encoding="jpeg") as client:
+        result = client.infer(observation(), request_id="r-12")
+        assert client.options.encoding == "jpeg" and client.stats.retries == 0
+    assert result.request_id == "r-12" and result.actions.shape == (10, 7)
