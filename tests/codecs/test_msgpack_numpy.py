@@ -505,3 +505,29 @@ def test_a_body_over_msgpacks_default_buffer_is_read_whole():
     big = bytes(101 << 20)
     back = unpackb(packb({"a": [big]}))
     assert len(back["a"][0]) == len(big)
+
+
+def test_a_long_value_is_fed_to_msgpack_in_doubling_pieces():
+    """A 1 MB string in a walked body: a few feeds of growing size, not thousands of small ones."""
+    from vla_client.codecs.msgpack_numpy import _Walk
+
+    text = "x" * 1_000_000
+    body = packb({"input": {"task": text, "frame": np.zeros((360, 640, 3), np.uint8)}})
+    walk = _Walk(memoryview(body).toreadonly())
+
+    class Counting:
+        feeds = 0
+
+        def __init__(self, unpacker):
+            self._unpacker = unpacker
+
+        def feed(self, data):
+            Counting.feeds += 1
+            self._unpacker.feed(data)
+
+        def __getattr__(self, name):
+            return getattr(self._unpacker, name)
+
+    walk.unpacker = Counting(walk.unpacker)
+    assert walk.document()["input"]["task"] == text
+    assert Counting.feeds <= 12, Counting.feeds  # 4 KB doubling past 1 MB: 9 feeds
