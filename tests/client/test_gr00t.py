@@ -457,23 +457,81 @@ def test_a_reply_that_contradicts_the_config_has_it_read_again_once(kind: str) -
     again under it; a reply that contradicts the config just read is refused."""
 
     def sync_body(client: Any) -> Any:
-        before = client.infer(observation())
+        before = client.infer(observation(), request_id="r-1")
         server.horizon = 8
         server.config["action"] = modality(list(server.action_dims), 8)
-        return before, client.infer(observation())
+        return before, client.infer(observation(), request_id="r-2")
 
     async def async_body(client: Any) -> Any:
-        before = await client.infer(observation())
+        before = await client.infer(observation(), request_id="r-1")
         server.horizon = 8
         server.config["action"] = modality(list(server.action_dims), 8)
-        return before, await client.infer(observation())
+        return before, await client.infer(observation(), request_id="r-2")
 
     with Gr00tServer(horizon=4) as server:
         before, after = call(kind, server.url, sync_body if kind == "sync" else async_body)
     assert (before.actions.shape, after.actions.shape) == ((4, 7), (8, 7))
+    assert (before.request_id, after.request_id) == ("r-1", "r-2"), "the request sent again too"
     assert server.endpoints == [
         "get_modality_config", "get_action", "get_action", "get_modality_config", "get_action"
     ]  # fmt: skip
+
+
+@BOTH
+def test_the_request_sent_again_after_the_config_is_read_keeps_the_deadline(kind: str) -> None:
+    def third_answer_late(request: dict[str, Any]) -> Any:
+        server.delay_s = 1.0 if server.endpoints.count("get_action") == 3 else 0.0
+        return [server.actions(request["data"]["observation"]), {}]
+
+    def sync_body(client: Any) -> Any:
+        client.infer(observation())
+        server.horizon = 8
+        server.config["action"] = modality(list(server.action_dims), 8)
+        with pytest.raises(DeadlineExceededError):
+            client.infer(observation())
+
+    async def async_body(client: Any) -> Any:
+        await client.infer(observation())
+        server.horizon = 8
+        server.config["action"] = modality(list(server.action_dims), 8)
+        with pytest.raises(DeadlineExceededError):
+            await client.infer(observation())
+
+    with Gr00tServer(horizon=4, reply=third_answer_late) as server:
+        call(kind, server.url, sync_body if kind == "sync" else async_body, deadline_s=0.5,
+             timeout_s=5)  # fmt: skip
+    assert server.endpoints[-2:] == ["get_modality_config", "get_action"]
+
+
+@BOTH
+def test_a_runtime_block_is_refused_before_sending(kind: str) -> None:
+    """GR00T takes no runtime block: refused with a `ValueError`, and nothing sent for it."""
+
+    def sync_body(client: Any) -> Any:
+        with pytest.raises(ValueError, match="runtime"):
+            client.infer(observation(), runtime={"return_timing": True})
+
+    async def async_body(client: Any) -> Any:
+        with pytest.raises(ValueError, match="runtime"):
+            await client.infer(observation(), runtime={"return_timing": True})
+
+    with Gr00tServer() as server:
+        call(kind, server.url, sync_body if kind == "sync" else async_body)
+    assert "get_action" not in server.endpoints
+
+
+def test_the_state_split_sizes_the_metadata_and_an_unchecked_contract_fits_nothing() -> None:
+    given = observation()
+    with Gr00tServer() as server, ActionClient(server.url, state_split=SPLIT) as client:
+        assert client.metadata().input.state_dim == sum(SPLIT.values())
+    with (
+        Gr00tServer() as server,
+        ActionClient(server.url, state_split=SPLIT, check_contract=False) as client,
+    ):
+        fitted = client.fit(given)
+    assert fitted.images.keys() == given.images.keys()
+    assert all(fitted.images[key] is given.images[key] for key in given.images)
+    assert server.endpoints == [], "no config read for a fit that checks nothing"
 
 
 @BOTH
