@@ -274,6 +274,7 @@ def test_an_options_file_that_cannot_be_read_is_named_with_why(tmp_path: Path) -
 def test_an_options_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
     path = tmp_path / "opts.toml"
     path.write_text('label = "caméra"\n', encoding="utf-8")
+    assert parse_options([], str(path)) == {"label": "caméra"}  # here, and in ASCII's locale:
     code = (
         "import sys; from vla_client.server.policies.loading import parse_options; "
         "print(ascii(parse_options([], sys.argv[1])))"
