@@ -146,3 +146,12 @@ class Misbehaving(Constant):
         if task == "hang":
             time.sleep(30)
         return super().infer(observation)
+
+
+def make_any(**options: Any) -> Constant:
+    """A factory that takes any option: `--policy-option` is not checked against a list."""
+    return Constant(horizon=int(options.get("horizon", 4)))
+
+
+def make_needing(checkpoint: str, horizon: int = 4) -> Constant:
+    return Constant(horizon=horizon, value=float(len(checkpoint)))

@@ -209,6 +209,10 @@ def _read_options_file(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyLoadError(f"cannot read policy options {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # a ValueError: no line naming the file without this
+        raise PolicyLoadError(
+            f"policy options {path} are not UTF-8 text: {exc.reason} at byte {exc.start}"
+        ) from None
     try:
         document = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
