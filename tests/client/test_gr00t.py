@@ -524,6 +524,10 @@ def test_the_state_split_sizes_the_metadata_and_an_unchecked_contract_fits_nothi
     given = observation()
     with Gr00tServer() as server, ActionClient(server.url, state_split=SPLIT) as client:
         assert client.metadata().input.state_dim == sum(SPLIT.values())
+        checked = client.fit(given)
+    assert sorted(checked.images) == ["front", "wrist"]
+    np.testing.assert_array_equal(checked.images["front"], given.images["front"])
+    assert server.endpoints == ["get_modality_config"], "read once, for both"
     with (
         Gr00tServer() as server,
         ActionClient(server.url, state_split=SPLIT, check_contract=False) as client,
