@@ -264,8 +264,10 @@ def test_a_read_past_the_transport_timeout_names_it_and_the_url(
     kind: type[Transport], silent: RawHTTPServer
 ) -> None:
     transport = kind(silent.url + "/", timeout_s=0.25)
+    started = time.monotonic()
     with pytest.raises(RequestTimeoutError) as caught:
         call(transport, "metadata")
+    assert time.monotonic() - started < 4.0  # not httpx's default of 5 s
     assert str(caught.value) == (
         f"no reply from {silent.url} within 0.25 s (ReadTimeout); {LONGER_TIMEOUT}"
     )
@@ -394,12 +396,12 @@ def test_a_unix_socket_opens_within_the_time_left(
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
         listener.bind(path)
         listener.listen()
-        sndbuf = [(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)]
-        stream = backend.connect_unix_socket(path, timeout=3.0, socket_options=sndbuf)
+        keepalive = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+        stream = backend.connect_unix_socket(path, timeout=3.0, socket_options=keepalive)
         assert isinstance(stream, _BoundedStream)
         sock = stream.get_extra_info("socket")
         assert sock.gettimeout() == 3.0
-        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= 65536
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         stream.close()
         ends_in(-0.001)
         with pytest.raises(httpcore.ConnectTimeout, match=TIME_UP):
@@ -450,3 +452,24 @@ def test_a_tls_handshake_starts_within_the_time_left(
     ends_in(-0.001)
     with pytest.raises(httpcore.ConnectTimeout, match=TIME_UP):
         _BoundedStream(SyncStream(ours)).start_tls(context, "robot.example", timeout=3.0)
+
+
+def test_a_base_url_with_a_path_keeps_it_to_the_last_letter(silent: RawHTTPServer) -> None:
+    with answering(b"{}") as server:
+        assert call(HTTPTransport(server.url + "/apiX/"), "metadata") == {}
+    assert server.requests[0].line == f"GET /apiX{METADATA_PATH} HTTP/1.1"
+    with pytest.raises(RequestTimeoutError, match=f"^no reply from {silent.url}/apiX within"):
+        HTTPTransport(silent.url + "/apiX/", timeout_s=0.2).metadata()
+
+
+def test_an_exchange_whose_time_is_up_to_the_tick_waits_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    token = _exchange_ends_at.set(1000.0)
+    try:
+        monkeypatch.setattr(time, "monotonic", lambda: 1000.0)
+        with pytest.raises(httpcore.ReadTimeout, match=TIME_UP):
+            _bounded(5.0, httpcore.ReadTimeout)
+    finally:
+        monkeypatch.undo()
+        _exchange_ends_at.reset(token)
