@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from raw_http_server import RawHTTPServer, RawRequest
 from vla_client import ActionClient, AsyncActionClient, Observation
 from vla_client.errors import ConnectError
 
@@ -84,3 +85,13 @@ def test_a_websocket_url_at_an_ordinary_web_server_says_so(error, web_server_por
 def test_both_clients_say_the_same_words(scheme) -> None:
     url = f"{scheme}://127.0.0.1:{closed_port()}"
     assert blocking_error(url) == async_error(url)
+
+
+@pytest.mark.parametrize("error", [blocking_error, async_error], ids=["blocking", "async"])
+def test_the_status_line_a_web_server_answered_is_quoted_whole(error) -> None:
+    def answer(request: RawRequest, conn: socket.socket) -> None:
+        conn.sendall(b"HTTP/1.0 502 Bad Gateway: upstream down\r\nContent-Length: 0\r\n\r\n")
+
+    with RawHTTPServer(answer) as server:
+        url = server.url.replace("http://", "ws://")
+        assert "handshake with 'HTTP/1.0 502 Bad Gateway: upstream down'," in error(url)

@@ -330,7 +330,7 @@ def unreachable(url: str, exc: BaseException) -> str:
             "or give the URL of a running one"
         )
     if _NOT_HTTP_11 in text and len(chain) > 1:  # websockets' words for a reply it cannot read
-        answer = _describe(chain[1]).rpartition(": ")[2]
+        answer = _describe(chain[1]).partition(": ")[2]  # websockets: "<why>: <status line>"
         return (
             f"{url} is not a websocket server: it answered the websocket handshake with "
             f"{answer!r}, as an ordinary web server does; give the URL of a VLA server's "
