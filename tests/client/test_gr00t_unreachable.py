@@ -105,8 +105,12 @@ def test_a_server_gone_between_calls_is_said_as_fast() -> None:
     with Gr00tServer() as server:
         client = ActionClient(server.url, timeout_s=30, connect_timeout_s=0.5)
         client.metadata()
-    with client, pytest.raises(ConnectError, match="nothing listens on port"):
+    started = time.monotonic()
+    # Which the client meets first depends on when ZeroMQ notices the server gone: its
+    # connection dropped under the call, or the call's attempts refused.
+    with client, pytest.raises(ConnectError, match=r"nothing listens on port|dropped the conn"):
         client.reset()
+    assert time.monotonic() - started < 15, "said after the connection wait, not the 30 s"
 
 
 @pytest.fixture
