@@ -44,6 +44,17 @@ def test_replay_plays_chunks_in_order_and_wraps(recording: tuple[Path, np.ndarra
         policy.infer(PolicyInput(images=frames, action_horizon=7))
 
 
+def test_replay_announces_one_step_its_family_and_the_cameras_given(
+    recording: tuple[Path, np.ndarray],
+) -> None:
+    path, _ = recording
+    spec = ReplayPolicy(path).spec
+    assert (spec.family, spec.num_inference_steps, spec.camera_names) == ("replay", 1, ())
+    assert ReplayPolicy(path, camera_names=("front", "wrist")).spec.camera_names == (
+        "front", "wrist"
+    )  # fmt: skip
+
+
 def test_replay_refuses_bad_files(tmp_path: Path) -> None:
     np.save(tmp_path / "flat.npy", np.zeros(5))
     np.savez(tmp_path / "other.npz", nope=np.zeros((1, 2, 2)))
