@@ -144,7 +144,7 @@ MODULES: dict[str, list[str]] = {
                                    "tests/server/test_rtc_server.py"],
     "server/policies/flow": ["tests/server/test_policies.py", "tests/server/test_rtc_server.py"],
     "server/policies/mlp": ["tests/server/test_policies.py"],
-    "server/policies/reference": ["tests/server/test_policies.py"],
+    "server/policies/reference": ["tests/server/test_reference_policy.py"],
     "server/policies/replay": ["tests/server/test_policies.py"],
     "server/policies/builtin": ["tests/server/test_policies.py",
                                 "tests/server/test_policy_loading.py"],
