@@ -33,6 +33,7 @@ from vla_client.server.worker.messages import (
     encode,
 )
 from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess
+from vla_client.server.worker.threads import worker_threads
 
 
 @pytest.fixture
@@ -166,20 +167,98 @@ def test_a_worker_that_dies_while_starting_is_a_start_error_with_its_code(
             os.close(fd)
 
 
-def test_the_worker_gets_its_threads_in_its_environment(
-    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+def test_a_worker_runs_with_its_threads_and_says_what_it_decodes(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    environments: list[dict[str, str]] = []
+    record = subprocess.Popen  # the `spawned` fixture's recorder (the same module)
+
+    def note_environment(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        environments.append(kwargs["env"])
+        process: subprocess.Popen[bytes] = record(*args, **kwargs)
+        return process
+
+    monkeypatch.setattr(subprocess, "Popen", note_environment)
     worker, _ = _worker(tmp_path)
-    assert worker.threads.environment({})["OMP_NUM_THREADS"]
+    assert worker.threads == worker_threads(None, 1, os.environ), "one entrypoint's share"
+    assert worker.decodes_jpeg is False
+    with pytest.raises(BrokenPipeError, match="the inference worker is not running"):
+        worker.send(Batch(1, ()))
 
     async def run() -> None:
         await worker.start()
+        assert worker.decodes_jpeg is False, "what its Ready said"
         await worker.stop(timeout_s=60)
 
     asyncio.run(run())
     args = spawned[0].args
     assert isinstance(args, list)
     assert args[:3] == [sys.executable, "-m", "vla_client.server.worker"]
+    assert environments == [worker.threads.environment(os.environ)]
+
+
+def test_a_worker_shared_through_its_listener_answers_a_link(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    address = str(tmp_path / "worker.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen()
+    worker, _ = _worker(tmp_path, listener=listener)
+    link, _, _ = _link(address, start_timeout_s=600)
+
+    async def run() -> None:
+        await worker.start()
+        await link.start()
+        assert link.pid == worker.pid == spawned[0].pid
+        assert link.decodes_jpeg is False
+        await link.stop()
+        await worker.stop(timeout_s=60)
+
+    try:
+        asyncio.run(run())
+    finally:
+        listener.close()
+    assert spawned[0].returncode == 0
+
+
+class SlowToReap(subprocess.Popen[bytes]):
+    """A real process whose every bounded `wait` times out, as on a machine too busy to reap
+    it in time; an unbounded `wait` (the test's own clean-up) works."""
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            return super().wait()
+        raise subprocess.TimeoutExpired(self.args, timeout)
+
+
+def test_a_death_not_reaped_in_time_is_reported_without_a_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[SlowToReap] = []
+
+    def popen(*args: Any, **kwargs: Any) -> SlowToReap:
+        started.append(SlowToReap(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    worker, exits = _worker(tmp_path)
+
+    async def run() -> None:
+        await worker.start()
+        worker.kill()
+        for _ in range(600):
+            if exits:
+                break
+            await asyncio.sleep(0.05)
+
+    try:
+        asyncio.run(run())
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+    assert exits == [None]
 
 
 class Peer:
@@ -374,3 +453,91 @@ def test_a_link_never_started_kills_nothing(tmp_path: Path) -> None:
     link, _, _ = _link(str(tmp_path / "worker.sock"))
     assert link.pid is None
     link.kill()
+
+
+def test_a_reply_read_in_pieces_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    # The loop reads what is there and returns; half a reply waits for the rest in the buffer.
+    address = str(tmp_path / "worker.sock")
+    peer = Peer(address)
+    link, messages, _ = _link(address, start_timeout_s=600)
+    answering = threading.Thread(target=peer.answer, args=(Ready(pid=4321),))
+    answering.start()
+    framed = _framed(encode(BatchDone(7, (), 1.5)))
+    loop_ran = threading.Event()
+    rest_sent_on_time: list[bool] = []
+
+    def send_in_two_pieces() -> None:
+        assert peer.conn is not None
+        sock = socket.socket(fileno=os.dup(peer.conn.fileno()))
+        sock.sendall(framed[:6])
+        rest_sent_on_time.append(loop_ran.wait(20))
+        sock.sendall(framed[6:])
+        sock.close()
+
+    async def run() -> None:
+        await link.start()
+        sending = threading.Thread(target=send_in_two_pieces)
+        sending.start()
+        await asyncio.sleep(0.5)  # the half arrives and is read meanwhile
+        loop_ran.set()
+        for _ in range(600):
+            if messages:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.to_thread(sending.join)
+        await link.stop()
+
+    try:
+        asyncio.run(run())
+    finally:
+        answering.join()
+        peer.close()
+    assert rest_sent_on_time == [True]
+    assert messages == [BatchDone(7, (), 1.5)]
+
+
+def _framed(payload: bytes) -> bytes:
+    """`payload` as a `Channel` puts it on the wire."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        Channel(ours).send(payload)
+        theirs.settimeout(10)
+        data = b""
+        while len(data) <= len(payload):
+            data += theirs.recv(1 << 16)
+        return data
+
+
+_ORPHAN = """
+import asyncio, sys
+from vla_client.errors import WorkerStartError
+from vla_client.server.worker.supervisor import WorkerLink
+link = WorkerLink(sys.argv[1], on_message=print, on_exit=print, start_timeout_s=60)
+print("linked", flush=True)
+try:
+    asyncio.run(link.start())
+except WorkerStartError as exc:
+    open(sys.argv[2], "w").write(str(exc))
+"""
+
+_PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", *sys.argv[1:]], stdout=subprocess.PIPE)
+child.stdout.readline()
+"""
+
+
+def test_a_link_whose_starter_has_exited_fails_at_once(tmp_path: Path) -> None:
+    # The link's process was started by one that has now exited: nobody restarts the worker.
+    said = tmp_path / "said"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, _ORPHAN, str(tmp_path / "worker.sock"), str(said)],
+        env=env,
+    )
+    assert parent.wait(60) == 0
+    for _ in range(1200):
+        if said.exists() and said.read_text():
+            break
+        threading.Event().wait(0.05)
+    assert said.read_text() == "the server process that runs the inference worker has exited"
