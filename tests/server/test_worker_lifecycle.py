@@ -9,12 +9,14 @@ bounded generously; no test depends on how fast the machine is.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +102,28 @@ def test_stop_kills_a_worker_that_does_not_exit_in_time(
     asyncio.run(run())
     assert spawned[0].returncode == -signal.SIGKILL
     assert _log(tmp_path) == ["load", "warm_up"]
+
+
+def test_stop_after_an_unnoticed_death_reaps_it_quietly(
+    tmp_path: Path, spawned: list[subprocess.Popen[bytes]]
+) -> None:
+    # The worker died, and the event loop has not yet read the end of its pipe: the Stop
+    # cannot be sent (a broken pipe), which is no error of the stop's.
+    worker, exits = _worker(tmp_path)
+
+    async def run() -> None:
+        await worker.start()
+        spawned[0].kill()
+        spawned[0].wait()  # the loop does not run meanwhile
+        await worker.stop(timeout_s=60)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        asyncio.run(run())
+        gc.collect()
+    assert exits == []
+    assert spawned[0].returncode == -signal.SIGKILL
+    assert [w for w in caught if w.category is ResourceWarning] == [], "its pipe was closed"
 
 
 def test_kill_ends_the_worker_and_its_exit_code_is_reported(
@@ -205,7 +229,7 @@ def test_a_worker_shared_through_its_listener_answers_a_link(
     listener.bind(address)
     listener.listen()
     worker, _ = _worker(tmp_path, listener=listener)
-    link, _, _ = _link(address, start_timeout_s=600)
+    link, _, _ = _link(address, start_timeout_s=60)
 
     async def run() -> None:
         await worker.start()
