@@ -565,3 +565,17 @@ def test_a_link_whose_starter_has_exited_fails_at_once(tmp_path: Path) -> None:
             break
         threading.Event().wait(0.05)
     assert said.read_text() == "the server process that runs the inference worker has exited"
+
+
+def test_a_link_told_its_starter_has_changed_fails_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The test above, in this process, where the mutation tests can see it: the parent it
+    # reads now is not the one it was made under (the test cannot make its own parent exit).
+    link, _, _ = _link(str(tmp_path / "worker.sock"), start_timeout_s=60)
+    parent = os.getppid()
+    monkeypatch.setattr(os, "getppid", lambda: parent + 1)
+    with pytest.raises(
+        WorkerStartError, match=r"^the server process that runs the inference worker has exited$"
+    ):
+        asyncio.run(link.start())
