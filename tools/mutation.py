@@ -157,6 +157,7 @@ MODULES: dict[str, list[str]] = {
                    "tests/server/test_log_redaction.py",
                    "tests/server/test_startup_validation.py", "tests/server/test_hot_route.py"],
     "server/worker/supervisor": ["tests/server/test_supervisor_faults.py",
+                                 "tests/server/test_worker_lifecycle.py",
                                  "tests/server/test_restart.py", "tests/server/test_faults.py"],
     "server/worker/dispatch": ["tests/server/test_worker.py", "tests/server/test_faults.py",
                                "tests/server/test_shm_full.py"],
