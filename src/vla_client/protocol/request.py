@@ -37,9 +37,7 @@ from vla_client.protocol.image_forms import (
 )
 from vla_client.protocol.layouts import FLAT, LayoutFunction, OpenpiLayout
 from vla_client.protocol.models import (
-    ActionInput,
     ActionRequest,
-    ObservationPayload,
     RuntimeOptions,
     check_request_id,
     validate_block,
@@ -63,23 +61,11 @@ def build_request(
     Raises `CodecError` for a `runtime` block the API does not allow, a `request_id` that is
     not a string, or a depth frame `encoding` cannot carry exactly (`encode_depth_value`).
     """
-    check_request_id(request_id)
-    runtime_options = validate_block(RuntimeOptions, dict(runtime or {}), "runtime")
-    images, state, depth = _observation_parts(observation, encoding, wire, jpeg_quality)
-    return ActionRequest(
-        request_id=request_id,
-        input=ActionInput(
-            task=observation.task,
-            observation=ObservationPayload(
-                images=images,
-                state=state,
-                capture_times=dict(observation.capture_times) or None,
-                depth=depth,
-            ),
-        ),
-        parameters=dict(parameters or {}),
-        runtime=runtime_options,
-    )
+    payload = request_payload(
+        observation, encoding=encoding, wire=wire, request_id=request_id,
+        parameters=parameters, runtime=runtime, jpeg_quality=jpeg_quality,
+    )  # fmt: skip
+    return ActionRequest.model_validate(payload)
 
 
 def request_payload(
