@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -20,23 +19,11 @@ from typing import Any
 
 import pytest
 from my_policies import Lifecycle
+from worker_doubles import SlowToReap
 
 from vla_client.errors import PolicyStartError, WorkerStartError
 from vla_client.server.worker import supervisor
 from vla_client.server.worker.supervisor import WorkerLink, WorkerProcess
-
-
-class SlowToReap(subprocess.Popen[bytes]):
-    """A real process whose every bounded `wait` times out, as on a machine too busy to reap
-    it in time; an unbounded `wait` (the test's own clean-up) works."""
-
-    timeouts = 0
-
-    def wait(self, timeout: float | None = None) -> int:
-        if timeout is None:
-            return super().wait()
-        SlowToReap.timeouts += 1
-        raise subprocess.TimeoutExpired(self.args, timeout)
 
 
 def test_the_start_error_survives_a_reap_that_times_out(

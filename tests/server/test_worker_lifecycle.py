@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from my_policies import Lifecycle
+from worker_doubles import SlowToReap
 
 from vla_client.errors import PolicyStartError, WorkerStartError
 from vla_client.server.worker.channel import Channel
@@ -244,16 +245,6 @@ def test_a_worker_shared_through_its_listener_answers_a_link(
     finally:
         listener.close()
     assert spawned[0].returncode == 0
-
-
-class SlowToReap(subprocess.Popen[bytes]):
-    """A real process whose every bounded `wait` times out, as on a machine too busy to reap
-    it in time; an unbounded `wait` (the test's own clean-up) works."""
-
-    def wait(self, timeout: float | None = None) -> int:
-        if timeout is None:
-            return super().wait()
-        raise subprocess.TimeoutExpired(self.args, timeout)
 
 
 def test_a_death_not_reaped_in_time_is_reported_without_a_code(

@@ -6,6 +6,7 @@ The task text picks the behaviour, so one server can be driven through every fau
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Sequence
 
@@ -47,3 +48,16 @@ class ThreadReport(Policy):
         import torch
 
         return np.array([[torch.get_num_threads(), os.getpid()]], np.float32)
+
+
+class SlowToReap(subprocess.Popen[bytes]):
+    """A real process whose every bounded `wait` times out, as on a machine too busy to reap
+    it in time; an unbounded `wait` (the test's own clean-up) works."""
+
+    timeouts = 0
+
+    def wait(self, timeout: float | None = None) -> int:
+        if timeout is None:
+            return super().wait()
+        SlowToReap.timeouts += 1
+        raise subprocess.TimeoutExpired(self.args, timeout)
